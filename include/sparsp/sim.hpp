@@ -1,0 +1,104 @@
+#pragma once
+// Discrete-event, flow-level simulation of transfers and compute on a Topology.
+//
+// Input: a Workload (transfers and compute tasks with dependencies and streams). Output: when each
+// activity starts and ends, per-resource bytes and utilisation, the makespan and the critical path.
+// The sharing model (max-min fairness over linear constraints, SimGrid's LMM formulation) is
+// documented at the top of sim/lmm.hpp; this header is the public surface.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparsp/status.hpp"
+#include "sparsp/topology.hpp"
+
+namespace sparsp::sim {
+
+/// What drives a transfer.
+enum class Engine {
+  ce,           ///< a copy engine of the source GPU (destination GPU for host->GPU); no SMs taken
+  sm,           ///< an SM-driven copy kernel (NCCL-style); takes `comm_sms` SMs while it runs
+  host,         ///< host-driven memcpy (CPU threads); no GPU resources
+};
+
+struct Transfer {
+  std::string id;                        ///< unique within the workload
+  std::string src, dst;                  ///< endpoints "gpuN" / "hostK"
+  double bytes = 0;
+  std::vector<std::string> after;        ///< ids of activities that must end first
+  Engine engine = Engine::ce;
+  std::string stream;                    ///< FIFO stream name (empty: its own stream)
+  topology::RouteMode route = topology::RouteMode::automatic;
+  double rate_cap_Bps = 0;               ///< 0 = uncapped
+  double chunk_bytes = 0;                ///< host-staged pipeline chunk (0 = default 4 MiB)
+  int staging_buffers = 0;               ///< host-staged buffers in flight (0 = default 2)
+  int comm_sms = 0;                      ///< SMs taken while it runs, for Engine::sm
+  // Plan metadata (carried, not interpreted by the engine):
+  int layer = -1;
+  std::vector<int32_t> kv_blocks;        ///< KV block ids carried
+};
+
+struct ComputeTask {
+  std::string id;
+  std::string gpu;                       ///< "gpuN"
+  double duration_s = 0;                 ///< at full compute capacity (no SMs taken away)
+  double flops = 0;                      ///< alternative to duration_s (uses the GPU's FLOP/s)
+  std::vector<std::string> after;
+  std::string stream;
+  int layer = -1;
+};
+
+struct Workload {
+  std::vector<Transfer> transfers;
+  std::vector<ComputeTask> compute;
+};
+
+struct SimOptions {
+  double launch_overhead_s = 2e-6;       ///< per transfer/kernel issue; source in sim/README
+  double default_chunk_bytes = 4.0 * 1024 * 1024;
+  int default_staging_buffers = 2;
+  double compute_efficiency = 0.6;       ///< fraction of peak bf16 FLOP/s reached by attention
+  bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
+};
+
+struct ActivityResult {
+  std::string id;
+  bool is_transfer = true;
+  std::string where;                     ///< "gpu0" / "gpu0->gpu1"
+  std::string lane;                      ///< stream or copy engine it ran on, e.g. "ce1"
+  double start_s = 0;                    ///< when it began (dependencies met, engine free)
+  double end_s = 0;
+  double bytes = 0;
+};
+
+struct ResourceStats {
+  std::string name;
+  double capacity_Bps = 0;
+  double bytes = 0;                      ///< coefficient-weighted bytes that crossed it
+  double busy_s = 0;                     ///< time with non-zero load
+  double peak_utilization = 0;           ///< max over time of load / capacity
+};
+
+struct SimResult {
+  double makespan_s = 0;
+  std::vector<ActivityResult> activities;   ///< in workload order: transfers, then compute
+  std::vector<ResourceStats> resources;     ///< in Topology::resources() order
+  std::vector<std::string> critical_path;   ///< activity ids, first to last
+  int64_t events = 0;
+};
+
+/// Validates and simulates. Errors (exit 2): unknown endpoint, no route, negative bytes or
+/// duration, duplicate id, dangling dependency, dependency cycle. Deterministic: same input,
+/// same output bit for bit.
+Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
+                           const SimOptions& options = {});
+
+/// Reads a workload JSON (schema in sim/README.md). Errors name the file and JSON pointer.
+Result<Workload> load_workload(const std::string& path);
+Result<Workload> parse_workload(const std::string& text, const std::string& source_name);
+
+/// Perfetto / Chrome trace JSON: one process per GPU, one track per stream and copy engine,
+/// counter tracks for busy resources.
+std::string to_chrome_trace(const Workload& work, const SimResult& result);
+
+}  // namespace sparsp::sim

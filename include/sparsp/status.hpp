@@ -1,0 +1,58 @@
+#pragma once
+// Error values for I/O, config and CLI boundaries (STYLE habit 5): these functions return
+// Result<T>; internal invariants assert; nothing throws across a public API.
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace sparsp {
+
+/// A user-facing error. `message` is one line of the form
+/// "<file>:<place>: <what>" where place is a line number ("12"), a JSON pointer ("/links/3/gen")
+/// or an array index ("[H=2,Qb=5]"); file is "<preset:NAME>" or "<stdin>" where there is none.
+/// `exit_code` is the process exit status the CLI maps it to: 2 for bad input (the default),
+/// 1 for a failure at run time (e.g. a replay integrity mismatch or a CUDA error).
+struct Error {
+  std::string message;
+  int exit_code = 2;
+};
+
+/// Formats "<file>:<place>: <what>" (place omitted when empty).
+inline Error input_error(const std::string& file, const std::string& place, const std::string& what) {
+  return Error{place.empty() ? file + ": " + what : file + ":" + place + ": " + what, 2};
+}
+
+/// Either a T or an Error. Accessing value() of an error aborts (a programming error, not input).
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & { check(); return std::get<0>(v_); }
+  const T& value() const& { check(); return std::get<0>(v_); }
+  T&& value() && { check(); return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+  /// REQUIRES: !ok().
+  const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  void check() const {
+    if (!ok()) std::abort();  // value() of an error: caller bug
+  }
+  std::variant<T, Error> v_;
+};
+
+/// Result of an operation that produces nothing.
+struct Ok {};
+using Status = Result<Ok>;
+
+}  // namespace sparsp
