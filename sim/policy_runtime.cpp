@@ -89,6 +89,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
   Workload w;
   const int comm_sms = static_cast<int>(param(p, "comm_sms", 16));
   const double chunk = param(p, "chunk_bytes", 0);
+  const bool ce_only = param(p, "ce_only", 0) != 0;
   const std::string L = "L" + std::to_string(layer) + ".";
   auto mid = [&](size_t i) {
     const auto& m = plan.messages[i];
@@ -126,7 +127,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
       for (size_t ti : tasks_of[static_cast<size_t>(m.src)])
         if (plan.tasks[ti].phase < m.phase) after.insert(tid(ti));
     t.after.assign(after.begin(), after.end());
-    const bool sm = mode == Mode::sm_overlap || (mode == Mode::sync && m.collective);
+    const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
     t.engine = (m.src < 0 || m.dst < 0) ? Engine::ce : (sm ? Engine::sm : Engine::ce);
     t.comm_sms = t.engine == Engine::sm ? comm_sms : 0;
     t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
@@ -200,7 +201,7 @@ std::string names(const std::vector<PolicyInfo>& list) {
   return s;
 }
 const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance", "locality"};
+                                    "chunk_bytes", "tolerance", "locality", "ce_only"};
 }  // namespace
 
 Status check_policy(const plan::PolicySpec& spec) {
