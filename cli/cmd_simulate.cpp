@@ -161,8 +161,13 @@ int run(const SimulateArgs& a) {
   auto r = sim::run_study(*study, opt);
   if (!r) return report(r.error());
   for (const auto& p : r->policies) {
-    const std::string stem = safe_name(p.topology + "__" + p.policy.name() +
-                                       (p.policy.params.count("host_staged") ? "_host_staged" : ""));
+    std::string label = p.policy.name();
+    for (const auto& [k, v] : p.policy.params) {
+      std::ostringstream o;
+      o << "_" << k << "-" << v;
+      label += o.str();
+    }
+    const std::string stem = safe_name(p.topology + "__" + label);
     if (opt.keep_plans && p.plan) {
       if (auto st = write_file(a.plan_dir, stem + ".plan.json", plan::to_json(*p.plan)); !st)
         return report(st.error());

@@ -292,10 +292,13 @@ Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
   std::vector<int> req;
   if (in.dynamic) req = add_discovery(plan, in, d, staged, true);
   add_local_tasks(plan, d);
-  for (int g = 0; g < P; ++g)
+  // Shifted order (owner o serves o+1, o+2, ...), as NCCL's pairwise all-to-all does, so that
+  // the copy-engine queues of the owners do not all serve the same requester first (incast).
+  for (int sh = 1; sh < P; ++sh)
     for (int o = 0; o < P; ++o) {
+      const int g = (o + sh) % P;
       const size_t go = static_cast<size_t>(g) * P + o;
-      if (g == o || d.bytes[go] <= 0) continue;
+      if (d.bytes[go] <= 0) continue;
       Message m;
       m.src = o;
       m.dst = g;
@@ -322,10 +325,11 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
   for (auto& m : plan.messages) m.collective = true;
   add_local_tasks(plan, d);
   std::vector<std::vector<int>> involved(static_cast<size_t>(P));
-  for (int g = 0; g < P; ++g)
+  for (int sh = 1; sh < P; ++sh)   // shifted pairwise order, as NCCL's all-to-all
     for (int o = 0; o < P; ++o) {
+      const int g = (o + sh) % P;
       const size_t go = static_cast<size_t>(g) * P + o;
-      if (g == o || d.bytes[go] <= 0) continue;
+      if (d.bytes[go] <= 0) continue;
       Message m;
       m.src = o;
       m.dst = g;
@@ -371,8 +375,9 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
   };
   for (int o = 0; o < P; ++o) {
     std::vector<int> staged, direct_p2p;
-    for (int g = 0; g < P; ++g) {
-      if (g == o || d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
+    for (int sh = 1; sh < P; ++sh) {   // shifted order (see demand_direct)
+      const int g = (o + sh) % P;
+      if (d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
       if (force_staged || !rt.p2p_allowed(o, g)) staged.push_back(g);
       else direct_p2p.push_back(g);
     }
