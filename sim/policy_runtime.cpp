@@ -136,7 +136,13 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
     t.kv_blocks = m.kv_blocks;
     w.transfers.push_back(std::move(t));
   }
-  for (size_t i = 0; i < plan.tasks.size(); ++i) {
+  // Compute in (phase, scheme order): a rank's FIFO attention stream (sync) must not queue a
+  // later ring step before an earlier one.
+  std::vector<size_t> order(plan.tasks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return plan.tasks[x].phase < plan.tasks[y].phase; });
+  for (size_t i : order) {
     const auto& a = plan.tasks[i];
     ComputeTask c;
     c.id = tid(i);
