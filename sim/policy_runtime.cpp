@@ -44,6 +44,9 @@ BlockGraph block_graph(patterns::Pattern& pattern, int max_layers) {
     for (int h = 0; h < pattern.heads(); ++h) {
       const auto& m = pattern.mask(0, l, h);
       for (int q = 0; q < n; ++q) {
+        // Text query rows (dense) are split across the ranks by the demand schemes, so they
+        // create no dependency on where their KV blocks live.
+        if (layout.is_text(q)) continue;
         const uint64_t* row = m.row(q);
         double tk = 0;
         for (int w = 0; w < m.words_per_row(); ++w) {
@@ -207,7 +210,7 @@ std::string names(const std::vector<PolicyInfo>& list) {
   return s;
 }
 const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance", "locality", "ce_only"};
+                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text"};
 }  // namespace
 
 Status check_policy(const plan::PolicySpec& spec) {
