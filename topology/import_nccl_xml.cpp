@@ -129,7 +129,8 @@ class XmlImporter {
     return static_cast<int>(w);
   }
 
-  void walk(const pugi::xml_node& parent_xml, const std::string& parent) {
+  void walk(const pugi::xml_node& parent_xml, const std::string& parent, int depth = 0) {
+    if (depth > 32) fail(parent_xml, "PCIe hierarchy deeper than 32 levels");
     for (pugi::xml_node c : parent_xml.children()) {
       const std::string name = c.name();
       if (name == "pci") {
@@ -154,7 +155,7 @@ class XmlImporter {
         } else if (c.child("pci")) {
           const std::string id = "sw" + std::to_string(switches_.size());
           switches_.push_back({id, parent, gen, width, line_of(c)});
-          walk(c, id);
+          walk(c, id, depth + 1);
         }
         // Other PCI functions (no gpu, nic or children) play no part in routing.
       } else if (name == "nic") {
