@@ -10,10 +10,7 @@ namespace sparsp::sim::lmm {
 int System::add_constraint(double capacity_Bps) {
   assert(capacity_Bps > 0);
   cap_.push_back(capacity_Bps);
-  load_.push_back(0);
-  remaining_.push_back(0);
-  usage_.push_back(0);
-  unfixed_.push_back(0);
+  st_.emplace_back();
   cmark_.push_back(0);
   nactive_.push_back(0);
   wsum_.push_back(0);
@@ -147,13 +144,13 @@ void System::fix(int var, double x) {
   value_[var] = x;
   const double m = static_cast<double>(m_[var]);
   for (int i = off_[var], e = off_[var + 1]; i < e; ++i) {
-    const int c = use_[i].constraint;
+    Work& c = st_[use_[i].constraint];
     const double w = m * use_[i].coefficient;
     const double used = w * x;
-    remaining_[c] -= used;
-    load_[c] += used;
-    usage_[c] -= w;
-    if (--unfixed_[c] == 0) usage_[c] = 0;
+    c.remaining -= used;
+    c.load += used;
+    c.usage -= w;
+    if (--c.unfixed == 0) c.usage = 0;
   }
 }
 
@@ -187,11 +184,12 @@ void System::solve() {
   // 2. Remaining capacity and usage of each constraint of the components.
   work_cons_.clear();
   for (int c : comp_cons_) {
-    remaining_[c] = cap_[c];
-    load_[c] = 0;
-    usage_[c] = wsum_[c];
-    unfixed_[c] = nactive_[c];
-    if (unfixed_[c] > 0) work_cons_.push_back(c);
+    Work& w = st_[c];
+    w.remaining = cap_[c];
+    w.load = 0;
+    w.usage = wsum_[c];
+    w.unfixed = nactive_[c];
+    if (w.unfixed > 0) work_cons_.push_back(c);
   }
   bounded_.clear();
   for (int v : comp_vars_) {
@@ -223,18 +221,19 @@ void System::solve() {
     size_t keep = 0;
     for (size_t i = 0; i < work_cons_.size(); ++i) {
       const int c = work_cons_[i];
-      if (unfixed_[c] == 0) continue;
-      if (usage_[c] <= 0) {  // rounding residue: recompute from the unfixed elements
+      Work& w = st_[c];
+      if (w.unfixed == 0) continue;
+      if (w.usage <= 0) {  // rounding residue: recompute from the unfixed elements
         double u = 0;
         for (const Elem& el : elems_[c])
           if (!fixed_[el.var]) u += el.weight;
-        usage_[c] = u;
+        w.usage = u;
       }
       work_cons_[keep++] = c;
-      const double r = std::max(remaining_[c], 0.0);
-      if (r * best_u < best_r * usage_[c] || best_u == 0) {
+      const double r = std::max(w.remaining, 0.0);
+      if (r * best_u < best_r * w.usage || best_u == 0) {
         best_r = r;
-        best_u = usage_[c];
+        best_u = w.usage;
       }
     }
     work_cons_.resize(keep);
@@ -255,15 +254,16 @@ void System::solve() {
     // Every unfixed variable on a constraint saturated at `level` is fixed at `level`.
     const double threshold = level * (1 + kRelTol);
     for (int c : work_cons_) {
-      if (unfixed_[c] == 0) continue;
-      if (std::max(remaining_[c], 0.0) > threshold * usage_[c]) continue;
+      const Work& w = st_[c];
+      if (w.unfixed == 0) continue;
+      if (std::max(w.remaining, 0.0) > threshold * w.usage) continue;
       for (const Elem& el : elems_[c])
         if (!fixed_[el.var]) fix(el.var, level);
     }
   }
 #ifndef NDEBUG
   for (int v : comp_vars_) assert(fixed_[v] && "variable left unfixed");
-  for (int c : comp_cons_) assert(load_[c] <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
+  for (int c : comp_cons_) assert(st_[c].load <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
 #endif
 }
 

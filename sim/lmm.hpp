@@ -75,7 +75,7 @@ class System {
   /// Per-flow rate of a class (bytes/s); 0 for a class of multiplicity 0.
   double value(int var) const { return value_[var]; }
   /// sum_v m_v a_vc x_v after the last solve.
-  double load(int constraint) const { return load_[constraint]; }
+  double load(int constraint) const { return st_[constraint].load; }
 
   /// Variables (with m > 0 or just dropped to 0) re-solved by the last solve(), in index order
   /// of discovery (deterministic).
@@ -101,8 +101,12 @@ class System {
   void compact(int constraint);
 
   // constraints
-  std::vector<double> cap_, load_, remaining_, usage_;
-  std::vector<int> unfixed_;
+  struct Work {  // per-constraint solve state, packed: fix() touches one cache line per use
+    double remaining = 0, usage = 0, load = 0;
+    int unfixed = 0;
+  };
+  std::vector<double> cap_;
+  std::vector<Work> st_;
   std::vector<uint32_t> cmark_;
   std::vector<double> wsum_;              // sum of the elements' weights (incremental)
   std::vector<int> nactive_;              // elements with m > 0 (the rest are dormant, weight 0)
