@@ -8,6 +8,9 @@
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
+#include "calibrate_topology.hpp"
 #include "exec_plan.hpp"
 #include "sparsp/units.hpp"
 
@@ -182,6 +185,14 @@ PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>
   f.latency_s = std::max(0.0, ab(0));
   f.bandwidth_Bps = ab(1) > 0 ? 1.0 / ab(1) : 0.0;
   return f;
+}
+
+Result<std::string> topology_from_machine_file(const std::string& path, int virtual_ranks) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return detail::topology_from_machine(ss.str(), path, virtual_ranks, sim::SimOptions{}.launch_overhead_s);
 }
 
 #ifndef SPARSP_HAVE_CUDA

@@ -163,6 +163,10 @@ struct CalibrateResult {
 /// Runs the microbenchmarks (CUDA builds only; otherwise an error, exit 1).
 Result<CalibrateResult> calibrate(const CalibrateOptions& options);
 
+/// Topology JSON rebuilt from a machine JSON that `calibrate` wrote (no GPU needed), with
+/// `virtual_ranks` > 1 folding that many ranks onto GPU 0. Errors name the file and pointer.
+Result<std::string> topology_from_machine_file(const std::string& machine_path, int virtual_ranks);
+
 /// Least-squares fit of t = a + b * x (x bytes, t seconds) -> latency a, bandwidth 1/b.
 /// REQUIRES: sizes.size() == times.size() >= 2. Weighted by 1/t^2 (relative error).
 PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>& sizes_bytes,
