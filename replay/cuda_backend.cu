@@ -298,8 +298,14 @@ class CudaBackend final : public Backend {
       SPARSP_CUDA_TRY(cudaDeviceSynchronize());
       dv.timing_used = dv.sync_used = 0;
     }
-    // 2. Gates and time base.
+    // 2. Gates and time base. The guard opens the gates on every exit path, so an error while
+    // issuing never leaves a gate kernel spinning.
+    struct GateGuard {
+      CudaBackend* self;
+      ~GateGuard() { self->open_gate(); }
+    };
     *reinterpret_cast<volatile int*>(gate_flag_) = 0;
+    GateGuard guard{this};
     for (auto& [d, dv] : devs_) {
       SPARSP_CUDA_TRY(cudaSetDevice(d));
       gate_kernel<<<1, 1, 0, dv.gate>>>(gate_flag_);
