@@ -2,6 +2,7 @@
 #include "calibrate_topology.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,9 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
     c["numa_node"] = s;
     nodes.push_back(c);
   }
+  auto link_latency = [&](const CalibratedGpu& g) {
+    return g.staged_chunk_s > 0 ? g.staged_chunk_s : g.latency_s - launch_overhead_s;
+  };
   auto link_of = [&](const CalibratedGpu& g) {
     const double cap = std::max(g.h2d_Bps, g.d2h_Bps);
     const double duplex = cap > 0 && g.bidir_aggregate_Bps > 0 ? g.bidir_aggregate_Bps / (2 * cap) : 1.0;
@@ -74,7 +78,7 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
     sw["kind"] = "pcie_switch";
     nodes.push_back(sw);
     links.push_back(pcie_link("cpu" + std::to_string(numa[0]), "vsw0", g.pcie_gen, g.pcie_width, cap,
-                              g.latency_s - launch_overhead_s, duplex));
+                              link_latency(g), duplex));
     CalibratedGpu share = g;
     share.sm_count = std::max(1, g.sm_count / virtual_ranks);
     for (int r = 0; r < virtual_ranks; ++r) {
@@ -88,7 +92,7 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
       const auto [cap, duplex] = link_of(gpus[i]);
       nodes.push_back(gpu_node("gpu" + std::to_string(i), gpus[i]));
       links.push_back(pcie_link("cpu" + std::to_string(numa[i]), "gpu" + std::to_string(i), gpus[i].pcie_gen,
-                                gpus[i].pcie_width, cap, gpus[i].latency_s - launch_overhead_s, duplex));
+                                gpus[i].pcie_width, cap, link_latency(gpus[i]), duplex));
     }
   }
   root["nodes"] = std::move(nodes);
@@ -113,9 +117,33 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
   try {
     std::map<std::string, const Json*> fits;
     for (const Json& f : m.at("fits")) fits[f.at("name").get<std::string>()] = &f;
-    auto bw = [&](const std::string& k) { auto it = fits.find(k); return it == fits.end() ? 0.0 : it->second->at("bandwidth_GBps").get<double>() * 1e9; };
-    auto agg = [&](const std::string& k) { auto it = fits.find(k); return it == fits.end() ? 0.0 : it->second->value("aggregate_GBps", 0.0) * 1e9; };
-    auto lat = [&](const std::string& k) { auto it = fits.find(k); return it == fits.end() ? 0.0 : it->second->at("latency_us").get<double>() * 1e-6; };
+    // Re-fit from the raw points where present (so a machine JSON is reproducible data and fit
+    // improvements apply to old measurements); "staged:" fits keep their stored numbers.
+    auto refit = [&](const std::string& k) -> PathFit {
+      PathFit f;
+      auto it = fits.find(k);
+      if (it == fits.end()) return f;
+      const Json& j = *it->second;
+      f.bandwidth_Bps = j.at("bandwidth_GBps").get<double>() * 1e9;
+      f.latency_s = j.at("latency_us").get<double>() * 1e-6;
+      f.aggregate_Bps = j.value("aggregate_GBps", 0.0) * 1e9;
+      if (k.rfind("staged:", 0) != 0 && j.contains("points")) {
+        std::vector<double> x, t;
+        for (const Json& p : j["points"]) {
+          x.push_back(p.at("bytes").get<double>());
+          t.push_back(p.at("time_us").get<double>() * 1e-6);
+        }
+        if (x.size() >= 2) {
+          const double flows = f.aggregate_Bps > 0 && f.bandwidth_Bps > 0 ? std::round(f.aggregate_Bps / f.bandwidth_Bps) : 1;
+          f = fit_latency_bandwidth(k, x, t);
+          if (flows > 1) f.aggregate_Bps = flows * f.bandwidth_Bps;
+        }
+      }
+      return f;
+    };
+    auto bw = [&](const std::string& k) { return refit(k).bandwidth_Bps; };
+    auto agg = [&](const std::string& k) { return refit(k).aggregate_Bps; };
+    auto lat = [&](const std::string& k) { return refit(k).latency_s; };
     for (const Json& d : m.at("devices")) {
       CalibratedGpu g;
       const std::string k = std::to_string(d.at("ordinal").get<int>());
@@ -134,6 +162,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
       g.bidir_aggregate_Bps = agg("bidir:" + k);
       g.latency_s = 0.5 * (lat("h2d:" + k) + lat("d2h:" + k));
       g.d2d_Bps = bw("d2d:" + k);
+      g.staged_chunk_s = lat("staged:" + k);
       gpus.push_back(g);
     }
   } catch (const Json::exception& e) {

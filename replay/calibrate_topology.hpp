@@ -19,6 +19,8 @@ struct CalibratedGpu {
   double bidir_aggregate_Bps = 0;     ///< both directions at once, sum
   double latency_s = 0;               ///< fitted single-copy latency (h2d/d2h mean)
   double d2d_Bps = 0;                 ///< device-local copy (bytes copied / s)
+  double staged_chunk_s = 0;          ///< per-chunk overhead of a host-staged pipeline (D2H and
+                                      ///< H2D streams, 2 pinned buffers, event hand-offs); 0: unknown
 };
 
 struct CalibratedPeer {
@@ -27,8 +29,10 @@ struct CalibratedPeer {
   bool p2p = false;
 };
 
-/// `launch_overhead_s` is subtracted from the fitted latency (the simulator adds its own per
-/// transfer, sim::SimOptions::launch_overhead_s). `virtual_ranks` > 1: one GPU is modelled as
+/// The GPU link's latency is the measured per-chunk overhead of a host-staged pipeline when known
+/// (the simulator charges a leg's latency once per chunk and stage, and host-staged transfers are
+/// what this machine's plans move), otherwise the fitted single-copy latency minus
+/// `launch_overhead_s` (the simulator adds its own per transfer, SimOptions::launch_overhead_s). `virtual_ranks` > 1: one GPU is modelled as
 /// that many ranks behind a virtual switch whose uplink is the GPU's measured PCIe link and whose
 /// downlinks carry device-local copies (the `--devices 0,0,...` replay mapping).
 std::string calibrated_topology_json(const std::string& name, const std::vector<CalibratedGpu>& gpus,

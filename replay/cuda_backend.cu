@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -136,6 +137,9 @@ class CudaBackend final : public Backend {
     ranks_ = exec.ranks;
     hosts_ = exec.hosts;
     emulate_compute_ = opt.emulate_compute;
+    // More hardware queues than the default 8, so that concurrent streams do not alias onto one
+    // queue and serialise (must precede the first CUDA call; an explicit setting wins).
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     int count = 0;
     SPARSP_CUDA_TRY(cudaGetDeviceCount(&count));
     rank_dev_ = opt.devices;
