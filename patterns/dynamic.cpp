@@ -1,24 +1,57 @@
 // Score-based selection (topk / cdf), the seeded synthetic score model and the random pattern.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "dynamic.hpp"
 
 namespace sparsp::patterns {
 
+namespace {
+// Order-preserving key of -score in the high half, the column in the low half: ascending keys are
+// descending scores, ties to the lower column.
+inline uint64_t topk_key(float score, int c) {
+  const float neg = -score + 0.0f;  // + 0.0f folds -0 into +0
+  uint32_t u;
+  std::memcpy(&u, &neg, 4);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<uint64_t>(u) << 32) | static_cast<uint32_t>(c);
+}
+}  // namespace
+
 void select_topk(const float* scores, int rows, int cols, int k, const int* rows_idx,
                  const int* cols_idx, BlockMask& out) {
   k = std::clamp(k, 0, cols);
-  std::vector<int> idx(static_cast<size_t>(cols));
+  std::vector<uint64_t> keys(static_cast<size_t>(cols));
+  std::vector<float> sample;
   for (int r = 0; r < rows; ++r) {
     const float* s = scores + static_cast<size_t>(r) * cols;
-    std::iota(idx.begin(), idx.end(), 0);
-    auto better = [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); };
-    if (k < cols) std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
+    size_t n = 0;
+    if (k > 0 && k < cols && cols >= 64) {
+      // Threshold from every 4th score at a rank slightly past the expected k-th: every score
+      // >= tau is a candidate. When at least k qualify, the exact top-k lies among them (the k-th
+      // largest is >= tau); otherwise fall back to all columns. The result is exact either way.
+      sample.clear();
+      for (int c = 0; c < cols; c += 4) sample.push_back(s[c]);
+      const double expect = static_cast<double>(k) * static_cast<double>(sample.size()) / cols;
+      const size_t rank = std::min(sample.size() - 1,
+                                   static_cast<size_t>(expect + 2.0 * std::sqrt(expect) + 2.0));
+      std::nth_element(sample.begin(), sample.begin() + static_cast<ptrdiff_t>(rank), sample.end(),
+                       std::greater<float>());
+      const float tau = sample[rank];
+      for (int c = 0; c < cols; ++c)
+        if (s[c] >= tau) keys[n++] = topk_key(s[c], c);
+      if (n < static_cast<size_t>(k)) n = 0;
+    }
+    if (n == 0)
+      for (int c = 0; c < cols; ++c) keys[n++] = topk_key(s[c], c);
+    if (static_cast<size_t>(k) < n)
+      std::nth_element(keys.begin(), keys.begin() + k, keys.begin() + static_cast<ptrdiff_t>(n));
     uint64_t* row = out.row(rows_idx[r]);
     for (int i = 0; i < k; ++i) {
-      const int c = cols_idx[idx[static_cast<size_t>(i)]];
+      const int c = cols_idx[static_cast<uint32_t>(keys[static_cast<size_t>(i)])];
       row[c >> 6] |= uint64_t{1} << (c & 63);
     }
   }
@@ -92,6 +125,11 @@ SyntheticScorePattern::SyntheticScorePattern(ModelSpec m, BlockLayout l, int ste
     const int W = L.grid[2], H = L.grid[1], B = L.block_tokens;
     extent_ = {1.0f, static_cast<float>(std::clamp(B / W, 1, H)), static_cast<float>(std::min(B, W))};
   }
+  for (const auto& c : L.block_center) {
+    ct_.push_back(c[0]);
+    ch_.push_back(c[1]);
+    cw_.push_back(c[2]);
+  }
   rows_.resize(static_cast<size_t>(L.num_video_blocks));
   std::iota(rows_.begin(), rows_.end(), L.first_video_block);
   scores_.resize(static_cast<size_t>(L.num_video_blocks) * L.num_video_blocks);
@@ -122,17 +160,24 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
       inv[d] = static_cast<float>(1.0 / (length_ * extent_[d] * std::exp(unit_from(r) - 0.5)));
     }
     const uint64_t base = mix64(seed_ ^ mix64((static_cast<uint64_t>(step) << 42) ^ (static_cast<uint64_t>(layer) << 21) ^ static_cast<uint64_t>(h)));
+    // Noise: one 64-bit hash gives four 16-bit uniforms, u = (bits + 0.5) / 2^16.
     const float amp = static_cast<float>(noise_);
+    const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
+    const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
     for (int q = 0; q < nv; ++q) {
       const auto& cq = L.block_center[static_cast<size_t>(q)];
       float* s = scores_.data() + static_cast<size_t>(q) * nv;
-      for (int k = 0; k < nv; ++k) {
-        const auto& ck = L.block_center[static_cast<size_t>(k)];
-        const uint64_t r = mix64(base + static_cast<uint64_t>(q) * static_cast<uint64_t>(nv) + static_cast<uint64_t>(k));
-        const float u = static_cast<float>(r >> 40) * 0x1.0p-24f;
-        s[k] = -(std::fabs(cq[0] - ck[0]) * inv[0] + std::fabs(cq[1] - ck[1]) * inv[1] +
-                 std::fabs(cq[2] - ck[2]) * inv[2]) +
-               amp * (2 * u - 1);
+      for (int k = 0; k < nv; ++k)
+        s[k] = -(std::fabs(cq[0] - ct_[static_cast<size_t>(k)]) * inv[0] +
+                 std::fabs(cq[1] - ch_[static_cast<size_t>(k)]) * inv[1] +
+                 std::fabs(cq[2] - cw_[static_cast<size_t>(k)]) * inv[2]);
+      if (amp > 0) {
+        const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
+        for (int k = 0; k < nv; k += 4) {
+          uint64_t r = mix64(row_base + static_cast<uint64_t>(k / 4));
+          for (int i = 0; i < 4 && k + i < nv; ++i, r >>= 16)
+            s[k + i] += static_cast<float>(r & 0xffff) * nscale + noff;
+        }
       }
     }
     BlockMask& m = out[static_cast<size_t>(h)];

@@ -36,6 +36,7 @@ class SyntheticScorePattern final : public LazyPattern {
   uint64_t seed_;
   bool text_dense_;
   std::array<float, 3> extent_{};
+  std::vector<float> ct_, ch_, cw_;  ///< block centres, structure of arrays
   std::vector<int> rows_;      ///< video block ids
   std::vector<float> scores_;  ///< [nv * nv] scratch
 };

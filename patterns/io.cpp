@@ -307,7 +307,25 @@ Status write_native(Pattern& p, const std::string& path) {
   const std::string payload_path = path + ".payload.tmp";
   std::vector<int> index(static_cast<size_t>(steps_idx) * p.layers() * p.heads());
   int64_t masks = 0;
-  {
+  auto write_mask = [](std::ofstream& out, const BlockMask& m, std::vector<char>& buf) {
+    const auto& w = m.words();
+    for (size_t i = 0; i < w.size(); ++i)
+      for (int b = 0; b < 8; ++b) buf[i * 8 + static_cast<size_t>(b)] = static_cast<char>((w[i] >> (8 * b)) & 0xff);
+    out.write(buf.data(), static_cast<std::streamsize>(w.size() * 8));
+  };
+  if (auto* sp = dynamic_cast<StoredPattern*>(&p)) {
+    // Stored patterns: their distinct masks and index as they are.
+    std::ofstream pay(payload_path, std::ios::binary | std::ios::trunc);
+    if (!pay) return Error{path + ": cannot create file", 2};
+    std::vector<char> buf(static_cast<size_t>(nb) * wpr * 8);
+    for (const BlockMask& m : sp->unique_masks()) write_mask(pay, m, buf);
+    masks = static_cast<int64_t>(sp->unique_masks().size());
+    size_t slot = 0;
+    for (int s = 0; s < steps_idx; ++s)
+      for (int l = 0; l < p.layers(); ++l)
+        for (int hh = 0; hh < p.heads(); ++hh) index[slot++] = sp->mask_id(s, l, hh);
+    if (!pay) return Error{path + ": write failed", 1};
+  } else {
     std::ofstream pay(payload_path, std::ios::binary | std::ios::trunc);
     if (!pay) return Error{path + ": cannot create file", 2};
     std::map<int64_t, std::vector<int>> group_ids;  // mask_group -> head ids
@@ -328,10 +346,7 @@ Status write_native(Pattern& p, const std::string& path) {
             if (found < 0) {
               found = static_cast<int>(masks++);
               local[hs].emplace_back(h, found);
-              const auto& w = m.words();
-              for (size_t i = 0; i < w.size(); ++i)
-                for (int b = 0; b < 8; ++b) buf[i * 8 + static_cast<size_t>(b)] = static_cast<char>((w[i] >> (8 * b)) & 0xff);
-              pay.write(buf.data(), static_cast<std::streamsize>(w.size() * 8));
+              write_mask(pay, m, buf);
             }
             ids[static_cast<size_t>(h)] = found;
           }

@@ -8,6 +8,9 @@
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
+#include "calibrate_topology.hpp"
 #include "exec_plan.hpp"
 #include "sparsp/units.hpp"
 
@@ -166,22 +169,41 @@ PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>
   f.name = name;
   f.sizes_bytes = x;
   f.times_s = t;
-  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
-  if (n < 2) return f;
-  // Weighted least squares: minimise sum ((a + b x_i - t_i) / t_i)^2, i.e. relative error, so
-  // small sizes (latency) and large sizes (bandwidth) both count.
-  Eigen::MatrixXd A(n, 2);
-  Eigen::VectorXd y(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const double w = t[i] > 0 ? 1.0 / t[i] : 1.0;
-    A(i, 0) = w;
-    A(i, 1) = w * x[i];
-    y(i) = w * t[i];
+  const size_t n = x.size();
+  if (n < 2 || t.size() != n) return f;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  const double xmax = x[order.back()];
+  std::vector<size_t> big, small;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order[k];
+    if (x[i] >= xmax / 32 || k + 3 >= n) big.push_back(i);
+    if (x[i] <= 256 * 1024.0 || k < 3) small.push_back(i);
+  }
+  // Slope by ordinary least squares on [1, x] over the large sizes (Eigen QR).
+  Eigen::MatrixXd A(static_cast<Eigen::Index>(big.size()), 2);
+  Eigen::VectorXd y(static_cast<Eigen::Index>(big.size()));
+  for (size_t k = 0; k < big.size(); ++k) {
+    A(static_cast<Eigen::Index>(k), 0) = 1.0;
+    A(static_cast<Eigen::Index>(k), 1) = x[big[k]];
+    y(static_cast<Eigen::Index>(k)) = t[big[k]];
   }
   const Eigen::Vector2d ab = A.colPivHouseholderQr().solve(y);
-  f.latency_s = std::max(0.0, ab(0));
-  f.bandwidth_Bps = ab(1) > 0 ? 1.0 / ab(1) : 0.0;
+  const double slope = ab(1);
+  f.bandwidth_Bps = slope > 0 ? 1.0 / slope : 0.0;
+  double lat = 0;
+  for (size_t i : small) lat += t[i] - (slope > 0 ? x[i] * slope : 0.0);
+  f.latency_s = std::max(0.0, lat / static_cast<double>(small.size()));
   return f;
+}
+
+Result<std::string> topology_from_machine_file(const std::string& path, int virtual_ranks) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return detail::topology_from_machine(ss.str(), path, virtual_ranks, sim::SimOptions{}.launch_overhead_s);
 }
 
 #ifndef SPARSP_HAVE_CUDA

@@ -313,6 +313,8 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
     gpus_per_socket = r.integer(t, at, "gpus_per_socket");
     if (gpus_per_socket < 1 || gpus_per_socket > 64) r.fail(at / "gpus_per_socket", "must be 1..64");
   }
+  const long total = static_cast<long>(sockets) * (sw_per_socket > 0 ? sw_per_socket * gpus_per_switch : gpus_per_socket);
+  if (total > 128) r.fail(at, "template expands to " + std::to_string(total) + " GPUs (at most 128)");
   const std::string model = r.string(t, at, "gpu_model");
   const auto spec = find_gpu_model(model);
   if (!spec) r.fail(at / "gpu_model", "unknown GPU model '" + model + "'");

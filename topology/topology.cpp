@@ -829,6 +829,11 @@ Result<Topology> Topology::build(std::string name, std::string source, std::vect
   }
   std::sort(impl.options.p2p_overrides.begin(), impl.options.p2p_overrides.end());
   const auto gpus = std::count_if(impl.nodes.begin(), impl.nodes.end(), [](const Node& n) { return n.kind == NodeKind::gpu; });
+  // One server: routes are precomputed for every endpoint pair, so the size is bounded.
+  constexpr long kMaxGpus = 128, kMaxNodes = 4096, kMaxLinks = 16384;
+  if (gpus > kMaxGpus) return input_error(source_name, "", "more than " + std::to_string(kMaxGpus) + " GPUs in one topology");
+  if (static_cast<long>(impl.nodes.size()) > kMaxNodes) return input_error(source_name, "", "more than 4096 nodes");
+  if (static_cast<long>(impl.links.size()) > kMaxLinks) return input_error(source_name, "", "more than 16384 links");
   for (const auto& [pair, allowed] : impl.options.p2p_overrides) {
     (void)allowed;
     if (pair.first < 0 || pair.second >= gpus || pair.first == pair.second) {
