@@ -115,6 +115,8 @@ struct LayerError {
   int step = 0, layer = 0;
   double measured_s = 0, simulated_s = 0;
   double error = 0;                        ///< |simulated - measured| / measured
+  double staged_bytes = 0;                 ///< host-staged payload bytes of the layer plan
+  double staged_span_s = 0;                ///< measured: last staged end - first staged start
 };
 
 /// Errors are fractions (0.05 = 5%). Statistics over transfers with measured duration > 0.
@@ -123,7 +125,10 @@ struct ValidateReport {
   int transfers = 0;
   double mape = 0, p50 = 0, p90 = 0, max_error = 0;       ///< per-transfer duration errors
   double makespan_mape = 0, makespan_max_error = 0;       ///< per-layer makespan errors
-  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, largest staged
+  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, best single staged
+                                                          ///< transfer (measured)
+  double host_staged_aggregate_Bps = 0;                   ///< max over layer plans of all staged
+                                                          ///< bytes / (last end - first start)
   std::vector<LayerError> layers;
   std::vector<TransferError> outliers;                    ///< largest errors first
 };
