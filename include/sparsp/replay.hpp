@@ -116,7 +116,7 @@ struct LayerError {
   double measured_s = 0, simulated_s = 0;
   double error = 0;                        ///< |simulated - measured| / measured
   double staged_bytes = 0;                 ///< host-staged payload bytes of the layer plan
-  double staged_span_s = 0;                ///< measured: last staged end - first staged start
+  double staged_span_s = 0;                ///< measured: length of the union of staged intervals
 };
 
 /// Errors are fractions (0.05 = 5%). Statistics over transfers with measured duration > 0.
@@ -128,7 +128,7 @@ struct ValidateReport {
   double host_staged_achieved_Bps = 0;                    ///< bytes / duration, best single staged
                                                           ///< transfer (measured)
   double host_staged_aggregate_Bps = 0;                   ///< max over layer plans of all staged
-                                                          ///< bytes / (last end - first start)
+                                                          ///< bytes / time any staged transfer runs
   std::vector<LayerError> layers;
   std::vector<TransferError> outliers;                    ///< largest errors first
 };
