@@ -30,7 +30,8 @@ plan::Plan ring_plan() {
   plan::LayerPlan L;
   L.layer = 0;
   L.repeat = 4;
-  auto tr = [](std::string id, std::string s, std::string d, double bytes, std::vector<int32_t> blocks) {
+  auto tr = [](std::string id, std::string s, std::string d, double bytes,
+               std::vector<int32_t> blocks) {
     sim::Transfer t;
     t.id = std::move(id);
     t.src = std::move(s);
