@@ -184,6 +184,19 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   }
   if (e) return *e;
 
+  if (auto* v = rd.member(root, "", "block_bytes", false, is_arr, "array", e)) {
+    if (!v->empty() && static_cast<int>(v->size()) != p.num_blocks)
+      return rd.err("/block_bytes", "expected " + std::to_string(p.num_blocks) +
+                                        " entries (num_blocks) or none, got " + std::to_string(v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& b = (*v)[i];
+      if (!b.is_number() || !(b.get<double>() >= 0) || !std::isfinite(b.get<double>()))
+        return rd.err(ptr_index("/block_bytes", i), "expected a finite number >= 0");
+      p.block_bytes.push_back(b.get<double>());
+    }
+  }
+  if (e) return *e;
+
   const Json* layers = rd.member(root, "", "layers", true, is_arr, "array", e);
   if (e) return *e;
   for (size_t li = 0; li < layers->size(); ++li) {
@@ -384,6 +397,7 @@ std::string to_json(const Plan& plan) {
     }
   }
   root["block_owner"] = plan.block_owner;
+  if (!plan.block_bytes.empty()) root["block_bytes"] = plan.block_bytes;
   Json layers = Json::array();
   for (const LayerPlan& L : plan.layers) {
     Json lj = Json::object();
