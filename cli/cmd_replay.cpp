@@ -134,8 +134,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       std::cout << replay::summary_json(*res);
     } else {
       std::printf(
-          "replayed %zu layer plans on %s: %.3f GB moved, %.3f GB verified (%lld blocks), total "
-          "%.3f ms\n",
+          "replayed %zu layer plans on %s: %.3f GB moved, %.3f GB verified (%lld blocks); modelled "
+          "run total %.3f ms (makespan x repeat over the layer plans)\n",
           res->layers.size(), res->device_description.c_str(), res->bytes_moved / 1e9,
           res->bytes_verified / 1e9, static_cast<long long>(res->blocks_verified),
           res->total_s * 1e3);
