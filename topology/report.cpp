@@ -49,39 +49,51 @@ std::string pad(const std::string& s, size_t w) {
 
 std::vector<double> max_min_rates(const Topology& topo,
                                   const std::vector<std::vector<ResourceUse>>& flows) {
+  // Progressive filling over the resources the flows actually use (compact local indices).
   const auto& res = topo.resources();
+  std::map<int, size_t> local;
+  for (const auto& f : flows) {
+    for (const ResourceUse& u : f) local.emplace(u.resource, 0);
+  }
+  std::vector<double> capacity;
+  for (auto& [r, idx] : local) {
+    idx = capacity.size();
+    capacity.push_back(res[static_cast<size_t>(r)].capacity_Bps);
+  }
+  std::vector<std::vector<std::pair<size_t, double>>> fl(flows.size());
+  for (size_t f = 0; f < flows.size(); ++f) {
+    for (const ResourceUse& u : flows[f]) fl[f].emplace_back(local.at(u.resource), u.coefficient);
+  }
   std::vector<double> rate(flows.size(), 0.0);
   std::vector<bool> active(flows.size(), false);
   size_t n_active = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
-    if (flows[f].empty()) {
+    if (fl[f].empty()) {
       rate[f] = kInf;
     } else {
       active[f] = true;
       ++n_active;
     }
   }
-  std::vector<double> remaining(res.size());
-  for (size_t r = 0; r < res.size(); ++r) remaining[r] = res[r].capacity_Bps;
+  std::vector<double> remaining = capacity;
   while (n_active > 0) {
-    std::vector<double> load(res.size(), 0.0);
+    std::vector<double> load(capacity.size(), 0.0);
     for (size_t f = 0; f < flows.size(); ++f) {
       if (!active[f]) continue;
-      for (const ResourceUse& u : flows[f]) load[static_cast<size_t>(u.resource)] += u.coefficient;
+      for (const auto& [r, c] : fl[f]) load[r] += c;
     }
     double delta = kInf;
-    for (size_t r = 0; r < res.size(); ++r) {
+    for (size_t r = 0; r < capacity.size(); ++r) {
       if (load[r] > 0) delta = std::min(delta, remaining[r] / load[r]);
     }
     for (size_t f = 0; f < flows.size(); ++f) {
       if (active[f]) rate[f] += delta;
     }
-    for (size_t r = 0; r < res.size(); ++r) remaining[r] -= load[r] * delta;
+    for (size_t r = 0; r < capacity.size(); ++r) remaining[r] -= load[r] * delta;
     for (size_t f = 0; f < flows.size(); ++f) {
       if (!active[f]) continue;
-      for (const ResourceUse& u : flows[f]) {
-        const auto r = static_cast<size_t>(u.resource);
-        if (remaining[r] <= 1e-9 * res[r].capacity_Bps) {
+      for (const auto& [r, c] : fl[f]) {
+        if (remaining[r] <= 1e-9 * capacity[r]) {
           active[f] = false;
           --n_active;
           break;

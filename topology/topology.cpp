@@ -608,7 +608,7 @@ class Builder {
   // Traverse link `li` from node `from` to the other end.
   void traverse(LegBuilder& leg, int li, int from) const {
     const Link& l = t_.links[static_cast<size_t>(li)];
-    const bool forward = t_.index.at(l.a) == from;
+    const bool forward = end_a_[static_cast<size_t>(li)] == from;
     use(leg,
         forward ? t_.res_forward[static_cast<size_t>(li)]
                 : t_.res_backward[static_cast<size_t>(li)],
@@ -618,8 +618,10 @@ class Builder {
     leg.hops.push_back(forward ? l.b : l.a);
   }
 
-  // Shortest inter-socket path of links between two cpus (BFS, links in file order).
-  std::vector<int> socket_path(int from, int to) const {
+  // Shortest inter-socket path of links between two cpus (BFS, links in file order), cached.
+  const std::vector<int>& socket_path(int from, int to) const {
+    auto cached = socket_paths_.find({from, to});
+    if (cached != socket_paths_.end()) return cached->second;
     std::map<int, int> via;  // node -> link used to reach it
     std::deque<int> q{from};
     via[from] = -1;
@@ -627,13 +629,11 @@ class Builder {
       const int u = q.front();
       q.pop_front();
       if (u == to) break;
-      for (size_t li = 0; li < t_.links.size(); ++li) {
-        const Link& l = t_.links[li];
-        if (l.kind != LinkKind::upi && l.kind != LinkKind::xgmi) continue;
-        const int a = t_.index.at(l.a), b = t_.index.at(l.b);
+      for (int li : socket_links_) {
+        const int a = end_a_[static_cast<size_t>(li)], b = end_b_[static_cast<size_t>(li)];
         const int w = a == u ? b : (b == u ? a : -1);
         if (w >= 0 && !via.count(w)) {
-          via[w] = static_cast<int>(li);
+          via[w] = li;
           q.push_back(w);
         }
       }
@@ -642,11 +642,11 @@ class Builder {
     for (int v = to; v != from;) {
       const int li = via.at(v);
       out.push_back(li);
-      const Link& l = t_.links[static_cast<size_t>(li)];
-      v = t_.index.at(l.a) == v ? t_.index.at(l.b) : t_.index.at(l.a);
+      v = end_a_[static_cast<size_t>(li)] == v ? end_b_[static_cast<size_t>(li)]
+                                               : end_a_[static_cast<size_t>(li)];
     }
     std::reverse(out.begin(), out.end());
-    return out;
+    return socket_paths_.emplace(std::make_pair(from, to), std::move(out)).first->second;
   }
 
   // Walk from cpu `from` to cpu `to` over inter-socket links, charging root complexes.
@@ -654,8 +654,8 @@ class Builder {
     int at = from;
     for (int li : socket_path(from, to)) {
       traverse(leg, li, at);
-      const Link& l = t_.links[static_cast<size_t>(li)];
-      at = t_.index.at(l.a) == at ? t_.index.at(l.b) : t_.index.at(l.a);
+      at = end_a_[static_cast<size_t>(li)] == at ? end_b_[static_cast<size_t>(li)]
+                                                 : end_a_[static_cast<size_t>(li)];
       use(leg, t_.res_root_complex[static_cast<size_t>(at)], rc_coefficient);
     }
   }
@@ -710,14 +710,10 @@ class Builder {
     if (t_.nvlinks[static_cast<size_t>(gi)][static_cast<size_t>(gj)] > 0) {
       // Direct NVLink if present, else spread over the NVSwitches both GPUs reach, in proportion
       // to min(links_i, links_j) per switch (NVSwitch fabrics stripe traffic over all links).
-      for (size_t li = 0; li < t_.links.size(); ++li) {
-        const Link& l = t_.links[li];
-        if (l.kind != LinkKind::nvlink) continue;
-        const int a = t_.index.at(l.a), b = t_.index.at(l.b);
-        if ((a == ni && b == nj) || (a == nj && b == ni)) {
-          traverse(leg, static_cast<int>(li), ni);
-          return finish(std::move(leg), si, sj);
-        }
+      if (auto direct = nvlink_between_.find({std::min(ni, nj), std::max(ni, nj)});
+          direct != nvlink_between_.end()) {
+        traverse(leg, direct->second, ni);
+        return finish(std::move(leg), si, sj);
       }
       struct Via {
         int sw;
@@ -727,21 +723,15 @@ class Builder {
       };
       std::vector<Via> vias;
       int total = 0;
-      for (size_t s = 0; s < t_.nodes.size(); ++s) {
-        if (t_.nodes[s].kind != NodeKind::nvswitch) continue;
-        int up = -1, down = -1;
-        for (size_t li = 0; li < t_.links.size(); ++li) {
-          const Link& l = t_.links[li];
-          if (l.kind != LinkKind::nvlink) continue;
-          const int a = t_.index.at(l.a), b = t_.index.at(l.b);
-          const int other = a == static_cast<int>(s) ? b : (b == static_cast<int>(s) ? a : -1);
-          if (other == ni) up = static_cast<int>(li);
-          if (other == nj) down = static_cast<int>(li);
-        }
-        if (up >= 0 && down >= 0) {
+      for (const auto& [sw, gpu_links] : nvswitch_links_) {
+        const int s = sw;
+        auto iu = gpu_links.find(ni), id = gpu_links.find(nj);
+        if (iu == gpu_links.end() || id == gpu_links.end()) continue;
+        const int up = iu->second, down = id->second;
+        {
           const int w = std::min(t_.links[static_cast<size_t>(up)].nvlink_count,
                                  t_.links[static_cast<size_t>(down)].nvlink_count);
-          vias.push_back(Via{static_cast<int>(s), up, down, w});
+          vias.push_back(Via{s, up, down, w});
           total += w;
         }
       }
@@ -873,6 +863,26 @@ class Builder {
   }
 
   void build_routes() {
+    end_a_.clear();
+    end_b_.clear();
+    for (size_t li = 0; li < t_.links.size(); ++li) {
+      const Link& l = t_.links[li];
+      const int a = t_.index.at(l.a), b = t_.index.at(l.b);
+      end_a_.push_back(a);
+      end_b_.push_back(b);
+      if (l.kind == LinkKind::upi || l.kind == LinkKind::xgmi)
+        socket_links_.push_back(static_cast<int>(li));
+      if (l.kind != LinkKind::nvlink) continue;
+      const NodeKind ka = t_.nodes[static_cast<size_t>(a)].kind;
+      const NodeKind kb = t_.nodes[static_cast<size_t>(b)].kind;
+      if (ka == NodeKind::gpu && kb == NodeKind::gpu) {
+        nvlink_between_[{std::min(a, b), std::max(a, b)}] = static_cast<int>(li);
+      } else if (ka == NodeKind::nvswitch) {
+        nvswitch_links_[a][b] = static_cast<int>(li);
+      } else {
+        nvswitch_links_[b][a] = static_cast<int>(li);
+      }
+    }
     const int e = t_.num_endpoints();
     t_.routes.clear();
     t_.routes.reserve(static_cast<size_t>(3 * e * e));
@@ -884,6 +894,12 @@ class Builder {
   }
 
   Topology::Impl& t_;
+  // Lookup tables for route building (filled at the start of build_routes).
+  std::vector<int> end_a_, end_b_;                     ///< link -> node index of a / b
+  std::vector<int> socket_links_;                      ///< upi/xgmi links
+  std::map<std::pair<int, int>, int> nvlink_between_;  ///< gpu node pair -> nvlink
+  std::map<int, std::map<int, int>> nvswitch_links_;   ///< nvswitch -> gpu node -> link
+  mutable std::map<std::pair<int, int>, std::vector<int>> socket_paths_;
   const std::string& file_;
   const std::vector<std::string>& node_places_;
   const std::vector<std::string>& link_places_;
