@@ -204,7 +204,7 @@ TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
                    "entries gives that",
                    0) == 0);
   CHECK(import_nvidia_smi("\tGPU0\nGPU0\t X \n", "x", model("nope")).error().message ==
-        "x: unknown GPU model 'nope' (--gpu-model; see topology/README.md)");
+        "x: unknown GPU model 'nope' (--gpu-model; see `sparsp topo models`)");
 }
 
 TEST_CASE("NCCL XML import: two switches") {
@@ -303,6 +303,12 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   CHECK(err == "sparsp: " + bad + ":2: unknown legend token 'FOO' in row GPU0, column GPU1\n");
   CHECK_FALSE(fs::exists(out_json));
   std::remove(bad.c_str());
+  // The model table, as JSON.
+  const auto models = nlohmann::json::parse(run_cli("topo models --json", &rc));
+  CHECK(rc == 0);
+  CHECK(models.size() == gpu_models().size());
+  CHECK(models[0]["model"] == "NVIDIA GeForce RTX 4090");
+  CHECK(models[0]["sm_count"] == 128);
   // Presets by name from any directory.
   const std::string preset = run_cli("topo matrix 4x-a100-pcie-phb", &rc);
   CHECK(rc == 0);
