@@ -143,12 +143,13 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
       }
       std::cout << "]\n";
     } else {
-      std::printf("%-46s %5s %3s %9s %12s %10s %s\n", "model", "SMs", "CEs", "memory GB",
+      std::printf("%-46s %5s %3s %9s %12s %10s %s\n", "model", "SMs", "CEs", "memory GiB",
                   "bf16 TFLOP/s", "mem GB/s", "P2P");
       for (const auto& g : topo::gpu_models()) {
         std::printf("%-46s %5d %3d %9.0f %12.1f %10.0f %s\n", g.model.c_str(), g.sm_count,
-                    g.copy_engines, g.memory_bytes / 1e9, g.peak_bf16_flops / 1e12,
-                    g.memory_bandwidth_Bps / 1e9, g.p2p_capable ? "yes" : "no");
+                    g.copy_engines, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                    g.peak_bf16_flops / 1e12, g.memory_bandwidth_Bps / 1e9,
+                    g.p2p_capable ? "yes" : "no");
       }
     }
     ctx.exit_code = 0;

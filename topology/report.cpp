@@ -172,7 +172,7 @@ std::string show_text(const Topology& topo) {
         << "\n";
   }
   out << "\n";
-  out << "GPU     NUMA  model                                  SMs  memory GB  bf16 TFLOP/s  path "
+  out << "GPU     NUMA  model                                  SMs memory GiB  bf16 TFLOP/s  path "
          "to CPU\n";
   for (int i = 0; i < g; ++i) {
     const GpuSpec& s = topo.gpu(i);
@@ -180,7 +180,7 @@ std::string show_text(const Topology& topo) {
     for (const auto& a : topo.ancestors(i)) path += (path.empty() ? "" : " > ") + a;
     char line[256];
     std::snprintf(line, sizeof line, "gpu%-4d %4d  %-37s %4d  %9.0f  %12.1f  %s\n", i,
-                  topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGB,
+                  topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGiB,
                   s.peak_bf16_flops / 1e12, path.c_str());
     out << line;
   }

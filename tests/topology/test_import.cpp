@@ -163,6 +163,26 @@ TEST_CASE("nvidia-smi import tolerates ANSI escapes and space-aligned copies") {
   CHECK(gpu_cells(to_matrix_text(*u)) == gpu_cells(text));
 }
 
+TEST_CASE("nvidia-smi import: the one-GPU H200 replay machine (real output, ANSI underline)") {
+  // Captured with `nvidia-smi topo -m` on the H200 machine: the header is wrapped in
+  // ESC[4m..ESC[0m.
+  const std::string text = read(kData + "/h200-1gpu-ansi-topo.txt");
+  REQUIRE(text.find("\x1b[4m") != std::string::npos);
+  ImportOptions opt = model("h200");
+  opt.pcie_gen = 5;
+  auto t = import_nvidia_smi(text, "h200.txt", opt);
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(t->num_gpus() == 1);
+  CHECK(t->num_sockets() == 1);
+  CHECK(t->num_switches() == 0);
+  CHECK(gpu_cells(to_matrix_text(*t)) == std::vector<std::vector<std::string>>{{"X"}});
+  // Same single-flow figures as the 1x-h200-pcie preset: Gen5 x16 = 53.00 GB/s each way.
+  const auto rep = single_flow_report(*t);
+  CHECK(rep.h2d_Bps[0] / 1e9 == doctest::Approx(53.0049).epsilon(1e-4));
+  CHECK(t->gpu(0).copy_engines == 3);  // asyncEngineCount measured on that machine
+  CHECK(t->gpu(0).memory_bytes == doctest::Approx(141.0 * 1024 * 1024 * 1024));
+}
+
 TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
   // GPU0-1 PIX under one leaf switch, GPU2 PXB to both (another leaf under the same upper switch).
   const std::string pxb =
