@@ -236,11 +236,15 @@ void System::solve() {
   // 1. The components holding the touched constraints, from the cached component lists
   //    (rebuilt above only when an edge appeared or was compacted away; dormant edges of emptied
   //    classes keep the cache valid, at worst merging components, which solves the same).
+  //    Constraints of the component that carry no active variable and were not touched keep
+  //    their (zero) load and are skipped.
+  for (int c : touched_) cmark_[c] = ep;
   for (int seed : touched_) {
     const int id = ccomp_[seed];
     if (comp_mark_[id] == ep) continue;
     comp_mark_[id] = ep;
-    comp_cons_.insert(comp_cons_.end(), comp_c_[id].begin(), comp_c_[id].end());
+    for (int c : comp_c_[id])
+      if (nactive_[c] > 0 || cmark_[c] == ep) comp_cons_.push_back(c);
     for (int v : comp_act_[id]) {
       vmark_[v] = ep;
       comp_vars_.push_back(v);
