@@ -385,10 +385,10 @@ int bench() {
         const syn::Net net = syn::pcie_server(gpus);
         // Same seeds and sizes as bench/bench_engine.cpp. The count of timed completions only
         // bounds the run time; SimGrid gets fewer where it is slow. All at once: the first
-        // completions of the flow set (the first 500 for both when N = 10000, else all N);
+        // completions of the flow set (the first 100 for both when N = 10000, else all N);
         // streaming: N in flight throughout.
-        const int64_t sp_target = mode == 1 ? (n >= 10000 ? 500 : n) : std::max<int64_t>(20000, 20LL * n);
-        const int64_t sg_target = mode == 1 ? sp_target : (n >= 10000 ? 300 : (n >= 1000 ? 2000 : 20000));
+        const int64_t sp_target = mode == 1 ? (n >= 10000 ? 100 : n) : std::max<int64_t>(20000, 20LL * n);
+        const int64_t sg_target = mode == 1 ? sp_target : (n >= 10000 ? 100 : (n >= 1000 ? 1000 : 10000));
         const auto flows =
             mode == 1 ? syn::random_flows(net, n, 42, 1e6, 64e6, 0)
                       : syn::random_flows(net, static_cast<int>(n + sp_target), 7, 1e6, 64e6, 0);
