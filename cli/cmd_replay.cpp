@@ -57,7 +57,7 @@ struct ReplayArgs {
 };
 
 struct ValidateArgs {
-  std::string plan, trace, out;
+  std::string plan, trace, out, perfetto;
   bool json = false;
   replay::ValidateOptions opt;
 };
@@ -90,6 +90,9 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   r->add_option("--max-layers", ra->opt.max_layers, "replay only the first N layer plans (0: all)");
   r->add_option("--comm-sms", ra->opt.default_comm_sms,
                 "SMs of a copy kernel when the plan gives none")
+      ->capture_default_str();
+  r->add_option("--compute-sms", ra->opt.compute_sms,
+                "SMs a compute task keeps busy (0: the device's SMs / ranks on it)")
       ->capture_default_str();
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
   r->add_flag("--json", ra->json,
@@ -153,6 +156,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "topology to simulate on (default: the plan's)");
   v->add_option("--top", va->opt.top_outliers, "outliers to list")->capture_default_str();
   v->add_option("-o,--output", va->out, "also write the JSON report here");
+  v->add_option("--perfetto", va->perfetto,
+                "write measurement and simulation side by side (Perfetto JSON)");
   v->add_flag("--json", va->json, "print JSON (mape, p50, p90, max_error as fractions)");
   v->callback([va, &ctx] {
     auto plan = plan::load_plan(va->plan);
@@ -172,6 +177,13 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     }
     if (!va->out.empty()) {
       if (auto st = write_file(va->out, replay::validate_json(*rep)); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
+    }
+    if (!va->perfetto.empty()) {
+      if (auto st = write_file(va->perfetto, replay::side_by_side_perfetto(*plan, *trace, *rep));
+          !st) {
         ctx.exit_code = report(st.error());
         return;
       }

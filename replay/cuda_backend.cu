@@ -553,7 +553,9 @@ class CudaBackend final : public Backend {
       is.end = *e1;
       SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
       if (emulate_compute_ && a.duration_s > 0) {
-        const int sms = std::max(1, dv.prop.multiProcessorCount / std::max(1, dv.ranks_here));
+        const int sms = compute_sms_ > 0
+                            ? std::min(compute_sms_, dv.prop.multiProcessorCount)
+                            : std::max(1, dv.prop.multiProcessorCount / std::max(1, dv.ranks_here));
         spin_kernel<<<sms, kComputeThreads, spin_smem(dv), is.s1>>>(
             static_cast<uint64_t>(a.duration_s * 1e9));
         SPARSP_CUDA_TRY_LAUNCH("spin_kernel");
@@ -786,6 +788,7 @@ class CudaBackend final : public Backend {
   size_t slots_ = 0;
   int* gate_flag_ = nullptr;
   bool use_nccl_ = false;
+  int compute_sms_ = 0;
 #ifdef SPARSP_HAVE_NCCL
   std::vector<ncclComm_t> comms_;
 #endif

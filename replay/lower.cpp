@@ -91,9 +91,12 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
     bool found = false;
     for (const auto& L : plan.layers) {
       for (const auto& t : L.work.transfers) {
-        if (std::find(t.kv_blocks.begin(), t.kv_blocks.end(), last_block) == t.kv_blocks.end()) continue;
-        const double deficit = static_cast<double>(t.kv_blocks.size()) * plan.kv_block_bytes - t.bytes;
-        if (deficit > 1.0 && deficit < plan.kv_block_bytes) size_of[last_block] = plan.kv_block_bytes - deficit;
+        if (std::find(t.kv_blocks.begin(), t.kv_blocks.end(), last_block) == t.kv_blocks.end())
+          continue;
+        const double deficit =
+            static_cast<double>(t.kv_blocks.size()) * plan.kv_block_bytes - t.bytes;
+        if (deficit > 1.0 && deficit < plan.kv_block_bytes)
+          size_of[last_block] = plan.kv_block_bytes - deficit;
         found = true;
         break;
       }
@@ -173,7 +176,8 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
           if (bb > 0) {
             // Merge with the previous piece when both sides are contiguous.
             if (!a.pieces.empty() && a.pieces.back().src_offset + a.pieces.back().bytes == so &&
-                a.pieces.back().dst_offset + a.pieces.back().bytes == dof && a.pieces.back().bytes % kAlign == 0)
+                a.pieces.back().dst_offset + a.pieces.back().bytes == dof &&
+                a.pieces.back().bytes % kAlign == 0)
               a.pieces.back().bytes += bb;
             else
               a.pieces.push_back({so, dof, bb});

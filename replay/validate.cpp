@@ -66,6 +66,13 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                    2};
     auto sim = sim::simulate(*topo, L.work, opt.sim);
     if (!sim) return sim.error();
+    LayerReplay sim_layer;
+    sim_layer.step = L.step;
+    sim_layer.layer = L.layer;
+    sim_layer.repeat = L.repeat;
+    sim_layer.makespan_s = sim->makespan_s;
+    sim_layer.activities = sim->activities;
+    rep.simulated.push_back(std::move(sim_layer));
     std::map<std::string, const sim::ActivityResult*> simulated;
     for (const auto& a : sim->activities) simulated[a.id] = &a;
     double staged_best = 0, staged_bytes = 0;
@@ -170,6 +177,26 @@ std::string validate_json(const ValidateReport& r) {
                     {"error", o.error}});
   root["outliers"] = std::move(outl);
   return root.dump(1) + "\n";
+}
+
+std::string side_by_side_perfetto(const plan::Plan& plan, const ReplayResult& trace,
+                                  const ValidateReport& report) {
+  // Both timelines in one ReplayResult-shaped view, measured first; processes are told apart
+  // by a prefix on `where`, and each layer plan gets the longer of the two makespans.
+  ReplayResult both;
+  both.backend = trace.backend + "+sim";
+  for (size_t li = 0; li < trace.layers.size() && li < report.simulated.size(); ++li) {
+    LayerReplay L = trace.layers[li];
+    const LayerReplay& S = report.simulated[li];
+    for (auto& a : L.activities) a.where = "replay " + a.where;
+    for (auto a : S.activities) {
+      a.where = "sim " + a.where;
+      L.activities.push_back(std::move(a));
+    }
+    L.makespan_s = std::max(L.makespan_s, S.makespan_s);
+    both.layers.push_back(std::move(L));
+  }
+  return perfetto_json(plan, both);
 }
 
 std::string validate_table(const ValidateReport& r) {

@@ -187,7 +187,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (auto* v = rd.member(root, "", "block_bytes", false, is_arr, "array", e)) {
     if (!v->empty() && static_cast<int>(v->size()) != p.num_blocks)
       return rd.err("/block_bytes", "expected " + std::to_string(p.num_blocks) +
-                                        " entries (num_blocks) or none, got " + std::to_string(v->size()));
+                                        " entries (num_blocks) or none, got " +
+                                        std::to_string(v->size()));
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& b = (*v)[i];
       if (!b.is_number() || !(b.get<double>() >= 0) || !std::isfinite(b.get<double>()))

@@ -31,18 +31,18 @@ struct LayerPlan {
 
 struct Plan {
   int schema_version = 1;
-  std::string topology_json;             ///< canonical topology (Topology::to_json())
-  std::string model;                     ///< model preset name
-  std::string pattern;                   ///< Pattern::describe()
-  int gpus = 0;                          ///< sequence-parallel degree P
+  std::string topology_json;  ///< canonical topology (Topology::to_json())
+  std::string model;          ///< model preset name
+  std::string pattern;        ///< Pattern::describe()
+  int gpus = 0;               ///< sequence-parallel degree P
   int block_tokens = 0;
   int heads = 0;
   int head_dim = 0;
   int dtype_bytes = 2;
   int num_blocks = 0;
-  double kv_block_bytes = 0;             ///< K and V of one block, all heads
+  double kv_block_bytes = 0;  ///< K and V of one block, all heads
   PolicySpec policy;
-  std::vector<int> block_owner;          ///< [num_blocks] GPU rank owning each query/KV block
+  std::vector<int> block_owner;  ///< [num_blocks] GPU rank owning each query/KV block
   /// [num_blocks] or empty: bytes of K and V of each block when blocks differ in size (a partial
   /// last video block, a text block). Empty: every block is kv_block_bytes, except that replay
   /// infers a partial last block from transfer sizes (sim/PLAN.md).

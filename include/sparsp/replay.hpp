@@ -39,7 +39,9 @@ struct ReplayOptions {
   double peak_flops = 0;            ///< FLOP/s per GPU for such tasks; 0: from the plan topology
   double default_chunk_bytes = 4.0 * 1024 * 1024;  ///< host-staging chunk (sim default)
   int default_staging_buffers = 2;                 ///< host-staging buffers in flight (sim default)
-  int default_comm_sms = 16;   ///< SMs of an Engine::sm copy when the plan says 0
+  int default_comm_sms = 16;  ///< SMs of an Engine::sm copy when the plan says 0
+  int compute_sms = 0;        ///< SMs a compute task keeps busy; 0: the device's SMs divided by the
+                              ///< ranks mapped onto it
   double payload_scale = 1.0;  ///< (0, 1]: shrink every payload by this factor (CI use
                                ///< on small machines; bytes reported are the scaled ones)
   int max_layers = 0;          ///< replay only the first N layer plans (0: all)
@@ -131,6 +133,7 @@ struct ValidateReport {
                                                      ///< bytes / time any staged transfer runs
   std::vector<LayerError> layers;
   std::vector<TransferError> outliers;  ///< largest errors first
+  std::vector<LayerReplay> simulated;   ///< the simulation, per layer plan
 };
 
 /// Re-simulates every layer plan of `plan` and compares it with `trace`. Errors: trace and plan
@@ -138,6 +141,10 @@ struct ValidateReport {
 Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& options);
 std::string validate_json(const ValidateReport& report);
+/// One Perfetto / Chrome trace with the measurement and the simulation side by side: processes
+/// "replay gpuN" and "sim gpuN", layer plans one after another on a common time axis.
+std::string side_by_side_perfetto(const plan::Plan& plan, const ReplayResult& trace,
+                                  const ValidateReport& report);
 std::string validate_table(const ValidateReport& report);
 
 // ---- calibrate -----------------------------------------------------------------------------

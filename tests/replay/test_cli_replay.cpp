@@ -154,3 +154,35 @@ TEST_CASE("cuda backend on a GPU, or a skip") {
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   CHECK(r->bytes_verified == doctest::Approx(6.0 * (1 << 20)));  // 1 warm-up + 5 iterations
 }
+
+TEST_CASE("validate writes measurement and simulation side by side in one Perfetto file") {
+  const fs::path plan = fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
+                        "4x-h200-pcie-replay__contiguous_ring_ce_decoupled_host_staged-1.plan.json";
+  const fs::path work = fs::temp_directory_path() / "sparsp_replay_cli";
+  fs::create_directories(work);
+  const std::string trace = (work / "sbs.trace.json").string(),
+                    pf = (work / "sbs.perfetto.json").string();
+  std::string out;
+  REQUIRE(
+      run_cli(
+          "replay --plan " + plan.string() +
+              " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 --no-compute -o " +
+              trace,
+          &out) == 0);
+  REQUIRE_MESSAGE(
+      run_cli("validate --plan " + plan.string() + " --trace " + trace + " --perfetto " + pf,
+              &out) == 0,
+      out);
+  std::ifstream in(pf);
+  const auto j = nlohmann::json::parse(in);
+  int replay_procs = 0, sim_procs = 0;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      const std::string n = e["args"]["name"];
+      replay_procs += n.rfind("replay ", 0) == 0;
+      sim_procs += n.rfind("sim ", 0) == 0;
+    }
+  // Two ranks, each a source of transfers and a compute GPU: gpu0 and gpu1 on both sides.
+  CHECK(replay_procs == 2);
+  CHECK(sim_procs == 2);
+}

@@ -190,7 +190,8 @@ TEST_CASE("a partial last block is inferred from transfer sizes and still checke
   o.corrupt_block = 5;
   r = replay::run(p, o);
   REQUIRE(!r.ok());
-  CHECK(r.error().message.find("block 5 (owner gpu2) at gpu0: byte 50 of 100") != std::string::npos);
+  CHECK(r.error().message.find("block 5 (owner gpu2) at gpu0: byte 50 of 100") !=
+        std::string::npos);
   // Explicit sizes win over the inference.
   p.block_bytes = {256, 256, 256, 256, 256, 100};
   o.corrupt_block = -1;
