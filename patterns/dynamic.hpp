@@ -1,0 +1,60 @@
+#pragma once
+// Lazily generated patterns (private).
+#include <cmath>
+
+#include "generators.hpp"
+
+namespace sparsp::patterns {
+
+/// Independent Bernoulli(density) bits per (layer, head), the same for every step.
+class RandomPattern final : public LazyPattern {
+ public:
+  RandomPattern(ModelSpec m, BlockLayout l, int steps, int layers, double density, uint64_t seed);
+  std::string describe() const override;
+
+ protected:
+  void generate(int step, int layer, std::vector<BlockMask>& out) override;
+
+ private:
+  double density_;
+  uint64_t seed_;
+};
+
+/// topk / cdf over a seeded synthetic block-score model that changes with the step.
+class SyntheticScorePattern final : public LazyPattern {
+ public:
+  SyntheticScorePattern(ModelSpec m, BlockLayout l, int steps, int layers, bool cdf, int topk,
+                        double threshold, double noise, double length, uint64_t seed,
+                        bool text_dense);
+  std::string describe() const override;
+
+ protected:
+  void generate(int step, int layer, std::vector<BlockMask>& out) override;
+
+ private:
+  static constexpr int kMetricVariants = 8;
+  struct Candidates {
+    std::vector<uint32_t> offset;  ///< [nv + 1] CSR row offsets
+    std::vector<int> cols;         ///< video column indices
+  };
+  std::array<float, 3> metric(int variant) const;
+  const Candidates& candidates(int variant);
+  float base_score(int q, int k, const std::array<float, 3>& inv) const {
+    const size_t a = static_cast<size_t>(q), b = static_cast<size_t>(k);
+    return -(std::fabs(ct_[a] - ct_[b]) * inv[0] + std::fabs(ch_[a] - ch_[b]) * inv[1] +
+             std::fabs(cw_[a] - cw_[b]) * inv[2]);
+  }
+  bool cdf_;
+  int topk_;
+  double threshold_, noise_, length_;
+  uint64_t seed_;
+  bool text_dense_;
+  std::array<float, 3> extent_{};
+  std::vector<float> ct_, ch_, cw_;  ///< block centres, structure of arrays
+  std::vector<int> rows_;            ///< video block ids
+  std::vector<float> scores_;        ///< [nv * nv] scratch (cdf)
+  std::vector<uint64_t> keys_;       ///< top-k scratch
+  std::vector<Candidates> cand_;     ///< [kMetricVariants], built on first use
+};
+
+}  // namespace sparsp::patterns
