@@ -14,7 +14,8 @@ class TestPattern : public patterns::Pattern {
   /// `blocks` blocks of `block_tokens` tokens (last one `last_tokens` if > 0), `heads` heads,
   /// mask(h, q, k) from `fn`.
   TestPattern(int blocks, int block_tokens, int heads, int head_dim,
-              const std::function<bool(int, int, int)>& fn, int last_tokens = 0, int layers = 1) {
+              const std::function<bool(int, int, int)>& fn, int last_tokens = 0, int layers = 1,
+              int text_blocks_at_end = 0) {
     model_.name = "test";
     model_.heads = heads;
     model_.head_dim = head_dim;
@@ -24,7 +25,9 @@ class TestPattern : public patterns::Pattern {
     model_.steps = 1;
     layout_.block_tokens = block_tokens;
     layout_.num_blocks = blocks;
-    layout_.num_video_blocks = blocks;
+    layout_.num_video_blocks = blocks - text_blocks_at_end;
+    layout_.num_text_blocks = text_blocks_at_end;
+    layout_.first_text_block = text_blocks_at_end > 0 ? blocks - text_blocks_at_end : -1;
     for (int b = 0; b < blocks; ++b)
       layout_.tokens_in_block.push_back(b == blocks - 1 && last_tokens > 0 ? last_tokens : block_tokens);
     model_.latent = {1, 1, 0};

@@ -5,6 +5,7 @@
 // KV block, all heads:  2 (K and V) * 128 tokens * H * 64 * 2 bytes = 32768 * H bytes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -326,4 +327,32 @@ TEST_CASE("policy strings") {
   auto bad = sim::parse_policy("contiguous/warp/sync");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("unknown scheme 'warp'") != std::string::npos);
+}
+
+TEST_CASE("demand schemes split the dense text-query rows across ranks") {
+  // 16 blocks of 128 tokens, H = 2, the last block is text (dense row and column); video blocks
+  // attend to a band |q - k| <= 1. Contiguous over 4 ranks: rank 3 owns 12..15 (text included).
+  auto fn = [](int, int q, int k) { return q == 15 || k == 15 || (q - k <= 1 && k - q <= 1); };
+  TestPattern pat(16, 128, 2, 64, fn, 0, 1, 1);
+  const auto pl = contiguous(16, 4);
+  const auto rt = sim::RankTopology::flat(4, true);
+  auto split = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
+  auto whole = sim::make_scheme("demand_direct", pat.input(pl, rt), {{"split_text", 0}});
+  REQUIRE(split.ok());
+  REQUIRE(whole.ok());
+  // Without the split, rank 3's text queries need every block: 12 remote blocks x 65536 B
+  // = 786432 B into rank 3.
+  CHECK(payload_into(*whole, 3) == doctest::Approx(786432.0));
+  // With it, rank 3 needs only block 11 (band of block 12): 65536 B, plus the partial text
+  // outputs of ranks 0, 1, 2: 128 tokens x 2 heads x (64 x 2 + 4) B = 33792 B each -> 166912 B.
+  CHECK(payload_into(*split, 3) == doctest::Approx(65536.0 + 3 * 33792.0));
+  // Ranks 0..2 still fetch the text KV block (dense column) from rank 3.
+  for (int g = 0; g < 3; ++g) {
+    bool text = false;
+    for (const auto& m : split->messages)
+      if (m.dst == g && m.src == 3) text = std::find(m.kv_blocks.begin(), m.kv_blocks.end(), 15) != m.kv_blocks.end();
+    CHECK(text);
+  }
+  // Work is conserved: the text rows' work moves to the KV owners.
+  CHECK(task_flops(*split) == doctest::Approx(task_flops(*whole)));
 }
