@@ -216,6 +216,31 @@ struct TuneResult {
 /// Errors (exit 1): no valid point found.
 Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int threads);
 
+/// A ScoreFn from any evaluator: the value of `column` in row `row` of the point's outcome
+/// (row r is the study's r-th policy for the study evaluator). A skipped point, a missing row
+/// or a non-numeric cell is an invalid score with the reason. Errors (exit 2): `column` not
+/// among evaluator.columns.
+Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string& column,
+                                     size_t row);
+
+// ---- the `simulate` study as evaluator ----------------------------------------------------------
+
+/// Whether this build has the `simulate` study runner (sim/study.*) to evaluate points with.
+bool study_runner_available();
+/// The `simulate` study runner as a sweep evaluator: the point's study JSON is loaded as
+/// `sparsp simulate --config` loads a file (relative paths against the point's base_dir) and
+/// run; one row per policy with every metric of `simulate --json`. A study that fails to load or
+/// run (e.g. Ulysses degree not dividing the heads) is a skipped point with the error as reason.
+/// Errors (exit 1): no study runner in this build.
+Result<PointEvaluator> study_point_evaluator();
+/// The score tune minimises: metric `objective` of the policy at `policy_pointer`
+/// ("/policies/N" -> row N; other pointers -> row 0). Errors: unknown metric (exit 2).
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer);
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename, so the
+/// path never holds partial content. Errors (exit 1): cannot write.
+Status write_text_atomic(const std::string& path, const std::string& text);
+
 /// Human-readable report: best configuration, margin over the default, top-N table.
 std::string format_tune_report(const TuneSpec& spec, const TuneResult& result);
 
