@@ -116,3 +116,28 @@ TEST_CASE("bad tune input") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "tune.json:/parameters/0/values: empty axis (no values)");
 }
+
+TEST_CASE("score_from_evaluator picks the metric of one policy row") {
+  PointEvaluator ev;
+  ev.columns = {"policy", "e2e_time_s"};
+  ev.evaluate = [](const SweepPoint& p) {
+    const int x = json::parse(p.study_json)["x"].get<int>();
+    if (x < 0) return PointOutcome{true, "negative x", {}};
+    // Row 0: baseline at 10 s; row 1: the tuned policy at x + 1 s.
+    return PointOutcome{false, "", {{"\"base\"", "10.0"}, {"\"tuned\"", json(x + 1.0).dump()}}};
+  };
+  auto score = score_from_evaluator(ev, "e2e_time_s", 1);
+  REQUIRE(score.ok());
+  SweepPoint p;
+  p.study_json = R"({"x": 2})";
+  const Score s = (*score)(p);
+  CHECK(s.ok);
+  CHECK(s.value == 3.0);  // x + 1
+  p.study_json = R"({"x": -1})";
+  CHECK_FALSE((*score)(p).ok);
+  CHECK((*score)(p).reason == "negative x");
+  auto none = score_from_evaluator(ev, "makespan_s", 0);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message ==
+        "tune:/objective: unknown metric \"makespan_s\" (known: policy, e2e_time_s)");
+}
