@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -114,10 +115,67 @@ Result<json> expand_range(const json& r, const std::string& src, const std::stri
 }
 
 struct AxisParse {
-  const json& base;
+  json& base;
   const std::string& src;
+  const std::string& base_dir;
   std::set<std::string> names;
 };
+
+// The JSON document a string in the study names, if any: a file (relative to the study's folder
+// or absolute), or a preset configs/<kind>/<name>.json of the source tree.
+std::optional<json> referenced_document(const std::string& name, const std::string& base_dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  const fs::path p(name);
+  if (p.is_relative() && !base_dir.empty()) candidates.push_back(fs::path(base_dir) / p);
+  candidates.push_back(p);
+#ifdef SPARSP_SOURCE_DIR
+  for (const char* kind : {"topologies", "models", "patterns"})
+    candidates.push_back(fs::path(SPARSP_SOURCE_DIR) / "configs" / kind / (name + ".json"));
+#endif
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (!fs::is_regular_file(c, ec)) continue;
+    std::ifstream in(c, std::ios::binary);
+    try {
+      json doc = json::parse(in);
+      if (doc.is_object()) return doc;
+    } catch (const json::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+// Where an axis pointer runs through a string that names a JSON document (e.g. a topology preset
+// "8x-l40s-gen4-4switch" on the way to /topologies/0/template/gpus_per_switch), puts the document
+// in the study in place of the string, so its fields can be swept like inline ones.
+void inline_references(json& base, const std::string& pointer, const std::string& base_dir) {
+  json::json_pointer rest(pointer);
+  std::vector<std::string> tokens;
+  while (!rest.empty()) {
+    tokens.insert(tokens.begin(), rest.back());
+    rest.pop_back();
+  }
+  json* node = &base;
+  for (const std::string& tok : tokens) {
+    if (node->is_string()) {
+      auto doc = referenced_document(node->get<std::string>(), base_dir);
+      if (!doc) return;
+      *node = std::move(*doc);
+    }
+    if (node->is_object()) {
+      if (!node->contains(tok)) return;
+      node = &(*node)[tok];
+    } else if (node->is_array()) {
+      if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos) return;
+      const size_t i = std::stoull(tok);
+      if (i >= node->size()) return;
+      node = &(*node)[i];
+    } else {
+      return;
+    }
+  }
+}
 
 Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse& ctx) {
   if (!a.is_object()) return input_error(ctx.src, where, "expected an axis object");
@@ -177,6 +235,7 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
   }
   if (values.empty()) return input_error(ctx.src, vwhere, "empty axis (no values)");
 
+  inline_references(ctx.base, axis.pointer, ctx.base_dir);
   // The pointer must land in the base study: its parent must exist and be a container; where the
   // study already has a value there, every axis value must be of the same JSON type.
   const json::json_pointer ptr(axis.pointer);
@@ -269,8 +328,6 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
     return input_error(src, "/study", "expected a study file path or an inline study object");
   }
   if (!base.is_object()) return input_error(src, "/study", "the study is not a JSON object");
-  spec.base_study_json = base.dump();
-
   bool zip_all = false;
   if (doc.contains("combine")) {
     const json& c = doc["combine"];
@@ -281,7 +338,7 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
   if (!doc.contains("axes") || !doc["axes"].is_array() || doc["axes"].empty())
     return input_error(src, "/axes", "expected a non-empty array of axes");
 
-  AxisParse ctx{base, src, {}};
+  AxisParse ctx{base, src, spec.base_dir, {}};
   const json& axes = doc["axes"];
   for (size_t i = 0; i < axes.size(); ++i) {
     const std::string where = "/axes/" + std::to_string(i);
@@ -325,6 +382,7 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
       spec.axes.push_back(std::move(ax.value()));
     }
   }
+  spec.base_study_json = base.dump();  // with referenced documents inlined
   // Two axes writing the same pointer (or one inside the other) would make the result depend on
   // the axis order: refuse.
   for (size_t i = 0; i < spec.axes.size(); ++i)
