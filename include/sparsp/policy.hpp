@@ -1,0 +1,191 @@
+#pragma once
+// Sequence-parallel policies: where query/KV blocks live (placement), which transfers move the KV
+// each GPU needs (scheme), and how communication and attention are scheduled (runtime). Together
+// they turn one (step, layer) of a Pattern into a sim::Workload.
+//
+// Vocabulary. The sequence-parallel group has P ranks; rank r runs on GPU `gpu_of_rank[r]` of the
+// topology. A token's Q, K and V are produced on the rank that owns its block
+// (Placement::block_owner). A KV block is K and V of one block of tokens; across all heads it is
+// 2 * tokens * heads * head_dim * dtype_bytes bytes.
+//
+// Each policy family is a name-keyed registry (STYLE habit 9): placements(), schemes(), runtimes()
+// list the names with a one-line description; adding one touches one file
+// (sim/placement_*.cpp, sim/scheme_*.cpp, sim/policy_runtime.cpp).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sparsp/pattern.hpp"
+#include "sparsp/plan.hpp"
+#include "sparsp/sim.hpp"
+#include "sparsp/status.hpp"
+#include "sparsp/topology.hpp"
+
+namespace sparsp::sim {
+
+/// Attention/GEMM compute model of one GPU. Attention FLOPs per active (query block q, KV block
+/// k, head) = 4 * tokens(q) * tokens(k) * head_dim (two GEMMs, QK^T and PV, 2 FLOPs per MAC; the
+/// FlashAttention paper's count, Dao et al. 2022, sec. 3.1, which excludes softmax). Time = FLOPs /
+/// (peak dense bf16 FLOP/s * efficiency) + launch overhead per kernel.
+struct ComputeModel {
+  double peak_bf16_flops = 165.2e12;   ///< RTX 4090 dense bf16 with fp32 accumulate (Ada whitepaper)
+  double attention_efficiency = 0.45;  ///< FlashAttention-2 reaches ~40-50% of peak on Ada/Ampere
+                                       ///< (Dao 2023, fig. 4-6: ~ 50-70% on A100 fwd; sparse
+                                       ///< block kernels lower, STA reports ~ 45% MFU on H100)
+  double gemm_efficiency = 0.7;        ///< large bf16 GEMMs (cuBLAS) on the same GPUs
+  double launch_overhead_s = 5e-6;     ///< per kernel launch (CUDA launch latency, ~ 4-6 us)
+
+  double attention_flops(double q_tokens, double k_tokens, int head_dim) const {
+    return 4.0 * q_tokens * k_tokens * head_dim;
+  }
+  /// Seconds for `flops` of attention work in one kernel (launch overhead included).
+  double attention_time_s(double flops) const {
+    return flops / (peak_bf16_flops * attention_efficiency) + launch_overhead_s;
+  }
+  /// Non-attention work of one transformer block per token: QKV projection (2 * hidden * 3 *
+  /// hidden FLOPs), output projection (2 * hidden^2) and MLP (2 * 2 * hidden * mlp_hidden), i.e.
+  /// 2 * (4 h^2 + 2 h m) FLOPs/token. HunyuanVideo's single-stream blocks fuse the MLP into the
+  /// same GEMMs; the count is the same.
+  static double other_flops_per_token(const patterns::ModelSpec& model);
+  /// Seconds of non-attention work of one layer on a rank holding `tokens` tokens
+  /// (5 launches: QKV, out, two MLP GEMMs, norm/modulation).
+  double other_time_s(const patterns::ModelSpec& model, double tokens) const;
+};
+
+/// Default compute model for a GPU (uses its peak_bf16_flops when known).
+ComputeModel compute_model_for(const topology::GpuSpec& gpu);
+
+/// What placement and the schemes need to know of the machine, per rank of the group.
+struct RankTopology {
+  int ranks = 0;
+  std::vector<int> gpu_of_rank;                       ///< [P] GPU index in the topology
+  std::vector<std::vector<std::string>> ancestors;    ///< [P] nearest first, up to the socket
+  std::vector<uint8_t> p2p;                           ///< [P*P] direct peer access allowed
+  std::vector<int> numa;                              ///< [P] NUMA node of the rank's GPU
+  bool p2p_allowed(int a, int b) const { return p2p[static_cast<size_t>(a) * ranks + b] != 0; }
+  /// Flat topology of P ranks under one switch with full P2P (tests).
+  static RankTopology flat(int ranks, bool p2p);
+};
+
+/// Builds the rank view; errors if a GPU index is not in the topology.
+Result<RankTopology> rank_topology(const topology::Topology& topo, const std::vector<int>& gpus);
+
+/// Which KV block each rank owns, and how heads are split for head-parallel schemes.
+struct Placement {
+  std::string name;
+  int ranks = 0;
+  std::vector<int> block_owner;   ///< [num_blocks] rank owning the block's tokens (Q, K, V)
+};
+
+/// Aggregate block dependency of a pattern, the input of the placements.
+struct BlockGraph {
+  int num_blocks = 0;
+  std::vector<double> tokens;     ///< [num_blocks] tokens per block
+  std::vector<double> work;       ///< [num_blocks] attention FLOPs of the query block, summed
+                                  ///< over heads, averaged over the sampled masks
+  std::vector<float> dep;         ///< [q * num_blocks + k] fraction of sampled (layer, head)
+                                  ///< masks in which q attends to k
+};
+
+/// Samples a pattern's masks (the distinct mask groups of step 0, at most `max_layers` of them,
+/// all heads) into a BlockGraph.
+BlockGraph block_graph(patterns::Pattern& pattern, int max_layers = 8);
+
+struct PlacementContext {
+  const BlockGraph* graph = nullptr;
+  const RankTopology* ranks = nullptr;
+  int heads = 0;
+  std::map<std::string, double> params;   ///< e.g. "tolerance" (1.03), "locality" (0.1)
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string description;
+};
+
+std::vector<PolicyInfo> placements();
+std::vector<PolicyInfo> schemes();
+std::vector<PolicyInfo> runtimes();
+
+/// Runs the named placement. Errors: unknown name.
+Result<Placement> make_placement(const std::string& name, const PlacementContext& ctx);
+
+/// Demand granularity: a KV block across all heads, or per (head, KV block).
+enum class Granularity { block, head_block };
+
+/// Everything a scheme needs for one (step, layer).
+struct LayerInput {
+  const patterns::ModelSpec* model = nullptr;
+  const patterns::BlockLayout* layout = nullptr;
+  std::vector<const patterns::BlockMask*> masks;   ///< [heads] masks of this (step, layer)
+  const Placement* placement = nullptr;
+  const RankTopology* ranks = nullptr;
+  Granularity granularity = Granularity::block;
+  bool dynamic = false;       ///< demand unknown ahead (revealed by a summary exchange)
+  int layer = 0;
+  int step = 0;
+};
+
+/// A logical transfer between endpoints of the group (payload or control).
+struct Message {
+  int src = -1, dst = -1;       ///< ranks; -1 with host_numa >= 0: pinned host memory
+  int host_numa = -1;           ///< for a host endpoint: its NUMA node
+  double bytes = 0;
+  bool control = false;         ///< demand-discovery exchange (reported apart)
+  bool collective = false;      ///< part of an NCCL-style collective
+  bool host_staged = false;     ///< force GPU -> host -> GPU
+  int phase = 0;                ///< ring step, or 0/1 for before/after attention
+  std::vector<int> after_msgs;  ///< messages that must have arrived first (relays)
+  std::vector<int> after_tasks; ///< attention tasks that must end first (output all-to-all)
+  bool counts_volume = true;    ///< false for a staging hop into host memory (its delivery
+                                ///< to the GPU is what counts)
+  std::vector<int32_t> kv_blocks;
+  std::string tag;              ///< short id part, e.g. "kv", "fwd", "a2a"
+};
+
+/// A piece of attention work on one rank.
+struct AttentionTask {
+  int rank = 0;
+  double flops = 0;
+  int phase = 0;
+  std::vector<int> after_msgs;  ///< data it consumes
+  std::string tag;
+};
+
+/// The output of a scheme for one (step, layer): transfers and attention pieces with their
+/// data dependencies; a runtime decides engines and ordering.
+struct CommPlan {
+  std::vector<Message> messages;
+  std::vector<AttentionTask> tasks;
+  double payload_bytes() const;   ///< sum of non-control message bytes (each hop counted)
+  double control_bytes() const;
+};
+
+/// Builds the named scheme's CommPlan. Errors (exit 2): unknown name; heads not divisible by the
+/// Ulysses degree. `params`: "skip_empty" (ring, 0/1), "ulysses_degree" (usp), "host_staged" (0/1).
+Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in,
+                             const std::map<std::string, double>& params);
+
+/// Turns a CommPlan into a Workload for the engine. Rank r's endpoint is
+/// "gpu<gpu_of_rank[r]>". `params`: "comm_sms" (sm_overlap, default 16), "chunk_bytes".
+/// Errors: unknown runtime name.
+Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
+                               const RankTopology& ranks, const ComputeModel& compute,
+                               const std::map<std::string, double>& params, int layer);
+
+/// Validates a policy triple and its parameters (names known, values in range).
+Status check_policy(const plan::PolicySpec& spec);
+
+/// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
+Result<plan::PolicySpec> parse_policy(const std::string& text);
+
+/// Lower bound of a workload's makespan: max over shared resources of (coefficient-weighted
+/// bytes crossing it) / capacity, and over GPUs of their compute time. Latencies ignored.
+struct LowerBound {
+  double bound_s = 0;
+  std::string binding;           ///< resource or "gpuN compute" that sets it
+};
+Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& work);
+
+}  // namespace sparsp::sim

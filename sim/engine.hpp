@@ -1,0 +1,92 @@
+#pragma once
+// The discrete-event engine over abstract resources (no Topology): what simulate() compiles a
+// Workload into, and what the closed-form tests and benchmarks drive directly.
+//
+// Time: seconds as double. Event order: (time, sequence number); flow completions at a time are
+// handled before timers at the same time, in flow creation order. Same Problem, same Outcome bit
+// for bit.
+//
+// Activities ("tasks"):
+//  - transfer: `bytes` over 1 leg (direct) or 2 legs (host-staged: src->host, host->dst). It is
+//    carried as a pipeline of chunks; a chunk on a leg is one flow that first waits the leg's
+//    latency, then loads the leg's resources. Stage s of chunk i starts when stage s is idle and
+//    chunk i has left stage s-1; stage 0 of chunk i also needs a free staging buffer (chunk
+//    i - buffers has left the last stage). A direct transfer with chunk_bytes = 0 is one chunk.
+//    The transfer pays `launch_s` once before its first chunk.
+//  - compute: `work_s` seconds of work at full GPU capacity, a flow on its GPU's compute resource
+//    (capacity 1 work-second per second, times the fraction of SMs not taken by SM-driven
+//    communication); concurrent compute on one GPU shares that capacity max-min (equally).
+// Lanes: a transfer with ce_gpu >= 0 holds one copy engine of that GPU from start to end; a GPU's
+// copy engines serve waiting transfers in the order they became ready (a transfer pinned to a CE
+// waits for that CE). Streams are FIFO: a task starts after its stream predecessor ends.
+// SM-driven transfers take comm_sms SMs on each GPU in sm_gpus from start to end.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lmm.hpp"
+
+namespace sparsp::sim {
+
+struct NetLeg {
+  std::vector<lmm::Use> uses;  ///< resources and coefficients (resource = index in Problem)
+  double latency_s = 0;        ///< paid by every chunk on this leg before it loads the resources
+};
+
+struct Task {
+  enum class Kind { transfer, compute };
+  Kind kind = Kind::transfer;
+  // transfer
+  std::vector<NetLeg> legs;    ///< 1 (direct) or 2 (host-staged)
+  double bytes = 0;
+  double cap_Bps = 0;          ///< per-flow rate cap, 0 = none
+  double chunk_bytes = 0;      ///< 0 = one chunk (direct only; staged needs > 0)
+  int buffers = 2;             ///< staging buffers (2-leg pipelines)
+  double launch_s = 0;         ///< issue overhead before the first chunk
+  int ce_gpu = -1;             ///< GPU whose copy engines carry it; -1 = none
+  int copy_engine = -1;        ///< pinned CE index, -1 = any free one
+  int sm_gpus[2] = {-1, -1};   ///< GPUs whose SMs it takes (Engine::sm)
+  int comm_sms = 0;
+  // compute
+  int gpu = -1;
+  double work_s = 0;
+  // both
+  std::vector<int> deps;       ///< indices of tasks that must end first
+  int stream = -1;             ///< FIFO stream id (-1: none); order = task index order
+};
+
+struct GpuModel {
+  int copy_engines = 2;
+  int sm_count = 1;
+};
+
+struct Problem {
+  std::vector<double> capacity_Bps;  ///< one per resource
+  std::vector<GpuModel> gpus;
+  std::vector<Task> tasks;
+};
+
+struct TaskOutcome {
+  double start_s = 0;   ///< began (dependencies met and copy engine acquired)
+  double end_s = 0;
+  int copy_engine = -1; ///< CE index used, -1 none
+  int pred = -1;        ///< task whose end released it (critical-path predecessor), -1 none
+};
+
+struct Outcome {
+  std::vector<TaskOutcome> tasks;
+  double makespan_s = 0;
+  std::vector<double> bytes, busy_s, peak_load;  ///< per resource of the Problem
+  std::vector<std::vector<std::pair<double, double>>> timeline;  ///< per resource (t, load)
+  std::vector<int> critical_path;  ///< task indices, first to last
+  int64_t events = 0;
+};
+
+/// Index of a task on a dependency cycle (deps + stream order), or -1 if the graph is a DAG.
+/// `cycle` receives the cycle's tasks in order when found.
+int find_cycle(const Problem& problem, std::vector<int>* cycle = nullptr);
+
+/// Runs the simulation. REQUIRES: find_cycle(problem) == -1, valid indices, capacities > 0.
+Outcome run(const Problem& problem, bool record_timeline = false);
+
+}  // namespace sparsp::sim

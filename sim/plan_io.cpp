@@ -1,0 +1,366 @@
+// Plan JSON load/save (schema in sim/PLAN.md). Deterministic output: keys in a fixed order,
+// numbers printed by nlohmann_json (shortest round-trip form), topology embedded verbatim as
+// parsed (insertion order kept).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "sparsp/plan.hpp"
+
+namespace sparsp::plan {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* engine_name(sim::Engine e) {
+  switch (e) {
+    case sim::Engine::ce: return "ce";
+    case sim::Engine::sm: return "sm";
+    case sim::Engine::host: return "host";
+  }
+  return "ce";
+}
+
+const char* route_name(topology::RouteMode m) {
+  switch (m) {
+    case topology::RouteMode::automatic: return "automatic";
+    case topology::RouteMode::p2p: return "p2p";
+    case topology::RouteMode::host_staged: return "host_staged";
+  }
+  return "automatic";
+}
+
+/// Parser state: the source name and error helpers with JSON pointers.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  Error err(const std::string& ptr, const std::string& what) const {
+    return input_error(source_, ptr, what);
+  }
+
+  /// Required member `key` of object `obj` at pointer `ptr`, checked with `pred` (type test).
+  template <class Pred>
+  const Json* member(const Json& obj, const std::string& ptr, const char* key, bool required,
+                     Pred pred, const char* expected, std::optional<Error>& e) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required && !e) e = err(ptr + "/" + key, std::string("missing required field (expected ") + expected + ")");
+      return nullptr;
+    }
+    if (!pred(*it)) {
+      if (!e) e = err(ptr + "/" + key, std::string("expected ") + expected + ", got " + it->type_name());
+      return nullptr;
+    }
+    return &*it;
+  }
+
+ private:
+  std::string source_;
+};
+
+bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
+bool is_num(const Json& j) { return j.is_number(); }
+bool is_str(const Json& j) { return j.is_string(); }
+bool is_arr(const Json& j) { return j.is_array(); }
+bool is_obj(const Json& j) { return j.is_object(); }
+
+/// "gpuN" with 0 <= N < gpus, or "hostK" with K >= 0.
+bool valid_endpoint(const std::string& s, int gpus) {
+  auto num = [](const std::string& t, size_t from, long& out) {
+    if (from >= t.size() || t.size() - from > 6) return false;
+    for (size_t i = from; i < t.size(); ++i)
+      if (t[i] < '0' || t[i] > '9') return false;
+    out = std::stol(t.substr(from));
+    return true;
+  };
+  long n = 0;
+  if (s.rfind("gpu", 0) == 0) return num(s, 3, n) && n < gpus;
+  if (s.rfind("host", 0) == 0) return num(s, 4, n);
+  return false;
+}
+
+std::string ptr_index(const std::string& base, size_t i) { return base + "/" + std::to_string(i); }
+
+}  // namespace
+
+Result<Plan> parse_plan(const std::string& text, const std::string& source_name) {
+  Reader rd(source_name);
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::parse_error& ex) {
+    // nlohmann reports a byte offset; convert it to a line number.
+    const size_t off = std::min<size_t>(ex.byte, text.size());
+    const long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(off), '\n');
+    return input_error(source_name, std::to_string(line), "invalid JSON");
+  }
+  if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
+
+  std::optional<Error> e;
+  Plan p;
+  if (auto* v = rd.member(root, "", "schema_version", true, is_int, "integer", e)) {
+    p.schema_version = v->get<int>();
+    if (p.schema_version != 1)
+      return rd.err("/schema_version", "unsupported schema_version " + std::to_string(p.schema_version) + " (this build reads 1)");
+  }
+  if (e) return *e;
+  if (auto* v = rd.member(root, "", "model", false, is_str, "string", e)) p.model = v->get<std::string>();
+  if (auto* v = rd.member(root, "", "pattern", false, is_str, "string", e)) p.pattern = v->get<std::string>();
+  if (auto* v = rd.member(root, "", "gpus", true, is_int, "integer", e)) p.gpus = v->get<int>();
+  if (auto* v = rd.member(root, "", "block_tokens", false, is_int, "integer", e)) p.block_tokens = v->get<int>();
+  if (auto* v = rd.member(root, "", "heads", false, is_int, "integer", e)) p.heads = v->get<int>();
+  if (auto* v = rd.member(root, "", "head_dim", false, is_int, "integer", e)) p.head_dim = v->get<int>();
+  if (auto* v = rd.member(root, "", "dtype_bytes", false, is_int, "integer", e)) p.dtype_bytes = v->get<int>();
+  if (auto* v = rd.member(root, "", "num_blocks", true, is_int, "integer", e)) p.num_blocks = v->get<int>();
+  if (auto* v = rd.member(root, "", "kv_block_bytes", true, is_num, "number", e)) p.kv_block_bytes = v->get<double>();
+  if (e) return *e;
+  if (p.gpus < 1 || p.gpus > 4096) return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
+  if (p.num_blocks < 0) return rd.err("/num_blocks", "expected >= 0");
+  if (!(p.kv_block_bytes >= 0) || !std::isfinite(p.kv_block_bytes)) return rd.err("/kv_block_bytes", "expected a finite number >= 0");
+  if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0) return rd.err("/heads", "expected non-negative shape fields");
+  if (p.dtype_bytes < 1 || p.dtype_bytes > 8) return rd.err("/dtype_bytes", "expected 1..8");
+
+  if (auto* pol = rd.member(root, "", "policy", true, is_obj, "object", e)) {
+    if (auto* v = rd.member(*pol, "/policy", "placement", true, is_str, "string", e)) p.policy.placement = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "scheme", true, is_str, "string", e)) p.policy.scheme = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "runtime", true, is_str, "string", e)) p.policy.runtime = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "params", false, is_obj, "object", e)) {
+      for (auto it = v->begin(); it != v->end(); ++it) {
+        if (!it.value().is_number()) return rd.err("/policy/params/" + it.key(), "expected a number");
+        p.policy.params[it.key()] = it.value().get<double>();
+      }
+    }
+  }
+  if (e) return *e;
+
+  if (auto* v = rd.member(root, "", "topology", false, [](const Json& j) { return j.is_object() || j.is_null(); }, "object or null", e)) {
+    if (v->is_object()) p.topology_json = v->dump(2);
+  }
+  if (e) return *e;
+
+  if (auto* v = rd.member(root, "", "block_owner", true, is_arr, "array", e)) {
+    if (static_cast<int>(v->size()) != p.num_blocks)
+      return rd.err("/block_owner", "expected " + std::to_string(p.num_blocks) + " entries (num_blocks), got " + std::to_string(v->size()));
+    p.block_owner.reserve(v->size());
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& o = (*v)[i];
+      if (!is_int(o) || o.get<long>() < 0 || o.get<long>() >= p.gpus)
+        return rd.err(ptr_index("/block_owner", i), "expected a GPU rank in 0.." + std::to_string(p.gpus - 1));
+      p.block_owner.push_back(o.get<int>());
+    }
+  }
+  if (e) return *e;
+
+  const Json* layers = rd.member(root, "", "layers", true, is_arr, "array", e);
+  if (e) return *e;
+  for (size_t li = 0; li < layers->size(); ++li) {
+    const std::string lp = ptr_index("/layers", li);
+    const Json& lj = (*layers)[li];
+    if (!lj.is_object()) return rd.err(lp, "expected an object");
+    LayerPlan L;
+    if (auto* v = rd.member(lj, lp, "step", true, is_int, "integer", e)) L.step = v->get<int>();
+    if (auto* v = rd.member(lj, lp, "layer", true, is_int, "integer", e)) L.layer = v->get<int>();
+    if (auto* v = rd.member(lj, lp, "repeat", false, is_int, "integer", e)) L.repeat = v->get<int64_t>();
+    if (e) return *e;
+    if (L.step < 0) return rd.err(lp + "/step", "expected >= 0");
+    if (L.layer < 0) return rd.err(lp + "/layer", "expected >= 0");
+    if (L.repeat < 1) return rd.err(lp + "/repeat", "expected >= 1");
+    std::set<std::string> ids;
+    auto check_after = [&](const Json& a, const std::string& ap, std::vector<std::string>& out) -> std::optional<Error> {
+      if (!a.is_array()) return rd.err(ap, "expected an array of activity ids");
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (!a[k].is_string()) return rd.err(ptr_index(ap, k), "expected a string");
+        out.push_back(a[k].get<std::string>());
+      }
+      return std::nullopt;
+    };
+    if (auto* tr = rd.member(lj, lp, "transfers", false, is_arr, "array", e)) {
+      for (size_t ti = 0; ti < tr->size(); ++ti) {
+        const std::string tp = ptr_index(lp + "/transfers", ti);
+        const Json& tj = (*tr)[ti];
+        if (!tj.is_object()) return rd.err(tp, "expected an object");
+        sim::Transfer t;
+        if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e)) t.id = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "src", true, is_str, "string", e)) t.src = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "dst", true, is_str, "string", e)) t.dst = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "bytes", true, is_num, "number", e)) t.bytes = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "after", false, is_arr, "array", e)) {
+          if (auto ae = check_after(*v, tp + "/after", t.after)) return *ae;
+        }
+        if (auto* v = rd.member(tj, tp, "engine", false, is_str, "string", e)) {
+          const auto s = v->get<std::string>();
+          if (s == "ce") t.engine = sim::Engine::ce;
+          else if (s == "sm") t.engine = sim::Engine::sm;
+          else if (s == "host") t.engine = sim::Engine::host;
+          else return rd.err(tp + "/engine", "expected \"ce\", \"sm\" or \"host\", got \"" + s + "\"");
+        }
+        if (auto* v = rd.member(tj, tp, "stream", false, is_str, "string", e)) t.stream = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "route", false, is_str, "string", e)) {
+          const auto s = v->get<std::string>();
+          if (s == "automatic") t.route = topology::RouteMode::automatic;
+          else if (s == "p2p") t.route = topology::RouteMode::p2p;
+          else if (s == "host_staged") t.route = topology::RouteMode::host_staged;
+          else return rd.err(tp + "/route", "expected \"automatic\", \"p2p\" or \"host_staged\", got \"" + s + "\"");
+        }
+        if (auto* v = rd.member(tj, tp, "rate_cap_Bps", false, is_num, "number", e)) t.rate_cap_Bps = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "chunk_bytes", false, is_num, "number", e)) t.chunk_bytes = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "staging_buffers", false, is_int, "integer", e)) t.staging_buffers = v->get<int>();
+        if (auto* v = rd.member(tj, tp, "comm_sms", false, is_int, "integer", e)) t.comm_sms = v->get<int>();
+        t.layer = L.layer;
+        if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e)) t.layer = v->get<int>();
+        if (auto* v = rd.member(tj, tp, "kv_blocks", false, is_arr, "array", e)) {
+          for (size_t k = 0; k < v->size(); ++k) {
+            const Json& b = (*v)[k];
+            if (!is_int(b) || b.get<long>() < 0 || b.get<long>() >= p.num_blocks)
+              return rd.err(ptr_index(tp + "/kv_blocks", k), "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+            t.kv_blocks.push_back(b.get<int32_t>());
+          }
+        }
+        if (e) return *e;
+        if (t.id.empty()) return rd.err(tp + "/id", "empty id");
+        if (!ids.insert(t.id).second) return rd.err(tp + "/id", "duplicate activity id \"" + t.id + "\"");
+        if (!valid_endpoint(t.src, p.gpus)) return rd.err(tp + "/src", "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.src + "\"");
+        if (!valid_endpoint(t.dst, p.gpus)) return rd.err(tp + "/dst", "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.dst + "\"");
+        if (t.src == t.dst) return rd.err(tp + "/dst", "source and destination are both \"" + t.src + "\"");
+        if (!(t.bytes >= 0) || !std::isfinite(t.bytes)) return rd.err(tp + "/bytes", "expected a finite number >= 0");
+        if (t.rate_cap_Bps < 0) return rd.err(tp + "/rate_cap_Bps", "expected >= 0");
+        if (t.chunk_bytes < 0) return rd.err(tp + "/chunk_bytes", "expected >= 0");
+        if (t.staging_buffers < 0) return rd.err(tp + "/staging_buffers", "expected >= 0");
+        if (t.comm_sms < 0) return rd.err(tp + "/comm_sms", "expected >= 0");
+        L.work.transfers.push_back(std::move(t));
+      }
+    }
+    if (e) return *e;
+    if (auto* cs = rd.member(lj, lp, "compute", false, is_arr, "array", e)) {
+      for (size_t ci = 0; ci < cs->size(); ++ci) {
+        const std::string cp = ptr_index(lp + "/compute", ci);
+        const Json& cj = (*cs)[ci];
+        if (!cj.is_object()) return rd.err(cp, "expected an object");
+        sim::ComputeTask c;
+        if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e)) c.id = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "gpu", true, is_str, "string", e)) c.gpu = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "duration_s", false, is_num, "number", e)) c.duration_s = v->get<double>();
+        if (auto* v = rd.member(cj, cp, "flops", false, is_num, "number", e)) c.flops = v->get<double>();
+        if (auto* v = rd.member(cj, cp, "after", false, is_arr, "array", e)) {
+          if (auto ae = check_after(*v, cp + "/after", c.after)) return *ae;
+        }
+        if (auto* v = rd.member(cj, cp, "stream", false, is_str, "string", e)) c.stream = v->get<std::string>();
+        c.layer = L.layer;
+        if (auto* v = rd.member(cj, cp, "layer", false, is_int, "integer", e)) c.layer = v->get<int>();
+        if (e) return *e;
+        if (c.id.empty()) return rd.err(cp + "/id", "empty id");
+        if (!ids.insert(c.id).second) return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
+        if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
+          return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
+        if (!(c.duration_s >= 0) || !std::isfinite(c.duration_s)) return rd.err(cp + "/duration_s", "expected a finite number >= 0");
+        if (!(c.flops >= 0) || !std::isfinite(c.flops)) return rd.err(cp + "/flops", "expected a finite number >= 0");
+        L.work.compute.push_back(std::move(c));
+      }
+    }
+    if (e) return *e;
+    // Dependencies must name activities of the same layer plan.
+    for (size_t ti = 0; ti < L.work.transfers.size(); ++ti)
+      for (size_t k = 0; k < L.work.transfers[ti].after.size(); ++k)
+        if (!ids.count(L.work.transfers[ti].after[k]))
+          return rd.err(ptr_index(ptr_index(lp + "/transfers", ti) + "/after", k),
+                        "unknown activity id \"" + L.work.transfers[ti].after[k] + "\"");
+    for (size_t ci = 0; ci < L.work.compute.size(); ++ci)
+      for (size_t k = 0; k < L.work.compute[ci].after.size(); ++k)
+        if (!ids.count(L.work.compute[ci].after[k]))
+          return rd.err(ptr_index(ptr_index(lp + "/compute", ci) + "/after", k),
+                        "unknown activity id \"" + L.work.compute[ci].after[k] + "\"");
+    p.layers.push_back(std::move(L));
+  }
+  return p;
+}
+
+Result<Plan> load_plan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return input_error(path, "", "read error");
+  return parse_plan(ss.str(), path);
+}
+
+std::string to_json(const Plan& plan) {
+  Json root = Json::object();
+  root["schema_version"] = plan.schema_version;
+  root["model"] = plan.model;
+  root["pattern"] = plan.pattern;
+  root["gpus"] = plan.gpus;
+  root["block_tokens"] = plan.block_tokens;
+  root["heads"] = plan.heads;
+  root["head_dim"] = plan.head_dim;
+  root["dtype_bytes"] = plan.dtype_bytes;
+  root["num_blocks"] = plan.num_blocks;
+  root["kv_block_bytes"] = plan.kv_block_bytes;
+  Json pol = Json::object();
+  pol["placement"] = plan.policy.placement;
+  pol["scheme"] = plan.policy.scheme;
+  pol["runtime"] = plan.policy.runtime;
+  Json params = Json::object();
+  for (const auto& [k, v] : plan.policy.params) params[k] = v;  // std::map: sorted keys
+  pol["params"] = std::move(params);
+  root["policy"] = std::move(pol);
+  if (plan.topology_json.empty()) {
+    root["topology"] = nullptr;
+  } else {
+    try {
+      root["topology"] = Json::parse(plan.topology_json);
+    } catch (const Json::parse_error&) {
+      root["topology"] = nullptr;  // not JSON: callers pass Topology::to_json(), so unreachable
+    }
+  }
+  root["block_owner"] = plan.block_owner;
+  Json layers = Json::array();
+  for (const LayerPlan& L : plan.layers) {
+    Json lj = Json::object();
+    lj["step"] = L.step;
+    lj["layer"] = L.layer;
+    lj["repeat"] = L.repeat;
+    Json trs = Json::array();
+    for (const sim::Transfer& t : L.work.transfers) {
+      Json tj = Json::object();
+      tj["id"] = t.id;
+      tj["src"] = t.src;
+      tj["dst"] = t.dst;
+      tj["bytes"] = t.bytes;
+      tj["after"] = t.after;
+      tj["engine"] = engine_name(t.engine);
+      tj["stream"] = t.stream;
+      tj["route"] = route_name(t.route);
+      if (t.rate_cap_Bps != 0) tj["rate_cap_Bps"] = t.rate_cap_Bps;
+      if (t.chunk_bytes != 0) tj["chunk_bytes"] = t.chunk_bytes;
+      if (t.staging_buffers != 0) tj["staging_buffers"] = t.staging_buffers;
+      if (t.comm_sms != 0) tj["comm_sms"] = t.comm_sms;
+      if (t.layer != L.layer) tj["layer"] = t.layer;
+      tj["kv_blocks"] = t.kv_blocks;
+      trs.push_back(std::move(tj));
+    }
+    lj["transfers"] = std::move(trs);
+    Json cs = Json::array();
+    for (const sim::ComputeTask& c : L.work.compute) {
+      Json cj = Json::object();
+      cj["id"] = c.id;
+      cj["gpu"] = c.gpu;
+      cj["duration_s"] = c.duration_s;
+      if (c.flops != 0) cj["flops"] = c.flops;
+      cj["after"] = c.after;
+      cj["stream"] = c.stream;
+      if (c.layer != L.layer) cj["layer"] = c.layer;
+      cs.push_back(std::move(cj));
+    }
+    lj["compute"] = std::move(cs);
+    layers.push_back(std::move(lj));
+  }
+  root["layers"] = std::move(layers);
+  return root.dump() + "\n";
+}
+
+}  // namespace sparsp::plan

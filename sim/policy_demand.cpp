@@ -1,0 +1,196 @@
+// Demand and attention-work accounting of one (step, layer): which KV blocks each rank needs from
+// each other rank, and how much attention work each (query group, key group, head group) holds.
+// Bit-parallel over the 64-bit words of the block masks; irregular blocks (partial last blocks,
+// text blocks) are weighted by their real token count.
+#include "policy_demand.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+
+namespace sparsp::sim::detail {
+
+double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k) {
+  return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * m.heads * m.head_dim * m.dtype_bytes;
+}
+
+namespace {
+
+int words_for(int n) { return (n + 63) / 64; }
+
+// Bitsets of KV blocks per group, split into "regular" (full block_tokens) and an explicit list
+// of irregular blocks with their token counts.
+struct GroupSets {
+  std::vector<BlockSet> regular;                       // [ngroups]
+  std::vector<std::vector<std::pair<int, double>>> irregular;   // [ngroups] (block, tokens)
+};
+
+GroupSets group_sets(const patterns::BlockLayout& layout, const std::vector<int>& group, int n) {
+  const int nb = layout.num_blocks;
+  const int nw = words_for(nb);
+  GroupSets s;
+  s.regular.assign(static_cast<size_t>(n), BlockSet{std::vector<uint64_t>(static_cast<size_t>(nw), 0), {}});
+  s.irregular.resize(static_cast<size_t>(n));
+  for (int k = 0; k < nb; ++k) {
+    const int g = group[static_cast<size_t>(k)];
+    if (g < 0) continue;
+    if (layout.tokens_in_block[static_cast<size_t>(k)] == layout.block_tokens) {
+      s.regular[static_cast<size_t>(g)].bits[static_cast<size_t>(k >> 6)] |= uint64_t{1} << (k & 63);
+    } else {
+      s.irregular[static_cast<size_t>(g)].push_back({k, layout.tokens_in_block[static_cast<size_t>(k)]});
+    }
+  }
+  for (auto& r : s.regular)
+    for (int w = 0; w < nw; ++w)
+      if (r.bits[static_cast<size_t>(w)]) r.words.push_back(w);
+  return s;
+}
+
+}  // namespace
+
+std::vector<double> grouped_flops(const LayerInput& in, const std::vector<int>& q_group, int nq,
+                                  const std::vector<int>& k_group, int nk,
+                                  const std::vector<int>& head_group, int nh) {
+  const auto& layout = *in.layout;
+  const int nb = layout.num_blocks;
+  const double hd = in.model->head_dim;
+  const double bt = layout.block_tokens;
+  const GroupSets ks = group_sets(layout, k_group, nk);
+  std::vector<double> flops(static_cast<size_t>(nh) * nq * nk, 0.0);
+  // Per (query block, key group) token-weighted counts, accumulated over heads of a head group.
+  std::vector<double> acc(static_cast<size_t>(nk));
+  for (size_t h = 0; h < in.masks.size(); ++h) {
+    const auto& m = *in.masks[h];
+    const int hg = head_group[h];
+    if (hg < 0) continue;
+    for (int q = 0; q < nb; ++q) {
+      const int qg = q_group[static_cast<size_t>(q)];
+      if (qg < 0) continue;
+      const uint64_t* row = m.row(q);
+      const double tq = layout.tokens_in_block[static_cast<size_t>(q)];
+      double* out = &flops[(static_cast<size_t>(hg) * nq + qg) * nk];
+      for (int g = 0; g < nk; ++g) {
+        const auto& set = ks.regular[static_cast<size_t>(g)];
+        int64_t cnt = 0;
+        for (int w : set.words) cnt += std::popcount(row[w] & set.bits[static_cast<size_t>(w)]);
+        double tk = bt * static_cast<double>(cnt);
+        for (const auto& [k, t] : ks.irregular[static_cast<size_t>(g)])
+          if ((row[k >> 6] >> (k & 63)) & 1u) tk += t;
+        out[g] += 4.0 * tq * tk * hd;
+      }
+    }
+  }
+  return flops;
+}
+
+Demand compute_demand(const LayerInput& in) {
+  const auto& layout = *in.layout;
+  const auto& owner = in.placement->block_owner;
+  const int P = in.placement->ranks;
+  const int nb = layout.num_blocks;
+  const int nw = words_for(nb);
+  const int H = static_cast<int>(in.masks.size());
+  Demand d;
+  d.ranks = P;
+  const size_t PP = static_cast<size_t>(P) * P;
+  d.bytes.assign(PP, 0.0);
+  d.blocks.assign(PP, {});
+  d.owned_blocks.assign(static_cast<size_t>(P), 0);
+  d.owned_tokens.assign(static_cast<size_t>(P), 0.0);
+  std::vector<std::vector<int>> q_of(static_cast<size_t>(P));
+  for (int k = 0; k < nb; ++k) {
+    const int o = owner[static_cast<size_t>(k)];
+    q_of[static_cast<size_t>(o)].push_back(k);
+    d.owned_blocks[static_cast<size_t>(o)]++;
+    d.owned_tokens[static_cast<size_t>(o)] += layout.tokens_in_block[static_cast<size_t>(k)];
+  }
+  const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;  // K and V
+  std::vector<uint64_t> uni(static_cast<size_t>(nw)), head(static_cast<size_t>(nw));
+  for (int g = 0; g < P; ++g) {
+    std::fill(uni.begin(), uni.end(), 0);
+    for (int h = 0; h < H; ++h) {
+      const auto& m = *in.masks[static_cast<size_t>(h)];
+      std::fill(head.begin(), head.end(), 0);
+      for (int q : q_of[static_cast<size_t>(g)]) {
+        const uint64_t* row = m.row(q);
+        for (int w = 0; w < nw; ++w) head[static_cast<size_t>(w)] |= row[w];
+      }
+      for (int w = 0; w < nw; ++w) uni[static_cast<size_t>(w)] |= head[static_cast<size_t>(w)];
+      if (in.granularity == Granularity::head_block) {
+        if (d.head_need.empty()) d.head_need.assign(static_cast<size_t>(P), {});
+        auto& hn = d.head_need[static_cast<size_t>(g)];
+        if (hn.empty()) hn.assign(static_cast<size_t>(H) * nw, 0);
+        std::copy(head.begin(), head.end(), hn.begin() + static_cast<ptrdiff_t>(h) * nw);
+        for (int w = 0; w < nw; ++w) {
+          uint64_t x = head[static_cast<size_t>(w)];
+          while (x) {
+            const int k = w * 64 + std::countr_zero(x);
+            x &= x - 1;
+            const int o = owner[static_cast<size_t>(k)];
+            if (o == g) continue;
+            d.bytes[static_cast<size_t>(g) * P + o] +=
+                per_token_head * layout.tokens_in_block[static_cast<size_t>(k)];
+          }
+        }
+      }
+    }
+    for (int w = 0; w < nw; ++w) {
+      uint64_t x = uni[static_cast<size_t>(w)];
+      while (x) {
+        const int k = w * 64 + std::countr_zero(x);
+        x &= x - 1;
+        const int o = owner[static_cast<size_t>(k)];
+        if (o == g) continue;
+        d.blocks[static_cast<size_t>(g) * P + o].push_back(k);
+        if (in.granularity == Granularity::block)
+          d.bytes[static_cast<size_t>(g) * P + o] += kv_block_bytes(*in.model, layout, k);
+      }
+    }
+  }
+  std::vector<int> all_heads(static_cast<size_t>(H), 0);
+  d.flops = grouped_flops(in, owner, P, owner, P, all_heads, 1);
+  return d;
+}
+
+std::vector<int32_t> union_blocks(const Demand& d, int o, const std::vector<int>& requesters) {
+  std::vector<int32_t> out;
+  for (int g : requesters) {
+    const auto& b = d.blocks[static_cast<size_t>(g) * d.ranks + o];
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+double union_bytes(const LayerInput& in, const Demand& d, int o,
+                   const std::vector<int>& requesters) {
+  if (in.granularity == Granularity::block) return blocks_bytes(in, union_blocks(d, o, requesters));
+  const auto& layout = *in.layout;
+  const int nw = words_for(layout.num_blocks);
+  const int H = static_cast<int>(in.masks.size());
+  const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;
+  double bytes = 0;
+  for (int h = 0; h < H; ++h) {
+    for (int w = 0; w < nw; ++w) {
+      uint64_t x = 0;
+      for (int g : requesters)
+        x |= d.head_need[static_cast<size_t>(g)][static_cast<size_t>(h) * nw + w];
+      while (x) {
+        const int k = w * 64 + std::countr_zero(x);
+        x &= x - 1;
+        if (in.placement->block_owner[static_cast<size_t>(k)] != o) continue;
+        bytes += per_token_head * layout.tokens_in_block[static_cast<size_t>(k)];
+      }
+    }
+  }
+  return bytes;
+}
+
+double blocks_bytes(const LayerInput& in, const std::vector<int32_t>& blocks) {
+  double b = 0;
+  for (int32_t k : blocks) b += kv_block_bytes(*in.model, *in.layout, k);
+  return b;
+}
+
+}  // namespace sparsp::sim::detail

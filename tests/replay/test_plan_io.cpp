@@ -1,0 +1,93 @@
+// Plan JSON round trip and error reporting (sim/plan_io.cpp, schema sim/PLAN.md).
+#include <doctest/doctest.h>
+
+#include "sparsp/plan.hpp"
+
+using namespace sparsp;
+
+namespace {
+plan::Plan small_plan() {
+  plan::Plan p;
+  p.model = "toy";
+  p.pattern = "dense";
+  p.gpus = 2;
+  p.block_tokens = 4;
+  p.heads = 2;
+  p.head_dim = 8;
+  p.num_blocks = 4;
+  p.kv_block_bytes = 2.0 * 4 * 2 * 8 * 2;  // K+V * tokens * heads * head_dim * bf16 = 256
+  p.policy = {"contiguous", "demand_direct", "sync", {{"chunk_bytes", 128}, {"comm_sms", 4}}};
+  p.block_owner = {0, 0, 1, 1};
+  plan::LayerPlan L;
+  L.step = 0;
+  L.layer = 3;
+  L.repeat = 7;
+  sim::Transfer t;
+  t.id = "t0";
+  t.src = "gpu0";
+  t.dst = "gpu1";
+  t.bytes = 512;
+  t.kv_blocks = {0, 1};
+  t.route = topology::RouteMode::host_staged;
+  t.chunk_bytes = 128;
+  t.layer = 3;
+  L.work.transfers.push_back(t);
+  sim::ComputeTask c;
+  c.id = "c1";
+  c.gpu = "gpu1";
+  c.duration_s = 1.5e-3;
+  c.after = {"t0"};
+  c.layer = 3;
+  L.work.compute.push_back(c);
+  p.layers.push_back(L);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("plan JSON round-trips byte for byte") {
+  const plan::Plan p = small_plan();
+  const std::string a = plan::to_json(p);
+  auto q = plan::parse_plan(a, "a.json");
+  REQUIRE(q.ok());
+  CHECK(q->gpus == 2);
+  CHECK(q->kv_block_bytes == 256);
+  CHECK(q->policy.params.at("chunk_bytes") == 128);
+  REQUIRE(q->layers.size() == 1);
+  CHECK(q->layers[0].repeat == 7);
+  REQUIRE(q->layers[0].work.transfers.size() == 1);
+  const auto& t = q->layers[0].work.transfers[0];
+  CHECK(t.route == topology::RouteMode::host_staged);
+  CHECK(t.kv_blocks == std::vector<int32_t>{0, 1});
+  CHECK(t.layer == 3);
+  CHECK(q->layers[0].work.compute[0].after == std::vector<std::string>{"t0"});
+  CHECK(q->layers[0].work.compute[0].duration_s == 1.5e-3);
+  CHECK(plan::to_json(*q) == a);
+}
+
+TEST_CASE("plan errors name the file and JSON pointer") {
+  plan::Plan p = small_plan();
+  p.layers[0].work.transfers[0].dst = "gpu9";  // only gpu0, gpu1 exist
+  auto r = plan::parse_plan(plan::to_json(p), "bad.json");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("bad.json:/layers/0/transfers/0/dst:") == 0);
+
+  p = small_plan();
+  p.layers[0].work.compute[0].after = {"nope"};
+  r = plan::parse_plan(plan::to_json(p), "bad.json");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("bad.json:/layers/0/compute/0/after/0:") == 0);
+
+  p = small_plan();
+  p.block_owner = {0, 0, 2, 1};  // rank 2 does not exist with gpus = 2
+  r = plan::parse_plan(plan::to_json(p), "bad.json");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("bad.json:/block_owner/2:") == 0);
+
+  r = plan::parse_plan("{\n\"schema_version\": 1,\n  oops", "x.json");
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("x.json:3:") == 0);  // error on line 3
+  CHECK(r.error().exit_code == 2);
+
+  r = plan::load_plan("/nonexistent/plan.json");
+  REQUIRE(!r.ok());
+}

@@ -1,0 +1,75 @@
+#pragma once
+// A small in-memory Pattern for the policy tests: one static mask per head, 1D token sequence.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sparsp/pattern.hpp"
+#include "sparsp/policy.hpp"
+
+namespace sparsp::testing {
+
+class TestPattern : public patterns::Pattern {
+ public:
+  /// `blocks` blocks of `block_tokens` tokens (last one `last_tokens` if > 0), `heads` heads,
+  /// mask(h, q, k) from `fn`.
+  TestPattern(int blocks, int block_tokens, int heads, int head_dim,
+              const std::function<bool(int, int, int)>& fn, int last_tokens = 0, int layers = 1) {
+    model_.name = "test";
+    model_.heads = heads;
+    model_.head_dim = head_dim;
+    model_.layers = layers;
+    model_.hidden = heads * head_dim;
+    model_.dtype_bytes = 2;
+    model_.steps = 1;
+    layout_.block_tokens = block_tokens;
+    layout_.num_blocks = blocks;
+    layout_.num_video_blocks = blocks;
+    for (int b = 0; b < blocks; ++b)
+      layout_.tokens_in_block.push_back(b == blocks - 1 && last_tokens > 0 ? last_tokens : block_tokens);
+    model_.latent = {1, 1, 0};
+    for (int t : layout_.tokens_in_block) model_.latent[2] += t;
+    for (int h = 0; h < heads; ++h) {
+      patterns::BlockMask m(blocks, blocks);
+      for (int q = 0; q < blocks; ++q)
+        for (int k = 0; k < blocks; ++k)
+          if (fn(h, q, k)) m.set(q, k);
+      masks_.push_back(std::move(m));
+    }
+  }
+  const patterns::ModelSpec& model() const override { return model_; }
+  const patterns::BlockLayout& layout() const override { return layout_; }
+  int steps() const override { return 1; }
+  int layers() const override { return model_.layers; }
+  int heads() const override { return model_.heads; }
+  const patterns::BlockMask& mask(int, int, int head) override { return masks_[static_cast<size_t>(head)]; }
+  int64_t mask_group(int, int) const override { return 0; }
+  std::string describe() const override { return "test"; }
+
+  /// LayerInput for (step 0, layer 0) with the given placement.
+  sim::LayerInput input(const sim::Placement& pl, const sim::RankTopology& rt,
+                        sim::Granularity g = sim::Granularity::block) {
+    sim::LayerInput in;
+    in.model = &model_;
+    in.layout = &layout_;
+    for (auto& m : masks_) in.masks.push_back(&m);
+    in.placement = &pl;
+    in.ranks = &rt;
+    in.granularity = g;
+    return in;
+  }
+
+ private:
+  patterns::ModelSpec model_;
+  patterns::BlockLayout layout_;
+  std::vector<patterns::BlockMask> masks_;
+};
+
+/// Contiguous placement of `blocks` blocks on P ranks, blocks / P each (REQUIRES divisibility).
+inline sim::Placement contiguous(int blocks, int P) {
+  sim::Placement pl{"contiguous", P, {}};
+  for (int b = 0; b < blocks; ++b) pl.block_owner.push_back(b / (blocks / P));
+  return pl;
+}
+
+}  // namespace sparsp::testing
