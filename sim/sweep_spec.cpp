@@ -208,7 +208,10 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
     if (axis.name.empty())
       return input_error(ctx.src, where, "an axis needs a \"name\" (friendly) or a \"path\"");
     for (const AxisAlias& al : sweep_axis_aliases())
-      if (al.name == axis.name) axis.pointer = al.pointer;
+      if (al.name == axis.name) {
+        axis.pointer = al.pointer;
+        axis.complement = al.complement;
+      }
     if (axis.pointer.empty()) {
       std::string known;
       for (const AxisAlias& al : sweep_axis_aliases()) known += (known.empty() ? "" : ", ") + al.name;
@@ -268,6 +271,9 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
       return input_error(ctx.src, vwhere + "/" + std::to_string(j),
                          "type mismatch: expected " + type_word(values[0]) +
                              " (as the axis's first value), got " + type_word(values[j]));
+    if (axis.complement && !values[j].is_number())
+      return input_error(ctx.src, vwhere + "/" + std::to_string(j),
+                         "type mismatch: expected a number, got " + type_word(values[j]));
     axis.values_json.push_back(values[j].dump());
   }
   return axis;
@@ -461,10 +467,12 @@ Result<SweepPoint> make_point_at(const SweepSpec& spec, const std::vector<int>& 
     try {
       const json::json_pointer ptr(axis.pointer);
       json& parent = doc[ptr.parent_pointer()];
+      json value = json::parse(v);
+      if (axis.complement) value = 1.0 - value.get<double>();
       if (parent.is_array())
-        parent[std::stoull(ptr.back())] = json::parse(v);
+        parent[std::stoull(ptr.back())] = std::move(value);
       else if (parent.is_object())
-        parent[ptr.back()] = json::parse(v);
+        parent[ptr.back()] = std::move(value);
       else
         return input_error(spec.source, "/axes/" + std::to_string(a),
                            "cannot write " + axis.pointer + " in the study");

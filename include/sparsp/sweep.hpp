@@ -34,6 +34,7 @@ struct SweepAxis {
   std::string pointer;                   ///< RFC 6901 JSON pointer into the study, e.g. "/block"
   std::vector<std::string> values_json;  ///< compact JSON text of each value, in file order
   int group = 0;                         ///< index into SweepSpec::groups
+  bool complement = false;               ///< write 1 - value (e.g. "sparsity" -> /pattern/density)
 };
 
 /// A parsed sweep file.
@@ -52,6 +53,7 @@ struct AxisAlias {
   std::string name;
   std::string pointer;
   std::string description;
+  bool complement = false;               ///< the study field holds 1 - the axis value
 };
 
 /// The friendly axis names accepted in place of "path" (see docs/STUDIES.md), in a fixed order.
