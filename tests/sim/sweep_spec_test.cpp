@@ -12,9 +12,10 @@ using sparsp::sim::parse_sweep;
 using sparsp::sim::point_coordinates;
 
 namespace {
-const char* kStudy = R"({"gpus": 8, "block": 384, "model": "hunyuanvideo-720p",
-  "topology": {"sockets": 1, "switches_per_socket": 2, "gpus_per_switch": 4, "gen": 4, "p2p": true},
-  "pattern": {"kind": "sta", "window": [3, 3, 3]},
+const char* kStudy = R"({"num_gpus": 8, "model": "hunyuanvideo-720p",
+  "topologies": [{"name": "t", "template": {"sockets": 1, "switches_per_socket": 2,
+                                            "gpus_per_switch": 4, "pcie_gen": 4, "p2p": true}}],
+  "pattern": {"kind": "sta", "window": [3, 3, 3], "block_tokens": 384},
   "policies": [{"placement": "contiguous", "scheme": "ring", "runtime": "sync"}]})";
 
 std::string sweep(const std::string& axes, const std::string& extra = "") {
@@ -42,9 +43,10 @@ TEST_CASE("product axes: count, row-major order, patched study") {
   auto p = make_point(*r, 4);
   REQUIRE(p.ok());
   const json s = json::parse(p->study_json);
-  CHECK(s["topology"]["gpus_per_switch"] == 4);  // friendly name -> /topology/gpus_per_switch
-  CHECK(s["block"] == 256);
-  CHECK(s["topology"]["sockets"] == 1);          // untouched fields keep their base values
+  // friendly names -> /topologies/0/template/gpus_per_switch and /pattern/block_tokens
+  CHECK(s["topologies"][0]["template"]["gpus_per_switch"] == 4);
+  CHECK(s["pattern"]["block_tokens"] == 256);
+  CHECK(s["topologies"][0]["template"]["sockets"] == 1);  // untouched fields keep their values
   REQUIRE(p->settings.size() == 2);
   CHECK(p->settings[0].name == "gpus_per_switch");
   CHECK(p->settings[1].value_json == "256");
@@ -52,7 +54,7 @@ TEST_CASE("product axes: count, row-major order, patched study") {
 
 TEST_CASE("zip groups advance together, product with the rest") {
   auto r = parse_sweep(sweep(R"([{"zip": [{"name": "pcie_gen", "values": [3, 4, 5]},
-                                    {"path": "/topology/width", "values": [16, 16, 8]}]},
+                                    {"path": "/topologies/0/template/pcie_width", "values": [16, 16, 8]}]},
                                   {"name": "p2p", "values": [true, false]}])"),
                        "s.json", "");
   REQUIRE(r.ok());
@@ -60,15 +62,16 @@ TEST_CASE("zip groups advance together, product with the rest") {
   CHECK(num_points(*r) == 6);
   CHECK(point_coordinates(*r, 5) == std::vector<int>{2, 2, 1});
   const json s = json::parse(make_point(*r, 5)->study_json);
-  CHECK(s["topology"]["gen"] == 5);
-  CHECK(s["topology"]["width"] == 8);  // new field under an existing object: added
-  CHECK(s["topology"]["p2p"] == false);
+  const json& t = s["topologies"][0]["template"];
+  CHECK(t["pcie_gen"] == 5);
+  CHECK(t["pcie_width"] == 8);  // new field under an existing object: added
+  CHECK(t["p2p"] == false);
   // An axis given by path gets the pointer without its leading slash as its name.
-  CHECK(r->axes[1].name == "topology/width");
+  CHECK(r->axes[1].name == "topologies/0/template/pcie_width");
 }
 
 TEST_CASE("combine zip and ranges") {
-  auto r = parse_sweep(sweep(R"([{"name": "sparsity", "range": {"start": 0.5, "stop": 0.9, "step": 0.2}},
+  auto r = parse_sweep(sweep(R"([{"name": "density", "range": {"start": 0.5, "stop": 0.9, "step": 0.2}},
       {"name": "block", "range": {"start": 128, "stop": 384, "step": 128}}])",
                              R"(, "combine": "zip")"),
                        "s.json", "");
@@ -76,8 +79,8 @@ TEST_CASE("combine zip and ranges") {
   // Ranges include the stop: 0.5, 0.7, 0.9 and 128, 256, 384; zipped -> 3 points.
   CHECK(num_points(*r) == 3);
   const json s = json::parse(make_point(*r, 2)->study_json);
-  CHECK(s["pattern"]["sparsity"].get<double>() == doctest::Approx(0.9));
-  CHECK(s["block"] == 384);
+  CHECK(s["pattern"]["density"].get<double>() == doctest::Approx(0.9));
+  CHECK(s["pattern"]["block_tokens"] == 384);
 }
 
 TEST_CASE("array elements and whole objects as values") {
@@ -97,12 +100,12 @@ TEST_CASE("bad sweep input names the JSON pointer") {
   CHECK(error_of(sweep(R"([{"name": "block", "values": []}])")) ==
         "s.json:/axes/0/values: empty axis (no values)");
   CHECK(error_of(sweep(R"([{"name": "block", "values": [128, "256"]}])")) ==
-        "s.json:/axes/0/values/1: type mismatch: expected a number (as /block in the study), "
-        "got a string");
+        "s.json:/axes/0/values/1: type mismatch: expected a number (as /pattern/block_tokens in "
+        "the study), got a string");
   CHECK(error_of(sweep(R"([{"path": "/pattern/window", "values": [[3,3,3], 4]}])")) ==
         "s.json:/axes/0/values/1: type mismatch: expected an array (as /pattern/window in the "
         "study), got a number");
-  CHECK(error_of(sweep(R"([{"zip": [{"name": "block", "values": [1, 2]}, {"name": "gpus", "values": [8]}]}])")) ==
+  CHECK(error_of(sweep(R"([{"zip": [{"name": "block", "values": [1, 2]}, {"name": "window", "values": [[1,1,1]]}]}])")) ==
         "s.json:/axes/0/zip/1: zipped axes need equal lengths: 1 values vs 2");
   CHECK(error_of(sweep(R"([{"path": "/no/such", "values": [1]}])")) ==
         "s.json:/axes/0/path: the study has no object at /no to hold /no/such");
@@ -120,4 +123,19 @@ TEST_CASE("bad sweep input names the JSON pointer") {
   CHECK(error_of("{\n\"study\": ,}").rfind("s.json:2: invalid JSON", 0) == 0);
   CHECK(error_of(R"({"study": "/nonexistent/study.json", "axes": [{"name": "block", "values": [1]}]})") ==
         "s.json:/study: /nonexistent/study.json: cannot open file");
+}
+
+TEST_CASE("a referenced topology file is inlined to sweep its template; sparsity = 1 - density") {
+  auto r = sparsp::sim::load_sweep(SPARSP_TEST_DATA_DIR "/sweep/gps.json");
+  REQUIRE(r.ok());
+  CHECK(r->base_dir == SPARSP_TEST_DATA_DIR "/sweep");
+  // Point 3 = (gpus_per_switch 4, sparsity 0.75).
+  const json s = json::parse(make_point(*r, 3)->study_json);
+  // "topo-template.json" was replaced by its content, then the template field was written.
+  CHECK(s["topologies"][0]["name"] == "test-template");
+  CHECK(s["topologies"][0]["template"]["gpus_per_switch"] == 4);
+  CHECK(s["topologies"][0]["template"]["sockets"] == 1);
+  // sparsity 0.75 -> density 1 - 0.75 = 0.25 (exact in binary floating point).
+  CHECK(s["pattern"]["density"].get<double>() == 0.25);
+  CHECK(make_point(*r, 3)->settings[1].value_json == "0.75");
 }
