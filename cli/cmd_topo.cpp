@@ -1,6 +1,167 @@
-// Subcommands registered by add_topo_commands (see commands.hpp).
+// `sparsp topo ...`: show / matrix / dot / import / presets (registered by add_topo_commands).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <unistd.h>
+
 #include "commands.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::cli {
-void add_topo_commands(CLI::App& /*app*/, Context& /*ctx*/) {}
+namespace {
+
+namespace topo = sparsp::topology;
+
+// Writes `text` to `path` through a temporary file in the same folder and a rename, so that a
+// failure never leaves a partial file behind.
+Status write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Error{path + ": cannot write file", 2};
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Error{path + ": write error", 1};
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Error{path + ": cannot write file: " + ec.message(), 1};
+  }
+  return Ok{};
+}
+
+Result<std::string> read_input(const std::string& path) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file", 2};
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TopoArgs {
+  std::string file;
+  bool json = false;
+  // import
+  std::string format, output, gpu_model, p2p, acs;
+  int pcie_gen = 0, pcie_width = 0;
+};
+
+}  // namespace
+
+void add_topo_commands(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<TopoArgs>();
+  CLI::App* topo_cmd = app.add_subcommand("topo", "Server topologies: show, convert and export");
+  topo_cmd->require_subcommand(1);
+
+  const char* file_help = "topology JSON file, or a preset name (see `sparsp topo presets`)";
+
+  CLI::App* show = topo_cmd->add_subcommand(
+      "show", "GPUs, switches, sockets, path-class matrix and single-flow bandwidth matrices of a topology");
+  show->add_option("FILE", args->file, file_help)->required();
+  show->add_flag("--json", args->json, "machine-readable output");
+  show->callback([args, &ctx] {
+    auto t = topo::Topology::load(args->file);
+    if (!t) {
+      ctx.exit_code = report(t.error());
+      return;
+    }
+    std::cout << (args->json ? topo::show_json(*t) : topo::show_text(*t));
+    ctx.exit_code = 0;
+  });
+
+  CLI::App* matrix = topo_cmd->add_subcommand(
+      "matrix", "GPU x GPU path-class matrix in nvidia-smi `topo -m` layout (tab separated)");
+  matrix->add_option("FILE", args->file, file_help)->required();
+  matrix->callback([args, &ctx] {
+    auto t = topo::Topology::load(args->file);
+    if (!t) {
+      ctx.exit_code = report(t.error());
+      return;
+    }
+    std::cout << topo::to_matrix_text(*t);
+    ctx.exit_code = 0;
+  });
+
+  CLI::App* dot = topo_cmd->add_subcommand("dot", "Graphviz DOT of the topology's nodes and links");
+  dot->add_option("FILE", args->file, file_help)->required();
+  dot->callback([args, &ctx] {
+    auto t = topo::Topology::load(args->file);
+    if (!t) {
+      ctx.exit_code = report(t.error());
+      return;
+    }
+    std::cout << topo::to_dot(*t);
+    ctx.exit_code = 0;
+  });
+
+  CLI::App* presets = topo_cmd->add_subcommand("presets", "List the built-in topology presets");
+  presets->add_flag("--json", args->json, "machine-readable output");
+  presets->callback([args, &ctx] {
+    const auto names = topo::preset_names();
+    if (args->json) {
+      std::cout << "[";
+      for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << '"' << names[i] << '"';
+      std::cout << "]\n";
+    } else {
+      for (const auto& n : names) std::cout << n << "\n";
+    }
+    ctx.exit_code = 0;
+  });
+
+  CLI::App* import = topo_cmd->add_subcommand(
+      "import", "Convert `nvidia-smi topo -m` text or an NCCL topology XML dump to topology JSON");
+  import->add_option("--format", args->format, "input format")
+      ->required()
+      ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
+  import->add_option("IN", args->file, "input file ('-' for stdin)")->required();
+  import->add_option("-o,--output", args->output, "output topology JSON")->required();
+  import->add_option("--gpu-model", args->gpu_model, "GPU model (default: generic; see topology/README.md)");
+  import->add_option("--pcie-gen", args->pcie_gen, "PCIe generation of every link (default: the input's, else 4)")
+      ->check(CLI::Range(1, 6));
+  import->add_option("--pcie-width", args->pcie_width, "PCIe width of every link (default: the input's, else 16)")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16}));
+  import->add_option("--p2p", args->p2p, "peer access (default: the GPU model's, off for GeForce)")
+      ->check(CLI::IsMember({"on", "off"}));
+  import->add_option("--acs-redirect", args->acs, "ACS redirect on every inferred switch (default off)")
+      ->check(CLI::IsMember({"on", "off"}));
+  import->callback([args, &ctx] {
+    auto text = read_input(args->file);
+    if (!text) {
+      ctx.exit_code = report(text.error());
+      return;
+    }
+    topo::ImportOptions opt;
+    opt.gpu_model = args->gpu_model;
+    opt.pcie_gen = args->pcie_gen;
+    opt.pcie_width = args->pcie_width;
+    if (!args->p2p.empty()) opt.p2p = args->p2p == "on";
+    opt.acs_redirect = args->acs == "on";
+    const std::string name = args->file == "-" ? "<stdin>" : args->file;
+    auto t = args->format == "nvidia-smi" ? topo::import_nvidia_smi(*text, name, opt)
+                                          : topo::import_nccl_xml(*text, name, opt);
+    if (!t) {
+      ctx.exit_code = report(t.error());
+      return;
+    }
+    if (auto st = write_file_atomically(args->output, t->to_json()); !st) {
+      ctx.exit_code = report(st.error());
+      return;
+    }
+    ctx.exit_code = 0;
+  });
+}
+
 }  // namespace sparsp::cli

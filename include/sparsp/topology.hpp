@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sparsp/status.hpp"
@@ -53,7 +54,8 @@ struct Node {
   std::optional<GpuSpec> gpu;        ///< set iff kind == gpu
   bool acs_redirect = false;         ///< pcie_switch: peer traffic hairpins through the root port
   int numa_node = -1;                ///< cpu: its NUMA node; others: -1 (derived from the tree)
-  double host_memory_Bps = 0;        ///< cpu: host DRAM bandwidth of its NUMA node (per direction)
+  double host_memory_Bps = 0;        ///< cpu: host DRAM bandwidth of its NUMA node, reads and
+                                     ///< writes together (one shared capacity)
   double root_complex_Bps = 0;       ///< cpu: aggregate root-complex capacity, 0 = unlimited
   double peer_coefficient = 1.0;     ///< cpu: cost per byte of peer traffic turning at this root
                                      ///< complex (NCCL charges Intel root complexes 1.2x)
@@ -65,10 +67,12 @@ struct Link {
   int pcie_gen = 0;                  ///< 1..6 for pcie
   int pcie_width = 0;                ///< 1, 2, 4, 8 or 16 for pcie
   int nvlink_count = 0;              ///< bonded links for nvlink
+  double nvlink_per_link_Bps = 0;    ///< nvlink: nominal data rate of one link per direction
   double capacity_Bps = 0;           ///< usable per direction (derived or measured override)
   double latency_s = 0;              ///< one-way latency of this hop
   double duplex_factor = 1.0;        ///< both directions together carry at most
                                      ///< 2 * duplex_factor * capacity_Bps
+  bool capacity_measured = false;    ///< capacity_Bps is a measured override, not derived
 };
 
 enum class ResourceKind { link_direction, link_duplex, root_complex, inter_socket, host_memory };
@@ -112,7 +116,7 @@ class Topology {
   Topology(Topology&&) noexcept;
   Topology& operator=(Topology&&) noexcept;
 
-  /// Loads a topology JSON (full graph or template, see configs/README.md). Errors name the file
+  /// Loads a topology JSON (full graph or template, see topology/README.md). Errors name the file
   /// and the JSON pointer.
   static Result<Topology> from_json_file(const std::string& path);
   /// `source_name` is used in error messages in place of a file name.
@@ -153,10 +157,121 @@ class Topology {
   /// Canonical JSON of the full graph (round-trips through from_json_text).
   std::string to_json() const;
 
- private:
+  // ---- extensions (topology helper) -------------------------------------------------------------
+  /// Where the description comes from (datasheet, write-up, importer input); may be empty.
+  const std::string& source() const;
+  /// Topology-level P2P switch (false: no PCIe P2P anywhere; NVLink pairs still peer).
+  bool p2p_enabled() const;
+  /// Whether PCIe P2P may cross sockets (many Intel platforms disable it).
+  bool p2p_cross_socket() const;
+  int num_switches() const;          ///< pcie_switch nodes
+  int num_sockets() const;           ///< cpu nodes
+  /// Index of a node by id, -1 if absent.
+  int node_index(std::string_view id) const;
+  /// Node index of GPU `index` (GPU order = order of gpu nodes in nodes()).
+  int gpu_node(int index) const;
+  /// Endpoint index: GPUs 0..num_gpus()-1, then host<k> at num_gpus()+k; -1 if unknown.
+  int endpoint_index(std::string_view endpoint) const;
+  /// Same as route() but by endpoint index and without copying: every route is computed once at
+  /// load time. REQUIRES: 0 <= src, dst < num_gpus() + host_endpoints().size(). Thread-safe.
+  const Result<Route>& route_ref(int src, int dst, RouteMode mode = RouteMode::automatic) const;
+
+  /// Builds a topology from in-memory nodes/links (importers, tests). `node_places` and
+  /// `link_places` (same length as nodes/links, or empty) name where each came from for errors,
+  /// e.g. "/nodes/3" or "12"; `source_name` is the file. Validates exactly as from_json_text.
+  struct Options {
+    bool p2p = true;                 ///< topology-level P2P switch
+    bool p2p_cross_socket = true;    ///< PCIe P2P across sockets allowed
+    /// Per-pair overrides (GPU indices i < j, allowed?), applied after every other rule.
+    std::vector<std::pair<std::pair<int, int>, bool>> p2p_overrides;
+  };
+  static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
+                                std::vector<Link> links, Options options,
+                                const std::string& source_name,
+                                std::vector<std::string> node_places = {},
+                                std::vector<std::string> link_places = {});
+  const Options& options() const;
+
+  /// Opaque implementation state (topology/topology_impl.hpp).
   struct Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- physical-layer models (topology/link_models.cpp; formulas and sources documented there) ----
+
+/// Usable DMA bandwidth of one PCIe link direction in bytes/s:
+///   lanes * rate_GTps[gen] * 1e9 / 8 * encoding[gen] * tlp_efficiency[gen] * kPcieDmaEfficiency.
+/// REQUIRES: gen in 1..6, width in {1,2,4,8,16}. See topology/README.md for each factor's source.
+double pcie_usable_Bps(int gen, int width);
+/// Line rate before encoding (bytes/s per direction), for reports.
+double pcie_raw_Bps(int gen, int width);
+/// Default per-direction duplex factor of a PCIe link (both directions together carry at most
+/// 2 * factor * capacity): 0.894 = 99.0 / (55.4 + 55.3), bandwidthTest bidirectional vs H2D+D2H
+/// on the Gen5 x16 H200 replay machine (see topology/README.md).
+double pcie_default_duplex_factor();
+/// Usable NVLink bandwidth per direction: count * per_link_Bps * kNvlinkEfficiency (0.88, from the
+/// H200 NV18 copy-engine measurement 396 GB/s of 18 x 25 GB/s nominal).
+double nvlink_usable_Bps(int count, double per_link_Bps);
+/// Nominal data rate of one NVLink (NVLink 3/4: 25 GB/s per direction).
+double nvlink_default_per_link_Bps();
+
+/// GPU model table (topology/gpu_models.cpp), each entry with its datasheet source.
+const std::vector<GpuSpec>& gpu_models();
+/// Looks up a model by full or short name, case and punctuation insensitive ("rtx4090",
+/// "NVIDIA GeForce RTX 4090", "h200"); nullopt if unknown.
+std::optional<GpuSpec> find_gpu_model(std::string_view name);
+
+/// Names of the built-in presets (file stems of configs/topologies/*.json), sorted.
+std::vector<std::string> preset_names();
+
+// ---- importers and exporters (topology/import_*.cpp, topology/export.cpp) ------------------------
+
+/// What an importer input cannot say. Empty/unset fields take the documented defaults.
+struct ImportOptions {
+  std::string gpu_model;             ///< model name (find_gpu_model); default "generic"
+  int pcie_gen = 0;                  ///< 0: the input's figure, else 4
+  int pcie_width = 0;                ///< 0: the input's figure, else 16
+  std::optional<bool> p2p;           ///< default: the GPU model's p2p_capable
+  bool acs_redirect = false;         ///< set on every inferred PCIe switch
+};
+
+/// `nvidia-smi topo -m` text (ANSI escapes, affinity columns, NIC rows/legend tolerated). GPU k of
+/// the matrix becomes "gpu<k>"; PIX cliques -> one switch, PXB -> a switch above them, PHB -> one
+/// host bridge (root_port), NODE -> one NUMA node, SYS -> separate sockets. Errors name the line.
+Result<Topology> import_nvidia_smi(std::string_view text, const std::string& source_name,
+                                   const ImportOptions& options = {});
+/// NCCL topology XML (NCCL_TOPO_DUMP_FILE): system/cpu/pci/gpu/nvlink/nic. GPUs are numbered by
+/// their `dev` attribute. Errors name the line.
+Result<Topology> import_nccl_xml(std::string_view text, const std::string& source_name,
+                                 const ImportOptions& options = {});
+
+/// GPU x GPU path-class matrix in nvidia-smi's layout: header "\tGPU0\tGPU1...", one row per GPU,
+/// tab separated, "X" on the diagonal, then the legend.
+std::string to_matrix_text(const Topology& topo);
+/// Graphviz DOT of nodes and links (labels carry kind and GB/s).
+std::string to_dot(const Topology& topo);
+
+/// Single-flow figures per GPU pair and GPU<->host (what `topo show` prints).
+struct SingleFlowReport {
+  std::vector<std::vector<PathClass>> path_class;
+  std::vector<std::vector<int>> nvlink_count;
+  std::vector<std::vector<bool>> p2p;              ///< automatic mode uses direct P2P
+  std::vector<std::vector<double>> bandwidth_Bps;  ///< one flow i->j alone (automatic mode)
+  std::vector<std::vector<double>> bidir_bandwidth_Bps;  ///< i->j and j->i together, summed
+  std::vector<std::vector<double>> latency_s;      ///< sum of hop latencies (all legs)
+  std::vector<double> h2d_Bps, d2h_Bps;            ///< GPU <-> host of its own NUMA node
+  std::vector<double> h2d_bidir_Bps;               ///< H2D and D2H together, summed
+};
+SingleFlowReport single_flow_report(const Topology& topo);
+/// Max-min fair rates (bytes/s) of flows given as resource uses, solved by progressive filling
+/// over topo.resources(). Used for the report's bidirectional figures; the simulator has its own.
+std::vector<double> max_min_rates(const Topology& topo,
+                                  const std::vector<std::vector<ResourceUse>>& flows);
+/// Human-readable `topo show` text and its JSON (fields listed in cli/cmd_topo.cpp).
+std::string show_text(const Topology& topo);
+std::string show_json(const Topology& topo);
 
 /// "X", "NV#" (with the count), "PIX", "PXB", "PHB", "NODE", "SYS".
 std::string to_string(PathClass c, int nvlink_count = 0);

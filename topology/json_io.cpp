@@ -1,0 +1,661 @@
+// Topology JSON: the full-graph format, the compact template, the canonical export and presets.
+// Format reference: topology/README.md.
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedded_presets.hpp"
+#include "sparsp/units.hpp"
+#include "topology_impl.hpp"
+
+namespace sparsp::topology {
+namespace {
+
+using json = nlohmann::json;
+using Ptr = json::json_pointer;
+
+constexpr int kSchemaVersion = 1;
+
+// Parse failures travel as this exception inside this file only; every public entry catches it.
+struct Fail {
+  Error error;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  [[noreturn]] void fail(const Ptr& at, const std::string& what) const {
+    throw Fail{input_error(file_, at.to_string(), what)};
+  }
+
+  void expect_object(const json& j, const Ptr& at) const {
+    if (!j.is_object()) fail(at, std::string("expected an object, got ") + j.type_name());
+  }
+
+  void allow_keys(const json& obj, const Ptr& at, std::initializer_list<std::string_view> keys) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      bool known = false;
+      for (std::string_view k : keys) known = known || k == it.key();
+      if (!known) fail(at / it.key(), "unknown key '" + it.key() + "'");
+    }
+  }
+
+  const json* find(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  const json& require(const json& obj, const Ptr& at, const char* key) const {
+    const json* v = find(obj, key);
+    if (!v) fail(at / key, std::string("missing required key '") + key + "'");
+    return *v;
+  }
+
+  std::string string(const json& obj, const Ptr& at, const char* key, std::optional<std::string> def = std::nullopt) const {
+    const json* v = find(obj, key);
+    if (!v) {
+      if (def) return *def;
+      fail(at / key, std::string("missing required key '") + key + "'");
+    }
+    if (!v->is_string()) fail(at / key, std::string("expected a string, got ") + v->type_name());
+    return v->get<std::string>();
+  }
+
+  bool boolean(const json& obj, const Ptr& at, const char* key, bool def) const {
+    const json* v = find(obj, key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail(at / key, std::string("expected true or false, got ") + v->type_name());
+    return v->get<bool>();
+  }
+
+  std::optional<bool> opt_boolean(const json& obj, const Ptr& at, const char* key) const {
+    if (!find(obj, key)) return std::nullopt;
+    return boolean(obj, at, key, false);
+  }
+
+  double number(const json& v, const Ptr& at) const {
+    if (!v.is_number()) fail(at, std::string("expected a number, got ") + v.type_name());
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) fail(at, "expected a finite number");
+    return d;
+  }
+
+  std::optional<double> opt_number(const json& obj, const Ptr& at, const char* key) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    return number(*v, at / key);
+  }
+
+  int integer(const json& obj, const Ptr& at, const char* key, std::optional<int> def = std::nullopt) const {
+    const json* v = find(obj, key);
+    if (!v) {
+      if (def) return *def;
+      fail(at / key, std::string("missing required key '") + key + "'");
+    }
+    if (!v->is_number_integer()) fail(at / key, std::string("expected an integer, got ") + v->type_name());
+    const auto x = v->get<std::int64_t>();
+    if (x < -1000000 || x > 1000000) fail(at / key, "integer out of range");
+    return static_cast<int>(x);
+  }
+
+  // A bandwidth given as <base>_Bps or <base>_GBps (not both); > 0 and finite.
+  std::optional<double> bandwidth(const json& obj, const Ptr& at, const std::string& base, bool allow_zero = false) const {
+    const json* bps = find(obj, (base + "_Bps").c_str());
+    const json* gbps = find(obj, (base + "_GBps").c_str());
+    if (bps && gbps) fail(at / (base + "_GBps"), "give " + base + "_Bps or " + base + "_GBps, not both");
+    if (!bps && !gbps) return std::nullopt;
+    const Ptr p = at / (bps ? base + "_Bps" : base + "_GBps");
+    const double v = number(bps ? *bps : *gbps, p);
+    if (v < 0 || (v == 0 && !allow_zero)) fail(p, "bandwidth must be > 0, got " + (bps ? bps : gbps)->dump());
+    return bps ? v : units::GBps_to_Bps(v);
+  }
+
+  // A latency given as <base>_s or <base>_us; >= 0 and finite.
+  std::optional<double> latency(const json& obj, const Ptr& at) const {
+    const json* s = find(obj, "latency_s");
+    const json* us = find(obj, "latency_us");
+    if (s && us) fail(at / "latency_us", "give latency_s or latency_us, not both");
+    if (!s && !us) return std::nullopt;
+    const Ptr p = at / (s ? "latency_s" : "latency_us");
+    const double v = number(s ? *s : *us, p);
+    if (v < 0) fail(p, "latency must be >= 0");
+    return s ? v : units::us_to_s(v);
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  const std::string& file_;
+};
+
+NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
+  for (NodeKind k : {NodeKind::gpu, NodeKind::pcie_switch, NodeKind::root_port, NodeKind::cpu, NodeKind::nvswitch, NodeKind::nic}) {
+    if (to_string(k) == s) return k;
+  }
+  r.fail(at, "unknown node kind '" + s + "' (expected gpu, pcie_switch, root_port, cpu, nvswitch or nic)");
+}
+
+LinkKind parse_link_kind(const Reader& r, const std::string& s, const Ptr& at) {
+  for (LinkKind k : {LinkKind::pcie, LinkKind::nvlink, LinkKind::upi, LinkKind::xgmi}) {
+    if (to_string(k) == s) return k;
+  }
+  r.fail(at, "unknown link kind '" + s + "' (expected pcie, nvlink, upi or xgmi)");
+}
+
+// Default one-way hop latencies (see topology/README.md, "Latency"): PCIe switch/root-port hop
+// 0.1 us (Broadcom PEX88000 / Microchip Switchtec port-to-port ~100-115 ns cut-through), NVLink hop
+// 0.1 us, inter-socket hop 0.2 us (UPI/xGMI remote access adds ~100-200 ns over local).
+constexpr double kDefaultPcieLatency_s = 0.1e-6;
+constexpr double kDefaultNvlinkLatency_s = 0.1e-6;
+constexpr double kDefaultSocketLatency_s = 0.2e-6;
+
+double default_latency(LinkKind k) {
+  switch (k) {
+    case LinkKind::pcie: return kDefaultPcieLatency_s;
+    case LinkKind::nvlink: return kDefaultNvlinkLatency_s;
+    default: return kDefaultSocketLatency_s;
+  }
+}
+
+GpuSpec parse_gpu_spec(const Reader& r, const json& obj, const Ptr& at) {
+  const std::string model = r.string(obj, at, "model");
+  std::optional<GpuSpec> spec = find_gpu_model(model);
+  const bool custom = r.find(obj, "sm_count") && r.find(obj, "memory_bytes") && r.find(obj, "peak_bf16_flops") &&
+                      r.find(obj, "memory_bandwidth_Bps");
+  if (!spec && !custom) {
+    r.fail(at / "model", "unknown GPU model '" + model +
+                             "' (see `sparsp topo show --models`; a custom model needs sm_count, memory_bytes, "
+                             "peak_bf16_flops and memory_bandwidth_Bps)");
+  }
+  GpuSpec g = spec ? *spec : GpuSpec{};
+  if (!spec) g.model = model;
+  if (r.find(obj, "sm_count")) g.sm_count = r.integer(obj, at, "sm_count");
+  if (r.find(obj, "copy_engines")) g.copy_engines = r.integer(obj, at, "copy_engines");
+  if (auto v = r.opt_number(obj, at, "memory_bytes")) g.memory_bytes = *v;
+  if (auto v = r.opt_number(obj, at, "peak_bf16_flops")) g.peak_bf16_flops = *v;
+  if (auto v = r.opt_number(obj, at, "memory_bandwidth_Bps")) g.memory_bandwidth_Bps = *v;
+  g.p2p_capable = r.boolean(obj, at, "p2p_capable", g.p2p_capable);
+  if (g.sm_count < 0) r.fail(at / "sm_count", "must be >= 0");
+  if (g.copy_engines < 1) r.fail(at / "copy_engines", "must be >= 1");
+  if (g.memory_bytes < 0) r.fail(at / "memory_bytes", "must be >= 0");
+  if (g.peak_bf16_flops < 0) r.fail(at / "peak_bf16_flops", "must be >= 0");
+  if (g.memory_bandwidth_Bps < 0) r.fail(at / "memory_bandwidth_Bps", "must be >= 0");
+  return g;
+}
+
+struct Parsed {
+  std::string name, source;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  Topology::Options options;
+  std::vector<std::string> node_places, link_places;
+  std::vector<std::pair<std::pair<std::string, std::string>, bool>> overrides;  // by node id
+  Ptr overrides_at;
+};
+
+void parse_graph(const Reader& r, const json& root, Parsed& out) {
+  const Ptr nodes_at = Ptr("/nodes");
+  const json& nodes = r.require(root, Ptr(), "nodes");
+  if (!nodes.is_array()) r.fail(nodes_at, std::string("expected an array, got ") + nodes.type_name());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Ptr at = nodes_at / i;
+    const json& o = nodes[i];
+    r.expect_object(o, at);
+    Node n;
+    n.id = r.string(o, at, "id");
+    n.kind = parse_node_kind(r, r.string(o, at, "kind"), at / "kind");
+    switch (n.kind) {
+      case NodeKind::gpu:
+        r.allow_keys(o, at, {"id", "kind", "model", "sm_count", "copy_engines", "memory_bytes", "peak_bf16_flops",
+                             "memory_bandwidth_Bps", "p2p_capable"});
+        n.gpu = parse_gpu_spec(r, o, at);
+        break;
+      case NodeKind::pcie_switch:
+        r.allow_keys(o, at, {"id", "kind", "acs_redirect"});
+        n.acs_redirect = r.boolean(o, at, "acs_redirect", false);
+        break;
+      case NodeKind::cpu:
+        r.allow_keys(o, at, {"id", "kind", "numa_node", "host_memory_Bps", "host_memory_GBps", "root_complex_Bps",
+                             "root_complex_GBps", "peer_coefficient"});
+        n.numa_node = r.integer(o, at, "numa_node", -1);
+        if (r.find(o, "numa_node") && n.numa_node < 0) r.fail(at / "numa_node", "must be >= 0");
+        n.host_memory_Bps = r.bandwidth(o, at, "host_memory", true).value_or(0);
+        n.root_complex_Bps = r.bandwidth(o, at, "root_complex", true).value_or(0);
+        if (auto v = r.opt_number(o, at, "peer_coefficient")) {
+          if (*v < 1) r.fail(at / "peer_coefficient", "must be >= 1");
+          n.peer_coefficient = *v;
+        }
+        break;
+      default:
+        r.allow_keys(o, at, {"id", "kind"});
+        break;
+    }
+    out.nodes.push_back(std::move(n));
+    out.node_places.push_back(at.to_string());
+  }
+  const Ptr links_at = Ptr("/links");
+  const json* links = r.find(root, "links");
+  if (!links) return;
+  if (!links->is_array()) r.fail(links_at, std::string("expected an array, got ") + links->type_name());
+  for (size_t i = 0; i < links->size(); ++i) {
+    const Ptr at = links_at / i;
+    const json& o = (*links)[i];
+    r.expect_object(o, at);
+    Link l;
+    l.a = r.string(o, at, "a");
+    l.b = r.string(o, at, "b");
+    l.kind = parse_link_kind(r, r.string(o, at, "kind"), at / "kind");
+    switch (l.kind) {
+      case LinkKind::pcie:
+        r.allow_keys(o, at, {"a", "b", "kind", "gen", "width", "capacity_Bps", "capacity_GBps", "latency_s", "latency_us",
+                             "duplex_factor"});
+        l.pcie_gen = r.integer(o, at, "gen");
+        if (l.pcie_gen < 1 || l.pcie_gen > 6) r.fail(at / "gen", "PCIe gen must be 1..6, got " + std::to_string(l.pcie_gen));
+        l.pcie_width = r.integer(o, at, "width");
+        if (l.pcie_width != 1 && l.pcie_width != 2 && l.pcie_width != 4 && l.pcie_width != 8 && l.pcie_width != 16) {
+          r.fail(at / "width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(l.pcie_width));
+        }
+        l.duplex_factor = pcie_default_duplex_factor();
+        break;
+      case LinkKind::nvlink:
+        r.allow_keys(o, at, {"a", "b", "kind", "count", "per_link_Bps", "per_link_GBps", "capacity_Bps", "capacity_GBps",
+                             "latency_s", "latency_us", "duplex_factor"});
+        l.nvlink_count = r.integer(o, at, "count");
+        if (l.nvlink_count < 1 || l.nvlink_count > 64) r.fail(at / "count", "NVLink count must be 1..64");
+        l.nvlink_per_link_Bps = r.bandwidth(o, at, "per_link").value_or(nvlink_default_per_link_Bps());
+        break;
+      default:
+        r.allow_keys(o, at, {"a", "b", "kind", "capacity_Bps", "capacity_GBps", "latency_s", "latency_us", "duplex_factor"});
+        if (!r.find(o, "capacity_Bps") && !r.find(o, "capacity_GBps")) {
+          r.fail(at / "capacity_GBps", "missing required key 'capacity_GBps' (or capacity_Bps) for " + to_string(l.kind));
+        }
+        break;
+    }
+    if (auto c = r.bandwidth(o, at, "capacity")) {
+      l.capacity_Bps = *c;
+      l.capacity_measured = true;
+    }
+    l.latency_s = r.latency(o, at).value_or(default_latency(l.kind));
+    if (auto d = r.opt_number(o, at, "duplex_factor")) {
+      if (*d < 0.5 || *d > 1) r.fail(at / "duplex_factor", "duplex factor must be in [0.5, 1]");
+      l.duplex_factor = *d;
+    }
+    out.links.push_back(std::move(l));
+    out.link_places.push_back(at.to_string());
+  }
+}
+
+// ---- compact template -------------------------------------------------------------------------
+// Expands sockets x switches_per_socket x gpus_per_switch (or gpus_per_socket direct-attached)
+// into the full graph; see topology/README.md, "Templates".
+void expand_template(const Reader& r, const json& root, Parsed& out) {
+  const Ptr at("/template");
+  const json& t = root.at("template");
+  r.expect_object(t, at);
+  r.allow_keys(t, at, {"sockets", "switches_per_socket", "gpus_per_switch", "gpus_per_socket", "gpu_model", "pcie_gen",
+                       "pcie_width", "uplink_gen", "uplink_width", "host_bridge", "acs_redirect", "p2p", "p2p_cross_socket",
+                       "nvlink", "inter_socket", "inter_socket_GBps", "host_memory_GBps", "root_complex_GBps",
+                       "peer_coefficient", "pcie_latency_us", "gpu_link_GBps", "uplink_GBps"});
+  const int sockets = r.integer(t, at, "sockets", 1);
+  if (sockets < 1 || sockets > 16) r.fail(at / "sockets", "must be 1..16");
+  const int sw_per_socket = r.integer(t, at, "switches_per_socket", 0);
+  if (sw_per_socket < 0 || sw_per_socket > 64) r.fail(at / "switches_per_socket", "must be 0..64");
+  int gpus_per_switch = 0, gpus_per_socket = 0;
+  if (sw_per_socket > 0) {
+    gpus_per_switch = r.integer(t, at, "gpus_per_switch");
+    if (gpus_per_switch < 1 || gpus_per_switch > 64) r.fail(at / "gpus_per_switch", "must be 1..64");
+    if (r.find(t, "gpus_per_socket")) r.fail(at / "gpus_per_socket", "give gpus_per_switch when switches_per_socket > 0");
+  } else {
+    gpus_per_socket = r.integer(t, at, "gpus_per_socket");
+    if (gpus_per_socket < 1 || gpus_per_socket > 64) r.fail(at / "gpus_per_socket", "must be 1..64");
+  }
+  const std::string model = r.string(t, at, "gpu_model");
+  const auto spec = find_gpu_model(model);
+  if (!spec) r.fail(at / "gpu_model", "unknown GPU model '" + model + "'");
+  const int gen = r.integer(t, at, "pcie_gen", 4);
+  if (gen < 1 || gen > 6) r.fail(at / "pcie_gen", "PCIe gen must be 1..6, got " + std::to_string(gen));
+  const int width = r.integer(t, at, "pcie_width", 16);
+  if (width != 1 && width != 2 && width != 4 && width != 8 && width != 16) {
+    r.fail(at / "pcie_width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(width));
+  }
+  const int up_gen = r.integer(t, at, "uplink_gen", gen);
+  if (up_gen < 1 || up_gen > 6) r.fail(at / "uplink_gen", "PCIe gen must be 1..6, got " + std::to_string(up_gen));
+  const int up_width = r.integer(t, at, "uplink_width", width);
+  if (up_width != 1 && up_width != 2 && up_width != 4 && up_width != 8 && up_width != 16) {
+    r.fail(at / "uplink_width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(up_width));
+  }
+  const std::optional<double> gpu_link_Bps = r.bandwidth(t, at, "gpu_link");
+  const std::optional<double> uplink_Bps = r.bandwidth(t, at, "uplink");
+  const std::string host_bridge = r.string(t, at, "host_bridge", std::string("per_device"));
+  if (host_bridge != "per_device" && host_bridge != "shared") {
+    r.fail(at / "host_bridge", "expected \"per_device\" or \"shared\", got \"" + host_bridge + "\"");
+  }
+  const bool acs = r.boolean(t, at, "acs_redirect", false);
+  out.options.p2p = r.boolean(t, at, "p2p", spec->p2p_capable);
+  out.options.p2p_cross_socket = r.boolean(t, at, "p2p_cross_socket", true);
+  const double latency_s = units::us_to_s(r.opt_number(t, at, "pcie_latency_us").value_or(units::s_to_us(kDefaultPcieLatency_s)));
+  if (latency_s < 0) r.fail(at / "pcie_latency_us", "latency must be >= 0");
+  const std::string socket_kind = r.string(t, at, "inter_socket", std::string("upi"));
+  if (socket_kind != "upi" && socket_kind != "xgmi") r.fail(at / "inter_socket", "expected \"upi\" or \"xgmi\"");
+  // Default inter-socket capacity per direction: 64 GB/s, i.e. two UPI 2.0 links at 16 GT/s
+  // (Intel Xeon Scalable 4th gen) or one xGMI3 x16 link at 32 Gb/s (AMD EPYC 9004); see README.
+  const double socket_Bps = r.bandwidth(t, at, "inter_socket").value_or(units::GBps_to_Bps(64));
+  const double host_memory_Bps = r.bandwidth(t, at, "host_memory", true).value_or(0);
+  const double rc_Bps = r.bandwidth(t, at, "root_complex", true).value_or(0);
+  const double peer_coefficient = r.opt_number(t, at, "peer_coefficient").value_or(1.0);
+  if (peer_coefficient < 1) r.fail(at / "peer_coefficient", "must be >= 1");
+
+  const std::string place = at.to_string();
+  auto add_node = [&](Node n) {
+    out.nodes.push_back(std::move(n));
+    out.node_places.push_back(place);
+  };
+  auto add_pcie = [&](const std::string& a, const std::string& b, int g, int w, std::optional<double> cap) {
+    Link l;
+    l.a = a;
+    l.b = b;
+    l.kind = LinkKind::pcie;
+    l.pcie_gen = g;
+    l.pcie_width = w;
+    l.latency_s = latency_s;
+    l.duplex_factor = pcie_default_duplex_factor();
+    if (cap) {
+      l.capacity_Bps = *cap;
+      l.capacity_measured = true;
+    }
+    out.links.push_back(std::move(l));
+    out.link_places.push_back(place);
+  };
+  for (int s = 0; s < sockets; ++s) {
+    Node cpu;
+    cpu.id = "cpu" + std::to_string(s);
+    cpu.kind = NodeKind::cpu;
+    cpu.numa_node = s;
+    cpu.host_memory_Bps = host_memory_Bps;
+    cpu.root_complex_Bps = rc_Bps;
+    cpu.peer_coefficient = peer_coefficient;
+    add_node(std::move(cpu));
+  }
+  int gpu = 0, sw = 0;
+  for (int s = 0; s < sockets; ++s) {
+    const std::string cpu = "cpu" + std::to_string(s);
+    std::string top = cpu;
+    const int devices = sw_per_socket > 0 ? sw_per_socket : gpus_per_socket;
+    if (host_bridge == "shared") {
+      Node rp;
+      rp.id = "rp" + std::to_string(s);
+      rp.kind = NodeKind::root_port;
+      add_node(std::move(rp));
+      // The host bridge's link to the CPU carries every device below it: capacity = devices x the
+      // per-device link so that it never binds a single flow (internal fabric, not a PCIe link).
+      const double per_device = sw_per_socket > 0 ? uplink_Bps.value_or(pcie_usable_Bps(up_gen, up_width))
+                                                  : gpu_link_Bps.value_or(pcie_usable_Bps(gen, width));
+      add_pcie(cpu, "rp" + std::to_string(s), up_gen, 16, devices * per_device);
+      top = "rp" + std::to_string(s);
+    }
+    if (sw_per_socket > 0) {
+      for (int k = 0; k < sw_per_socket; ++k, ++sw) {
+        Node n;
+        n.id = "sw" + std::to_string(sw);
+        n.kind = NodeKind::pcie_switch;
+        n.acs_redirect = acs;
+        add_node(std::move(n));
+        add_pcie(top, "sw" + std::to_string(sw), up_gen, up_width, uplink_Bps);
+        for (int g = 0; g < gpus_per_switch; ++g, ++gpu) {
+          Node n2;
+          n2.id = "gpu" + std::to_string(gpu);
+          n2.kind = NodeKind::gpu;
+          n2.gpu = *spec;
+          add_node(std::move(n2));
+          add_pcie("sw" + std::to_string(sw), "gpu" + std::to_string(gpu), gen, width, gpu_link_Bps);
+        }
+      }
+    } else {
+      for (int g = 0; g < gpus_per_socket; ++g, ++gpu) {
+        Node n;
+        n.id = "gpu" + std::to_string(gpu);
+        n.kind = NodeKind::gpu;
+        n.gpu = *spec;
+        add_node(std::move(n));
+        add_pcie(top, "gpu" + std::to_string(gpu), gen, width, gpu_link_Bps);
+      }
+    }
+  }
+  // Fully connected sockets.
+  for (int s = 0; s < sockets; ++s) {
+    for (int u = s + 1; u < sockets; ++u) {
+      Link l;
+      l.a = "cpu" + std::to_string(s);
+      l.b = "cpu" + std::to_string(u);
+      l.kind = socket_kind == "upi" ? LinkKind::upi : LinkKind::xgmi;
+      l.capacity_Bps = socket_Bps;
+      l.capacity_measured = true;
+      l.latency_s = kDefaultSocketLatency_s;
+      out.links.push_back(std::move(l));
+      out.link_places.push_back(place);
+    }
+  }
+  if (const json* nv = r.find(t, "nvlink")) {
+    const Ptr nat = at / "nvlink";
+    r.expect_object(*nv, nat);
+    r.allow_keys(*nv, nat, {"kind", "count", "per_link_GBps", "per_link_Bps"});
+    const std::string kind = r.string(*nv, nat, "kind");
+    if (kind != "direct" && kind != "nvswitch") r.fail(nat / "kind", "expected \"direct\" or \"nvswitch\"");
+    const int count = r.integer(*nv, nat, "count");
+    if (count < 1 || count > 64) r.fail(nat / "count", "NVLink count must be 1..64");
+    const double per_link = r.bandwidth(*nv, nat, "per_link").value_or(nvlink_default_per_link_Bps());
+    auto add_nvlink = [&](const std::string& a, const std::string& b) {
+      Link l;
+      l.a = a;
+      l.b = b;
+      l.kind = LinkKind::nvlink;
+      l.nvlink_count = count;
+      l.nvlink_per_link_Bps = per_link;
+      l.latency_s = kDefaultNvlinkLatency_s;
+      out.links.push_back(std::move(l));
+      out.link_places.push_back(nat.to_string());
+    };
+    if (kind == "nvswitch") {
+      Node n;
+      n.id = "nvswitch0";
+      n.kind = NodeKind::nvswitch;
+      add_node(std::move(n));
+      for (int g = 0; g < gpu; ++g) add_nvlink("gpu" + std::to_string(g), "nvswitch0");
+    } else {
+      for (int g = 0; g < gpu; ++g) {
+        for (int h = g + 1; h < gpu; ++h) add_nvlink("gpu" + std::to_string(g), "gpu" + std::to_string(h));
+      }
+    }
+  }
+}
+
+size_t line_of(std::string_view text, size_t byte) {
+  size_t line = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
+Result<Topology> parse_text(std::string_view text, const std::string& file) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return input_error(file, "1", "empty file");
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based position where parsing stopped.
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    return input_error(file, std::to_string(line_of(text, e.byte == 0 ? 0 : e.byte - 1)), "invalid JSON: " + what);
+  } catch (const json::exception& e) {
+    return input_error(file, "", std::string("invalid JSON: ") + e.what());
+  }
+  Reader r(file);
+  try {
+    r.expect_object(root, Ptr());
+    r.allow_keys(root, Ptr(), {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides", "nodes",
+                               "links", "template"});
+    const int version = r.integer(root, Ptr(), "schema_version");
+    if (version != kSchemaVersion) {
+      r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) + " (expected " +
+                                         std::to_string(kSchemaVersion) + ")");
+    }
+    Parsed p;
+    p.name = r.string(root, Ptr(), "name", std::string());
+    p.source = r.string(root, Ptr(), "source", std::string());
+    const bool has_template = r.find(root, "template") != nullptr;
+    if (has_template && (r.find(root, "nodes") || r.find(root, "links"))) {
+      r.fail(Ptr("/template"), "give either a template or nodes/links, not both");
+    }
+    if (has_template) {
+      expand_template(r, root, p);
+      if (r.find(root, "p2p")) p.options.p2p = r.boolean(root, Ptr(), "p2p", true);
+      if (r.find(root, "p2p_cross_socket")) p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
+    } else {
+      parse_graph(r, root, p);
+      p.options.p2p = r.boolean(root, Ptr(), "p2p", true);
+      p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
+    }
+    if (const json* ov = r.find(root, "p2p_overrides")) {
+      const Ptr at("/p2p_overrides");
+      if (!ov->is_array()) r.fail(at, std::string("expected an array, got ") + ov->type_name());
+      // Map GPU node ids to GPU indices.
+      std::vector<std::string> gpu_ids;
+      for (const Node& n : p.nodes) {
+        if (n.kind == NodeKind::gpu) gpu_ids.push_back(n.id);
+      }
+      for (size_t i = 0; i < ov->size(); ++i) {
+        const Ptr oat = at / i;
+        const json& o = (*ov)[i];
+        r.expect_object(o, oat);
+        r.allow_keys(o, oat, {"a", "b", "p2p"});
+        auto gpu_index = [&](const char* key) {
+          const std::string id = r.string(o, oat, key);
+          for (size_t g = 0; g < gpu_ids.size(); ++g) {
+            if (gpu_ids[g] == id) return static_cast<int>(g);
+          }
+          r.fail(oat / key, "'" + id + "' is not a gpu node");
+        };
+        const int a = gpu_index("a"), b = gpu_index("b");
+        if (a == b) r.fail(oat / "b", "override needs two different GPUs");
+        if (!r.find(o, "p2p")) r.fail(oat / "p2p", "missing required key 'p2p'");
+        p.options.p2p_overrides.push_back({{a, b}, r.boolean(o, oat, "p2p", true)});
+      }
+    }
+    return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options, file,
+                           std::move(p.node_places), std::move(p.link_places));
+  } catch (const Fail& f) {
+    return f.error;
+  } catch (const json::exception& e) {
+    return input_error(file, "", std::string("invalid topology: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Result<Topology> Topology::from_json_text(std::string_view text, const std::string& source_name) {
+  return parse_text(text, source_name);
+}
+
+Result<Topology> Topology::from_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file", 2};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Error{path + ": read error", 2};
+  return parse_text(ss.str(), path);
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < detail::kEmbeddedPresetCount; ++i) out.emplace_back(detail::kEmbeddedPresets[i].name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<Topology> Topology::load(const std::string& name_or_path) {
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
+                               (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+  if (!looks_like_path) {
+    for (size_t i = 0; i < detail::kEmbeddedPresetCount; ++i) {
+      if (name_or_path == detail::kEmbeddedPresets[i].name) {
+        return parse_text(detail::kEmbeddedPresets[i].text, "<preset:" + name_or_path + ">");
+      }
+    }
+    std::string names;
+    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return Error{name_or_path + ": no such preset (presets: " + names + "; or give a path to a .json file)", 2};
+  }
+  return from_json_file(name_or_path);
+}
+
+std::string Topology::to_json() const {
+  using ojson = nlohmann::ordered_json;
+  ojson root;
+  root["schema_version"] = kSchemaVersion;
+  root["name"] = impl_->name;
+  root["source"] = impl_->source;
+  root["p2p"] = impl_->options.p2p;
+  root["p2p_cross_socket"] = impl_->options.p2p_cross_socket;
+  ojson overrides = ojson::array();
+  for (const auto& [pair, allowed] : impl_->options.p2p_overrides) {
+    overrides.push_back(ojson{{"a", impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.first)])].id},
+                              {"b", impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.second)])].id},
+                              {"p2p", allowed}});
+  }
+  root["p2p_overrides"] = overrides;
+  ojson nodes = ojson::array();
+  for (const Node& n : impl_->nodes) {
+    ojson o;
+    o["id"] = n.id;
+    o["kind"] = to_string(n.kind);
+    switch (n.kind) {
+      case NodeKind::gpu:
+        o["model"] = n.gpu->model;
+        o["sm_count"] = n.gpu->sm_count;
+        o["copy_engines"] = n.gpu->copy_engines;
+        o["memory_bytes"] = n.gpu->memory_bytes;
+        o["peak_bf16_flops"] = n.gpu->peak_bf16_flops;
+        o["memory_bandwidth_Bps"] = n.gpu->memory_bandwidth_Bps;
+        o["p2p_capable"] = n.gpu->p2p_capable;
+        break;
+      case NodeKind::pcie_switch:
+        o["acs_redirect"] = n.acs_redirect;
+        break;
+      case NodeKind::cpu:
+        o["numa_node"] = n.numa_node;
+        o["host_memory_Bps"] = n.host_memory_Bps;
+        o["root_complex_Bps"] = n.root_complex_Bps;
+        o["peer_coefficient"] = n.peer_coefficient;
+        break;
+      default:
+        break;
+    }
+    nodes.push_back(std::move(o));
+  }
+  root["nodes"] = std::move(nodes);
+  ojson links = ojson::array();
+  for (const Link& l : impl_->links) {
+    ojson o;
+    o["a"] = l.a;
+    o["b"] = l.b;
+    o["kind"] = to_string(l.kind);
+    if (l.kind == LinkKind::pcie) {
+      o["gen"] = l.pcie_gen;
+      o["width"] = l.pcie_width;
+    } else if (l.kind == LinkKind::nvlink) {
+      o["count"] = l.nvlink_count;
+      o["per_link_Bps"] = l.nvlink_per_link_Bps;
+    }
+    if (l.capacity_measured) o["capacity_Bps"] = l.capacity_Bps;
+    o["latency_s"] = l.latency_s;
+    o["duplex_factor"] = l.duplex_factor;
+    links.push_back(std::move(o));
+  }
+  root["links"] = std::move(links);
+  return root.dump(2) + "\n";
+}
+
+}  // namespace sparsp::topology
