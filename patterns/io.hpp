@@ -1,0 +1,24 @@
+#pragma once
+// Pattern files (private): .npy/.npz import, native format, Q/K-derived patterns.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sparsp/pattern.hpp"
+
+namespace sparsp::patterns {
+
+/// Model as the JSON object parse_model reads.
+std::string model_to_json(const ModelSpec& m);
+
+/// topk / cdf from Q and K dumps (.npy [H, tokens, head_dim], tokens in the layout's sequence
+/// order): mean-pool per block, scores q.k / sqrt(head_dim), softmax over KV blocks. The one
+/// (layer, step) mask set is used for every layer and step.
+Result<std::unique_ptr<Pattern>> qk_pattern(const ModelSpec& model, const BlockLayout& layout,
+                                            const PatternOptions& o, int steps, int layers);
+
+/// Native format from memory (fuzzer, tests). `src` names it in errors.
+Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
+                                              const std::string& src);
+
+}  // namespace sparsp::patterns
