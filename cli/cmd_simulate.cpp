@@ -1,6 +1,216 @@
-// Subcommands registered by add_simulate_commands (see commands.hpp).
+// `sparsp simulate`: compare sequence-parallel policies on a server, model and mask (a study).
+// Thin layer: options -> sim::Study (flags override the study file) -> sim::run_study -> output.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
 #include "commands.hpp"
+#include "sparsp/plan.hpp"
+#include "sparsp/study.hpp"
 
 namespace sparsp::cli {
-void add_simulate_commands(CLI::App& /*app*/, Context& /*ctx*/) {}
+
+namespace {
+
+struct SimulateArgs {
+  std::string config;
+  std::string topology;
+  std::string model;
+  std::string pattern;
+  std::optional<int> block;
+  std::string tile, window;
+  std::optional<double> density, threshold, decay;
+  std::optional<uint64_t> seed;
+  std::optional<int> topk;
+  std::optional<int> gpus;
+  std::string granularity;
+  std::vector<std::string> policies;
+  std::string baseline;
+  std::optional<int> steps, layers;
+  bool json = false, csv = false, list = false;
+  std::string trace_dir, plan_dir, plan_in;
+};
+
+Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
+  std::array<int, 3> v{};
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 ||
+      v[1] < 1 || v[2] < 1)
+    return input_error("<command line>", flag, "expected T,H,W (positive integers), got '" + s + "'");
+  return v;
+}
+
+std::string safe_name(std::string s) {
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
+  return s;
+}
+
+// Writes to DIR/name through a temporary file and a rename (no partial output).
+Status write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
+  const auto path = std::filesystem::path(dir) / name;
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) return Error{tmp + ": write failed", 1};
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Error{path.string() + ": rename failed: " + ec.message(), 1};
+  return Ok{};
+}
+
+Result<sim::Study> build_study(const SimulateArgs& a) {
+  auto st = a.config.empty() ? sim::default_study() : sim::load_study(a.config);
+  if (!st) return st.error();
+  sim::Study s = std::move(*st);
+  const std::string cl = "<command line>";
+  if (!a.topology.empty()) s.topologies = {a.topology};
+  if (!a.model.empty()) s.model = a.model;
+  if (!a.pattern.empty()) {
+    const bool file = a.pattern.find('/') != std::string::npos || a.pattern.find('.') != std::string::npos;
+    s.pattern.kind = file ? "file" : a.pattern;
+    s.pattern.input = file ? a.pattern : "";
+  }
+  if (a.block) s.pattern.block_tokens = *a.block;
+  if (!a.tile.empty()) {
+    auto v = parse_triple("--tile", a.tile);
+    if (!v) return v.error();
+    s.pattern.tile = *v;
+  }
+  if (!a.window.empty()) {
+    auto v = parse_triple("--window", a.window);
+    if (!v) return v.error();
+    s.pattern.window = *v;
+  }
+  if (a.density) s.pattern.density = *a.density;
+  if (a.seed) s.pattern.seed = *a.seed;
+  if (a.topk) s.pattern.topk = *a.topk;
+  if (a.threshold) s.pattern.threshold = *a.threshold;
+  if (a.decay) s.pattern.decay = *a.decay;
+  if (a.gpus) {
+    if (*a.gpus < 1) return input_error(cl, "--gpus", "expected a positive count");
+    s.gpus.clear();
+    s.num_gpus = *a.gpus;
+  }
+  if (!a.granularity.empty()) {
+    if (a.granularity == "block") s.granularity = sim::Granularity::block;
+    else if (a.granularity == "head_block") s.granularity = sim::Granularity::head_block;
+    else return input_error(cl, "--granularity", "expected block or head_block");
+  }
+  if (!a.policies.empty()) {
+    s.policies.clear();
+    s.policy_places.clear();
+    for (size_t i = 0; i < a.policies.size(); ++i) {
+      auto p = sim::parse_policy(a.policies[i]);
+      if (!p) return input_error(cl, "--policy", p.error().message);
+      s.policies.push_back(*p);
+      s.policy_places.push_back("--policy[" + std::to_string(i) + "]");
+    }
+    s.baseline.clear();
+  }
+  if (!a.baseline.empty()) s.baseline = a.baseline;
+  if (a.steps) {
+    if (*a.steps < 1) return input_error(cl, "--steps", "expected a positive count");
+    s.steps.clear();
+    for (int i = 0; i < *a.steps; ++i) s.steps.push_back(i);
+  }
+  if (a.layers) {
+    if (*a.layers < 1) return input_error(cl, "--layers", "expected a positive count");
+    s.layers.clear();
+    for (int i = 0; i < *a.layers; ++i) s.layers.push_back(i);
+  }
+  return s;
+}
+
+void print(const sim::StudyResult& r, const SimulateArgs& a) {
+  if (a.json) std::cout << sim::to_json(r);
+  else if (a.csv) std::cout << sim::to_csv(r);
+  else std::cout << sim::format_table(r);
+}
+
+int run(const SimulateArgs& a) {
+  if (a.list) {
+    std::cout << "placements:\n";
+    for (const auto& p : sim::placements()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    std::cout << "schemes:\n";
+    for (const auto& p : sim::schemes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    std::cout << "runtimes:\n";
+    for (const auto& p : sim::runtimes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    return 0;
+  }
+  if (!a.plan_in.empty()) {
+    auto pl = plan::load_plan(a.plan_in);
+    if (!pl) return report(pl.error());
+    auto r = sim::retime_plan(*pl);
+    if (!r) return report(r.error());
+    print(*r, a);
+    return 0;
+  }
+  auto study = build_study(a);
+  if (!study) return report(study.error());
+  sim::RunOptions opt;
+  opt.keep_plans = !a.plan_dir.empty();
+  opt.keep_trace = !a.trace_dir.empty();
+  auto r = sim::run_study(*study, opt);
+  if (!r) return report(r.error());
+  for (const auto& p : r->policies) {
+    const std::string stem = safe_name(p.topology + "__" + p.policy.name() +
+                                       (p.policy.params.count("host_staged") ? "_host_staged" : ""));
+    if (opt.keep_plans && p.plan) {
+      if (auto st = write_file(a.plan_dir, stem + ".plan.json", plan::to_json(*p.plan)); !st)
+        return report(st.error());
+    }
+    if (opt.keep_trace && !p.trace_json.empty()) {
+      if (auto st = write_file(a.trace_dir, stem + ".trace.json", p.trace_json); !st)
+        return report(st.error());
+    }
+  }
+  print(*r, a);
+  return 0;
+}
+
+}  // namespace
+
+void add_simulate_commands(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Compare sequence-parallel policies (placement/scheme/runtime) on a server, model and "
+      "sparse mask. With no arguments, runs the default study (configs/studies/default.json).");
+  cmd->add_option("--config", args->config, "study JSON (configs/studies/README.md)");
+  cmd->add_option("--topology", args->topology, "topology preset or JSON file (overrides the study)");
+  cmd->add_option("--model", args->model, "model preset or JSON file");
+  cmd->add_option("--pattern", args->pattern, "pattern kind (sta, radial, topk, ...) or recorded mask file");
+  cmd->add_option("--block", args->block, "tokens per block");
+  cmd->add_option("--tile", args->tile, "tile shape T,H,W");
+  cmd->add_option("--window", args->window, "STA window in tiles T,H,W");
+  cmd->add_option("--density", args->density, "density (random, topk without --topk)");
+  cmd->add_option("--seed", args->seed, "RNG seed of the pattern generator");
+  cmd->add_option("--topk", args->topk, "KV blocks kept per query block (topk)");
+  cmd->add_option("--threshold", args->threshold, "softmax mass to keep (cdf)");
+  cmd->add_option("--decay", args->decay, "band decay factor (radial)");
+  cmd->add_option("--gpus", args->gpus, "sequence-parallel degree: the first N GPUs of the topology");
+  cmd->add_option("--granularity", args->granularity, "demand granularity: block | head_block");
+  cmd->add_option("--policy", args->policies,
+                  "PLACEMENT/SCHEME/RUNTIME[:key=value,...] (repeatable; replaces the study's list; "
+                  "route=host_staged forces host staging)");
+  cmd->add_option("--baseline", args->baseline, "policy the speedups are relative to");
+  cmd->add_option("--steps", args->steps, "simulate the first N denoising steps (e2e extrapolated)");
+  cmd->add_option("--layers", args->layers, "simulate the first N layers (step extrapolated)");
+  cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_flag("--csv", args->csv, "CSV output");
+  cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");
+  cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
+  cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
+  cmd->add_flag("--list", args->list, "list the placements, schemes and runtimes");
+  cmd->callback([args, &ctx] { ctx.exit_code = run(*args); });
+}
+
 }  // namespace sparsp::cli

@@ -7,6 +7,7 @@
 // documented at the top of sim/lmm.hpp; this header is the public surface.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sparsp/status.hpp"
@@ -32,7 +33,9 @@ struct Transfer {
   double rate_cap_Bps = 0;               ///< 0 = uncapped
   double chunk_bytes = 0;                ///< host-staged pipeline chunk (0 = default 4 MiB)
   int staging_buffers = 0;               ///< host-staged buffers in flight (0 = default 2)
-  int comm_sms = 0;                      ///< SMs taken while it runs, for Engine::sm
+  int comm_sms = 0;                      ///< SMs taken while it runs, for Engine::sm (on the
+                                         ///< source and destination GPU)
+  int copy_engine = -1;                  ///< pin to this copy engine (-1: first free one)
   // Plan metadata (carried, not interpreted by the engine):
   int layer = -1;
   std::vector<int32_t> kv_blocks;        ///< KV block ids carried
@@ -51,6 +54,8 @@ struct ComputeTask {
 struct Workload {
   std::vector<Transfer> transfers;
   std::vector<ComputeTask> compute;
+  /// Name used in error messages ("<file>:/transfers/3/src: ..."); parse_workload sets it.
+  std::string source = "<workload>";
 };
 
 struct SimOptions {
@@ -66,6 +71,7 @@ struct ActivityResult {
   bool is_transfer = true;
   std::string where;                     ///< "gpu0" / "gpu0->gpu1"
   std::string lane;                      ///< stream or copy engine it ran on, e.g. "ce1"
+  int gpu = -1;                          ///< GPU it is drawn under in traces (-1: host)
   double start_s = 0;                    ///< when it began (dependencies met, engine free)
   double end_s = 0;
   double bytes = 0;
@@ -77,6 +83,8 @@ struct ResourceStats {
   double bytes = 0;                      ///< coefficient-weighted bytes that crossed it
   double busy_s = 0;                     ///< time with non-zero load
   double peak_utilization = 0;           ///< max over time of load / capacity
+  /// (time_s, load_Bps) at every change, when SimOptions::record_resource_timeline.
+  std::vector<std::pair<double, double>> timeline;
 };
 
 struct SimResult {

@@ -1,0 +1,171 @@
+#pragma once
+// Replay: run a transfer plan (include/sparsp/plan.hpp) on real hardware, time every transfer,
+// verify every byte; validate a simulation against the measurement; calibrate a topology from
+// microbenchmarks. No CUDA, Eigen or JSON headers here (STYLE habit 2).
+//
+// Backends (registry by name, `backend_names()`):
+//  - "host": one thread per plan stream (dependency-driven), memcpy between per-rank host buffers.
+//    Always built; lets CI run the whole replay path (integrity, trace, validate).
+//  - "cuda": built when the CUDA language is found (SPARSP_HAVE_CUDA). Peer copies on dedicated
+//    copy-engine streams, host staging through pinned buffers in pipelined chunks (device-to-host
+//    and host-to-device on separate streams), a copy kernel for Engine::sm, NCCL grouped
+//    send/recv for NCCL-based schemes when NCCL is found, and a compute-emulation kernel.
+//
+// Integrity: every source KV block is filled with content that is a function of
+// (layer, block, head, owner rank); every received block is checked after every iteration (on the
+// device for "cuda"). A mismatch is a run-time failure (exit code 1) naming the layer, the block,
+// the rank and the first bad byte.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparsp/plan.hpp"
+#include "sparsp/sim.hpp"
+#include "sparsp/status.hpp"
+
+namespace sparsp::replay {
+
+/// Options of one replay. Defaults are the CLI's defaults.
+struct ReplayOptions {
+  std::string backend = "host";        ///< "host" | "cuda"
+  std::vector<int> devices;            ///< rank -> CUDA device ordinal; empty: rank r on device r.
+                                       ///< Repeats allowed ("0,0": both ranks on GPU 0; peer
+                                       ///< transfers become device-local copies, host-staged ones
+                                       ///< still cross PCIe both ways).
+  int warmup = 1;                      ///< untimed iterations per layer plan
+  int iterations = 5;                  ///< timed iterations per layer plan (medians reported)
+  bool emulate_compute = true;         ///< run compute tasks (busy SMs / host sleep) for duration_s
+  double compute_efficiency = 0.6;     ///< for tasks given in FLOP: duration = flops / (peak * eff)
+  double peak_flops = 0;               ///< FLOP/s per GPU for such tasks; 0: from the plan topology
+  double default_chunk_bytes = 4.0 * 1024 * 1024;  ///< host-staging chunk (sim default)
+  int default_staging_buffers = 2;     ///< host-staging buffers in flight (sim default)
+  int default_comm_sms = 16;           ///< SMs of an Engine::sm copy when the plan says 0
+  double payload_scale = 1.0;          ///< (0, 1]: shrink every payload by this factor (CI use
+                                       ///< on small machines; bytes reported are the scaled ones)
+  int max_layers = 0;                  ///< replay only the first N layer plans (0: all)
+  bool use_nccl = true;                ///< NCCL for NCCL-based schemes when available
+  // Fault injection (tests of the integrity check):
+  std::string skip_transfer;           ///< id of a transfer not to execute
+  int corrupt_block = -1;              ///< flip one byte of this block after it is received
+};
+
+/// Median timing of one layer plan. Activities are in workload order (transfers, then compute),
+/// times in seconds from the layer's common start (gate opening, all GPUs).
+struct LayerReplay {
+  int step = 0;
+  int layer = 0;
+  int64_t repeat = 1;
+  double makespan_s = 0;                   ///< median over iterations
+  std::vector<double> makespan_samples_s;  ///< one per timed iteration
+  std::vector<sim::ActivityResult> activities;
+};
+
+struct ReplayResult {
+  std::string backend;
+  std::string device_description;          ///< e.g. "NVIDIA H200 (ranks 0,1 -> device 0)"
+  std::vector<int> devices;
+  int warmup = 0, iterations = 0;
+  std::vector<LayerReplay> layers;
+  double bytes_moved = 0;                  ///< payload bytes moved, all layers and iterations
+  double bytes_verified = 0;               ///< received bytes checked against expected content
+  int64_t blocks_verified = 0;
+  double total_s = 0;                      ///< sum over layer plans of makespan_s * repeat
+};
+
+/// Names of the backends compiled into this build ("host", and "cuda" when built).
+std::vector<std::string> backend_names();
+
+/// Runs the plan. Errors (exit 2) before any work: unknown backend, more ranks than devices
+/// listed, device index out of range, more memory than free, P2P required where unavailable,
+/// a transfer sending a block its source never holds. Run-time failures (exit 1): integrity
+/// mismatch (message names layer, block, rank), CUDA/NCCL errors (message names the call, file
+/// and line).
+Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& options);
+
+/// Trace JSON of a replay (schema "sparsp.trace" v1, shared with the simulator's per-layer
+/// activity list; see replay/README.md).
+std::string trace_json(const plan::Plan& plan, const ReplayResult& result);
+/// Reads a trace JSON written by trace_json.
+Result<ReplayResult> parse_trace(const std::string& text, const std::string& source_name);
+Result<ReplayResult> load_trace(const std::string& path);
+/// Perfetto / Chrome trace JSON: one process per rank, one track per lane, layers one after
+/// another.
+std::string perfetto_json(const plan::Plan& plan, const ReplayResult& result);
+/// JSON summary (`--json`): bytes_moved, bytes_verified, per-layer makespans.
+std::string summary_json(const ReplayResult& result);
+
+// ---- validate ------------------------------------------------------------------------------
+
+struct ValidateOptions {
+  std::string topology_path;               ///< empty: the plan's embedded topology
+  sim::SimOptions sim;                     ///< simulator options
+  int top_outliers = 10;
+};
+
+struct TransferError {
+  int layer_index = 0;                     ///< index into plan.layers
+  std::string id;
+  double measured_s = 0, simulated_s = 0;
+  double error = 0;                        ///< |simulated - measured| / measured
+};
+
+struct LayerError {
+  int step = 0, layer = 0;
+  double measured_s = 0, simulated_s = 0;
+  double error = 0;                        ///< |simulated - measured| / measured
+};
+
+/// Errors are fractions (0.05 = 5%). Statistics over transfers with measured duration > 0.
+struct ValidateReport {
+  std::string topology_name;
+  int transfers = 0;
+  double mape = 0, p50 = 0, p90 = 0, max_error = 0;       ///< per-transfer duration errors
+  double makespan_mape = 0, makespan_max_error = 0;       ///< per-layer makespan errors
+  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, largest staged
+  std::vector<LayerError> layers;
+  std::vector<TransferError> outliers;                    ///< largest errors first
+};
+
+/// Re-simulates every layer plan of `plan` and compares it with `trace`. Errors: trace and plan
+/// disagree (layer count, activity ids), topology unreadable, simulation errors.
+Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
+                                const ValidateOptions& options);
+std::string validate_json(const ValidateReport& report);
+std::string validate_table(const ValidateReport& report);
+
+// ---- calibrate -----------------------------------------------------------------------------
+
+struct CalibrateOptions {
+  std::vector<int> devices;                ///< empty: all visible devices
+  double min_bytes = 4 * 1024.0;           ///< size sweep, powers of two
+  double max_bytes = 256 * 1024.0 * 1024;
+  int iterations = 5;                      ///< per size (median)
+  int virtual_ranks = 0;                   ///< > 1: the topology also gets gpu0..N-1 folded onto
+                                           ///< device 0 (for validating `--devices 0,0,...`)
+};
+
+/// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).
+struct PathFit {
+  std::string name;                        ///< "h2d:0", "d2h:0", "bidir:0", "p2p:0->1", "d2d:0"
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+  double aggregate_Bps = 0;                ///< for concurrent tests: sum over flows
+  std::vector<double> sizes_bytes;
+  std::vector<double> times_s;             ///< median per size
+};
+
+struct CalibrateResult {
+  std::string machine_json;                ///< discovery + measurements + fits
+  std::string topology_json;               ///< the topology the simulator loads
+  std::vector<PathFit> fits;
+};
+
+/// Runs the microbenchmarks (CUDA builds only; otherwise an error, exit 1).
+Result<CalibrateResult> calibrate(const CalibrateOptions& options);
+
+/// Least-squares fit of t = a + b * x (x bytes, t seconds) -> latency a, bandwidth 1/b.
+/// REQUIRES: sizes.size() == times.size() >= 2. Weighted by 1/t^2 (relative error).
+PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>& sizes_bytes,
+                              const std::vector<double>& times_s);
+
+}  // namespace sparsp::replay

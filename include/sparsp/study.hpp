@@ -1,0 +1,99 @@
+#pragma once
+// Studies: "on this server, for this model and sparse mask, which sequence-parallel scheme is
+// fastest, how much data does each move, and why". A Study names topologies, a model, a pattern,
+// the GPUs of the sequence-parallel group and the policies to compare; run_study() simulates
+// every (step, layer) of the selection for every policy, reusing identical (step, layer)
+// workloads exactly (Pattern::mask_group) and streaming dynamic patterns step by step.
+//
+// Study JSON schema: configs/studies/README.md. `sparsp simulate` is the CLI over this header.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparsp/pattern.hpp"
+#include "sparsp/plan.hpp"
+#include "sparsp/policy.hpp"
+#include "sparsp/sim.hpp"
+#include "sparsp/status.hpp"
+
+namespace sparsp::sim {
+
+struct Study {
+  std::string source = "<study>";        ///< file name used in error messages
+  std::string name;
+  std::vector<std::string> topologies;   ///< presets or topology JSON paths (at least one)
+  std::string model = "hunyuanvideo-sta";
+  patterns::PatternOptions pattern;      ///< kind "file": recorded mask in pattern.input
+  std::vector<int> gpus;                 ///< GPU index of each rank; empty: all GPUs
+  int num_gpus = 0;                      ///< > 0 and gpus empty: the first num_gpus GPUs
+  Granularity granularity = Granularity::block;
+  std::vector<plan::PolicySpec> policies;
+  std::vector<std::string> policy_places;  ///< JSON pointer (or "--policy") of each policy
+  std::string baseline;                  ///< a policy name(); empty: the first policy
+  std::vector<int> steps;                ///< selected denoising steps; empty: all
+  std::vector<int> layers;               ///< selected layers; empty: all
+  double attention_efficiency = 0;       ///< 0: per-GPU default (compute_model_for)
+  double gemm_efficiency = 0;            ///< 0: default
+  SimOptions sim;
+};
+
+/// Reads a study JSON. Errors name the file and the JSON pointer (exit 2).
+Result<Study> load_study(const std::string& path);
+Result<Study> parse_study(const std::string& text, const std::string& source_name);
+/// The built-in default study (the same text as configs/studies/default.json).
+Result<Study> default_study();
+const char* default_study_json();
+
+struct PolicyResult {
+  std::string topology;
+  plan::PolicySpec policy;
+  double volume_bytes = 0;        ///< KV and Q/O payload between GPUs per step, all layers
+  double control_bytes = 0;       ///< demand-discovery bytes per step, all layers
+  double attention_time_s = 0;    ///< attention phase per layer (mean over layers and steps)
+  double other_time_s = 0;        ///< non-attention work per layer (slowest rank)
+  double step_time_s = 0;         ///< one denoising step, all layers
+  double e2e_time_s = 0;          ///< all denoising steps
+  double lower_bound_s = 0;       ///< attention-phase lower bound per layer (mean)
+  std::string lower_bound_binding;  ///< resource setting it (most frequent)
+  double speedup = 1;             ///< baseline e2e / this e2e
+  double attention_speedup = 1;   ///< baseline attention / this attention
+  double volume_vs_baseline = 1;  ///< this volume / baseline volume
+  double compute_imbalance = 1;   ///< max over ranks of attention FLOPs / mean (worst layer mean)
+  std::string busiest_link;       ///< resource with the highest mean utilisation
+  double busiest_utilization = 0; ///< its bytes / (capacity * attention time)
+  int64_t units = 0;              ///< (step, layer) pairs covered
+  int64_t simulated = 0;          ///< distinct workloads simulated
+  // Optional payloads (RunOptions):
+  std::shared_ptr<plan::Plan> plan;       ///< keep_plans
+  std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
+};
+
+struct StudyResult {
+  std::string name;
+  std::string model;
+  std::string pattern;            ///< Pattern::describe()
+  int gpus = 0;
+  std::string baseline;
+  bool dynamic = false;
+  std::vector<PolicyResult> policies;   ///< topology-major, then study policy order
+};
+
+struct RunOptions {
+  bool keep_plans = false;
+  bool keep_trace = false;
+};
+
+/// Runs the study. Errors (exit 2): unknown preset, GPU not in the topology, heads not
+/// divisible by the Ulysses degree, pattern/block mismatch, unknown baseline.
+Result<StudyResult> run_study(const Study& study, const RunOptions& options = {});
+
+/// Re-times a plan (its topology, compute and transfers as written). Deterministic.
+Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {});
+
+std::string format_table(const StudyResult& r);
+std::string to_json(const StudyResult& r);
+std::string to_csv(const StudyResult& r);
+
+}  // namespace sparsp::sim

@@ -1,0 +1,114 @@
+#pragma once
+// Lowered plan (private to replay/): per layer plan, the buffer layout of every holder (ranks,
+// then host memories), the byte pieces each transfer copies, the regions to fill, poison and
+// check, and a dependency-closed issue order. Both backends execute this, so the integrity logic
+// is written once.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "content.hpp"
+#include "sparsp/plan.hpp"
+#include "sparsp/replay.hpp"
+
+namespace sparsp::replay::detail {
+
+inline constexpr uint64_t kAlign = 256;  ///< slot alignment (bytes); vector loads need 16
+
+/// A byte range of one holder's buffer with its expected content.
+struct Region {
+  int holder = 0;         ///< 0..ranks-1: rank; ranks + k: host memory k
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  ContentKey key;
+  int block = -1;         ///< block id, or -1 for an opaque payload
+  int transfer = -1;      ///< opaque payload: index of its transfer in the workload
+};
+
+/// One contiguous copy inside a transfer: src holder offset -> dst holder offset.
+struct Piece {
+  uint64_t src_offset = 0, dst_offset = 0, bytes = 0;
+};
+
+enum class ActKind { transfer, compute };
+
+struct Activity {
+  ActKind kind = ActKind::transfer;
+  int index = 0;               ///< index in workload.transfers / workload.compute
+  std::string id;
+  int src = -1, dst = -1;      ///< holders (transfer); src = rank for compute
+  const sim::Transfer* transfer = nullptr;
+  const sim::ComputeTask* compute = nullptr;
+  std::vector<Piece> pieces;   ///< in payload order
+  uint64_t bytes = 0;          ///< sum of pieces
+  uint64_t chunk_bytes = 0;    ///< host staging chunk (resolved default)
+  int staging_buffers = 2;
+  int comm_sms = 0;
+  double duration_s = 0;       ///< compute
+  std::vector<int> deps;       ///< activity indices (plan deps + stream predecessor)
+  bool skip = false;           ///< fault injection: not executed
+};
+
+struct ExecLayer {
+  int plan_index = 0;
+  std::vector<Activity> acts;  ///< transfers then compute, workload order
+  std::vector<int> order;      ///< topological order (ties: lower index first)
+  std::vector<Region> fills;   ///< source content, written once per layer
+  std::vector<Region> checks;  ///< received content, poisoned before and checked after each run
+  std::vector<uint64_t> holder_bytes;  ///< buffer size needed per holder
+  uint64_t bytes_moved = 0;    ///< per iteration
+  int corrupt_check = -1;      ///< fault injection: index into checks to corrupt after the run
+};
+
+struct ExecPlan {
+  int ranks = 0;
+  int hosts = 0;
+  std::vector<ExecLayer> layers;
+  std::vector<uint64_t> max_holder_bytes;  ///< over layers
+  int holders() const { return ranks + hosts; }
+};
+
+/// Holder index of an endpoint name ("gpuN" -> N, "hostK" -> ranks + K).
+int holder_of(const std::string& endpoint, int ranks);
+
+/// Lowers the plan. Errors (exit 2): dependency cycle, a transfer sending a block its source
+/// never holds, host endpoints beyond the plan's hosts.
+Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& options);
+
+/// Describes a region for messages: "layer 3 (step 0) block 17 (owner gpu1) at gpu2".
+std::string describe(const plan::Plan& plan, const ExecLayer& layer, const Region& r, int ranks);
+
+/// Host-side fill / check of a region inside a holder buffer `base` (its start).
+void fill_region(uint8_t* base, const Region& r);
+/// Returns the first mismatching byte offset within the region, or -1.
+int64_t check_region(const uint8_t* base, const Region& r);
+
+/// Median of a non-empty vector (by copy).
+double median(std::vector<double> v);
+
+/// Per-backend execution of one lowered plan.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// Allocates buffers for `plan` and checks resources. No work is run on failure.
+  virtual Status prepare(const plan::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) = 0;
+  /// Writes the source content of `layer`.
+  virtual Status fill(const ExecLayer& layer) = 0;
+  /// Poisons the receive regions, runs one iteration, returns start/end per activity (seconds
+  /// from the common start; both 0 for skipped ones) in `starts`/`ends`.
+  virtual Status run_once(const ExecLayer& layer, std::vector<double>& starts,
+                          std::vector<double>& ends) = 0;
+  /// Checks every receive region; on mismatch returns the index into layer.checks and the
+  /// byte offset; {-1, -1} when all are good.
+  virtual Result<std::pair<int64_t, int64_t>> verify(const ExecLayer& layer) = 0;
+  /// Flips one byte of a received region (fault injection).
+  virtual Status corrupt(const ExecLayer& layer, const Region& r) = 0;
+  virtual std::string description() const = 0;
+};
+
+std::unique_ptr<Backend> make_host_backend();
+/// nullptr when the build has no CUDA backend.
+std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace sparsp::replay::detail

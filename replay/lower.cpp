@@ -1,0 +1,254 @@
+// Lowering of a plan into buffer layouts, copy pieces and checks (see exec_plan.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <queue>
+
+#include "exec_plan.hpp"
+
+namespace sparsp::replay::detail {
+
+int holder_of(const std::string& endpoint, int ranks) {
+  if (endpoint.rfind("gpu", 0) == 0) return std::stoi(endpoint.substr(3));
+  if (endpoint.rfind("host", 0) == 0) return ranks + std::stoi(endpoint.substr(4));
+  return -1;
+}
+
+namespace {
+std::string holder_name(int h, int ranks) {
+  return h < ranks ? "gpu" + std::to_string(h) : "host" + std::to_string(h - ranks);
+}
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+std::string describe(const plan::Plan& plan, const ExecLayer& layer, const Region& r, int ranks) {
+  const plan::LayerPlan& L = plan.layers[layer.plan_index];
+  std::string s = "layer " + std::to_string(L.layer) + " (step " + std::to_string(L.step) + ")";
+  if (r.block >= 0) {
+    s += " block " + std::to_string(r.block) + " (owner gpu" + std::to_string(r.key.owner) + ")";
+  } else {
+    s += " transfer \"" + L.work.transfers[r.transfer].id + "\" payload";
+  }
+  return s + " at " + holder_name(r.holder, ranks);
+}
+
+void fill_region(uint8_t* base, const Region& r) {
+  uint8_t* p = base + r.offset;
+  const uint64_t words = r.bytes / 4;
+  for (uint64_t w = 0; w < words; ++w) {
+    const uint32_t v = content_word(r.key, w);
+    std::memcpy(p + 4 * w, &v, 4);
+  }
+  for (uint64_t i = words * 4; i < r.bytes; ++i) p[i] = content_byte(r.key, i);
+}
+
+int64_t check_region(const uint8_t* base, const Region& r) {
+  const uint8_t* p = base + r.offset;
+  const uint64_t words = r.bytes / 4;
+  for (uint64_t w = 0; w < words; ++w) {
+    uint32_t v;
+    std::memcpy(&v, p + 4 * w, 4);
+    if (v != content_word(r.key, w)) {
+      for (uint64_t i = 4 * w; i < 4 * w + 4; ++i)
+        if (p[i] != content_byte(r.key, i)) return static_cast<int64_t>(i);
+    }
+  }
+  for (uint64_t i = words * 4; i < r.bytes; ++i)
+    if (p[i] != content_byte(r.key, i)) return static_cast<int64_t>(i);
+  return -1;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
+  ExecPlan ex;
+  ex.ranks = plan.gpus;
+  if (!(opt.payload_scale > 0 && opt.payload_scale <= 1))
+    return Error{"replay: payload_scale must be in (0, 1]", 2};
+  // Host memories named by the plan.
+  int max_host = -1;
+  for (const auto& L : plan.layers)
+    for (const auto& t : L.work.transfers)
+      for (const auto* e : {&t.src, &t.dst})
+        if (e->rfind("host", 0) == 0) max_host = std::max(max_host, std::stoi(e->substr(4)));
+  ex.hosts = max_host + 1;
+  if (ex.hosts > 64) return Error{"replay: plan names host" + std::to_string(max_host) + "; at most 64 host memories", 2};
+  ex.max_holder_bytes.assign(ex.holders(), 0);
+
+  const uint64_t block_bytes =
+      static_cast<uint64_t>(std::llround(plan.kv_block_bytes * opt.payload_scale));
+  const uint32_t heads = static_cast<uint32_t>(std::max(1, plan.heads));
+  const uint64_t bytes_per_head = heads > 1 ? std::max<uint64_t>(1, block_bytes / heads) : 0;
+
+  const size_t nlayers = opt.max_layers > 0
+                             ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
+                             : plan.layers.size();
+  for (size_t li = 0; li < nlayers; ++li) {
+    const plan::LayerPlan& L = plan.layers[li];
+    const std::string where = "plan:/layers/" + std::to_string(li);
+    ExecLayer el;
+    el.plan_index = static_cast<int>(li);
+    el.holder_bytes.assign(ex.holders(), 0);
+    const auto& trs = L.work.transfers;
+    const auto& cps = L.work.compute;
+    std::map<std::string, int> index_of;
+    for (size_t i = 0; i < trs.size(); ++i) index_of[trs[i].id] = static_cast<int>(i);
+    for (size_t i = 0; i < cps.size(); ++i) index_of[cps[i].id] = static_cast<int>(trs.size() + i);
+
+    // Which transfers carry whole blocks.
+    std::vector<char> carries_blocks(trs.size(), 0);
+    for (size_t i = 0; i < trs.size(); ++i) {
+      const auto& t = trs[i];
+      carries_blocks[i] = !t.kv_blocks.empty() &&
+                          std::abs(t.bytes - static_cast<double>(t.kv_blocks.size()) * plan.kv_block_bytes) <= 1.0;
+    }
+    // Block slots: (holder, block) -> offset. Owners hold sources; receivers hold copies.
+    std::map<std::pair<int, int>, uint64_t> slot;
+    std::map<std::pair<int, int>, int> received_by;  // (holder, block) -> first transfer
+    auto slot_of = [&](int h, int b) {
+      auto [it, fresh] = slot.try_emplace({h, b}, 0);
+      if (fresh) {
+        it->second = el.holder_bytes[h];
+        el.holder_bytes[h] += align_up(block_bytes);
+      }
+      return it->second;
+    };
+    for (size_t i = 0; i < trs.size(); ++i) {
+      if (!carries_blocks[i]) continue;
+      const int d = holder_of(trs[i].dst, ex.ranks);
+      for (int b : trs[i].kv_blocks) received_by.try_emplace({d, b}, static_cast<int>(i));
+    }
+    for (size_t i = 0; i < trs.size(); ++i) {
+      const auto& t = trs[i];
+      Activity a;
+      a.kind = ActKind::transfer;
+      a.index = static_cast<int>(i);
+      a.id = t.id;
+      a.transfer = &t;
+      a.src = holder_of(t.src, ex.ranks);
+      a.dst = holder_of(t.dst, ex.ranks);
+      const double chunk = t.chunk_bytes > 0 ? t.chunk_bytes : opt.default_chunk_bytes;
+      a.chunk_bytes = std::max<uint64_t>(kAlign, static_cast<uint64_t>(chunk) / kAlign * kAlign);
+      a.staging_buffers = t.staging_buffers > 0 ? t.staging_buffers : opt.default_staging_buffers;
+      a.comm_sms = t.comm_sms > 0 ? t.comm_sms : opt.default_comm_sms;
+      a.skip = !opt.skip_transfer.empty() && opt.skip_transfer == t.id;
+      if (carries_blocks[i]) {
+        for (int b : t.kv_blocks) {
+          const int owner = plan.block_owner[b];
+          if (a.src != owner && !received_by.count({a.src, b}))
+            return Error{where + "/transfers/" + std::to_string(i) + ": " + t.src + " sends block " +
+                             std::to_string(b) + " but neither owns it (owner gpu" + std::to_string(owner) +
+                             ") nor receives it in this layer",
+                         2};
+          const uint64_t so = slot_of(a.src, b);
+          const uint64_t dof = slot_of(a.dst, b);
+          if (block_bytes > 0) {
+            // Merge with the previous piece when both sides are contiguous.
+            if (!a.pieces.empty() && a.pieces.back().src_offset + a.pieces.back().bytes == so &&
+                a.pieces.back().dst_offset + a.pieces.back().bytes == dof && block_bytes % kAlign == 0)
+              a.pieces.back().bytes += block_bytes;
+            else
+              a.pieces.push_back({so, dof, block_bytes});
+          }
+        }
+      } else {
+        const uint64_t n = static_cast<uint64_t>(std::llround(t.bytes * opt.payload_scale));
+        Region src{a.src, el.holder_bytes[a.src], n, {}, -1, static_cast<int>(i)};
+        src.key = ContentKey{static_cast<uint32_t>(li), kOpaqueItem | static_cast<uint32_t>(i),
+                             static_cast<uint32_t>(a.src), 1, 0};
+        el.holder_bytes[a.src] += align_up(n);
+        Region dst = src;
+        dst.holder = a.dst;
+        dst.offset = el.holder_bytes[a.dst];
+        el.holder_bytes[a.dst] += align_up(n);
+        if (n > 0) {
+          a.pieces.push_back({src.offset, dst.offset, n});
+          el.fills.push_back(src);
+          el.checks.push_back(dst);
+        }
+      }
+      for (const auto& p : a.pieces) a.bytes += p.bytes;
+      el.acts.push_back(std::move(a));
+    }
+    for (size_t i = 0; i < cps.size(); ++i) {
+      Activity a;
+      a.kind = ActKind::compute;
+      a.index = static_cast<int>(i);
+      a.id = cps[i].id;
+      a.compute = &cps[i];
+      a.src = a.dst = holder_of(cps[i].gpu, ex.ranks);
+      a.duration_s = cps[i].duration_s;
+      if (a.duration_s <= 0 && cps[i].flops > 0 && opt.peak_flops > 0)
+        a.duration_s = cps[i].flops / (opt.peak_flops * opt.compute_efficiency);
+      el.acts.push_back(std::move(a));
+    }
+    // Block regions: owner slots are filled, receiver slots checked.
+    for (const auto& [key, off] : slot) {
+      const auto [h, b] = key;
+      Region r{h, off, block_bytes, {}, b, -1};
+      r.key = ContentKey{static_cast<uint32_t>(li), static_cast<uint32_t>(b),
+                         static_cast<uint32_t>(plan.block_owner[b]), heads, bytes_per_head};
+      if (block_bytes == 0) continue;
+      if (h == plan.block_owner[b]) el.fills.push_back(r);
+      else el.checks.push_back(r);
+    }
+    if (opt.corrupt_block >= 0) {
+      for (size_t c = 0; c < el.checks.size(); ++c)
+        if (el.checks[c].block == opt.corrupt_block) {
+          el.corrupt_check = static_cast<int>(c);
+          break;
+        }
+    }
+    // Dependencies: plan `after` plus the FIFO predecessor on a named stream.
+    std::map<std::string, int> last_on_stream;
+    for (size_t i = 0; i < el.acts.size(); ++i) {
+      Activity& a = el.acts[i];
+      const auto& after = a.kind == ActKind::transfer ? a.transfer->after : a.compute->after;
+      const auto& stream = a.kind == ActKind::transfer ? a.transfer->stream : a.compute->stream;
+      for (const auto& id : after) a.deps.push_back(index_of.at(id));
+      if (!stream.empty()) {
+        auto it = last_on_stream.find(stream);
+        if (it != last_on_stream.end()) a.deps.push_back(it->second);
+        last_on_stream[stream] = static_cast<int>(i);
+      }
+      std::sort(a.deps.begin(), a.deps.end());
+      a.deps.erase(std::unique(a.deps.begin(), a.deps.end()), a.deps.end());
+    }
+    // Topological order, lowest index first among the ready (deterministic).
+    const size_t n = el.acts.size();
+    std::vector<int> indeg(n, 0);
+    std::vector<std::vector<int>> out(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int d : el.acts[i].deps) {
+        ++indeg[i];
+        out[d].push_back(static_cast<int>(i));
+      }
+    std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (indeg[i] == 0) ready.push(static_cast<int>(i));
+    while (!ready.empty()) {
+      const int i = ready.top();
+      ready.pop();
+      el.order.push_back(i);
+      for (int j : out[i])
+        if (--indeg[j] == 0) ready.push(j);
+    }
+    if (el.order.size() != n) {
+      for (size_t i = 0; i < n; ++i)
+        if (indeg[i] > 0) return Error{where + ": dependency cycle through \"" + el.acts[i].id + "\"", 2};
+    }
+    for (const auto& a : el.acts)
+      if (a.kind == ActKind::transfer && !a.skip) el.bytes_moved += a.bytes;
+    for (int h = 0; h < ex.holders(); ++h)
+      ex.max_holder_bytes[h] = std::max(ex.max_holder_bytes[h], el.holder_bytes[h]);
+    ex.layers.push_back(std::move(el));
+  }
+  return ex;
+}
+
+}  // namespace sparsp::replay::detail

@@ -1,0 +1,296 @@
+// replay::run: lower, prepare the backend, per layer plan fill / warm up / time / verify, medians.
+// Also the trace, Perfetto and summary JSON.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "exec_plan.hpp"
+
+namespace sparsp::replay {
+
+using detail::ActKind;
+using Json = nlohmann::ordered_json;
+
+#ifndef SPARSP_HAVE_CUDA
+namespace detail {
+std::unique_ptr<Backend> make_cuda_backend() { return nullptr; }
+}  // namespace detail
+#endif
+
+std::vector<std::string> backend_names() {
+#ifdef SPARSP_HAVE_CUDA
+  return {"cuda", "host"};
+#else
+  return {"host"};
+#endif
+}
+
+namespace {
+std::string lane_of(const detail::Activity& a, const std::vector<int>& devices, int ranks) {
+  if (a.kind == ActKind::compute) return "compute";
+  const auto& t = *a.transfer;
+  std::string lane = !t.stream.empty() ? t.stream
+                     : t.route == topology::RouteMode::host_staged ? "staged"
+                     : t.engine == sim::Engine::sm               ? "sm"
+                                                                 : "ce";
+  (void)devices;
+  (void)ranks;
+  return lane;
+}
+}  // namespace
+
+Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
+  if (opt.iterations < 1) return Error{"replay: --iterations must be >= 1", 2};
+  if (opt.warmup < 0) return Error{"replay: --warmup must be >= 0", 2};
+  std::unique_ptr<detail::Backend> be;
+  if (opt.backend == "host") {
+    be = detail::make_host_backend();
+  } else if (opt.backend == "cuda") {
+    be = detail::make_cuda_backend();
+    if (!be) return Error{"replay: this build has no CUDA backend (built without a CUDA compiler); use --backend host", 2};
+  } else {
+    return Error{"replay: unknown backend \"" + opt.backend + "\" (expected cuda or host)", 2};
+  }
+  if (!opt.devices.empty() && static_cast<int>(opt.devices.size()) != plan.gpus)
+    return Error{"replay: --devices lists " + std::to_string(opt.devices.size()) + " devices but the plan has " +
+                     std::to_string(plan.gpus) + " ranks",
+                 2};
+  auto ex = detail::lower(plan, opt);
+  if (!ex) return ex.error();
+  if (auto st = be->prepare(plan, *ex, opt); !st) return st.error();
+
+  ReplayResult res;
+  res.backend = opt.backend;
+  res.devices = opt.devices;
+  if (res.devices.empty())
+    for (int r = 0; r < plan.gpus; ++r) res.devices.push_back(r);
+  res.device_description = be->description();
+  res.warmup = opt.warmup;
+  res.iterations = opt.iterations;
+  for (const detail::ExecLayer& el : ex->layers) {
+    const plan::LayerPlan& L = plan.layers[el.plan_index];
+    if (auto st = be->fill(el); !st) return st.error();
+    const size_t n = el.acts.size();
+    std::vector<std::vector<double>> starts(n), ends(n);
+    std::vector<double> makespans;
+    for (int it = 0; it < opt.warmup + opt.iterations; ++it) {
+      std::vector<double> s, e;
+      if (auto st = be->run_once(el, s, e); !st) return st.error();
+      if (el.corrupt_check >= 0) {
+        if (auto st = be->corrupt(el, el.checks[el.corrupt_check]); !st) return st.error();
+      }
+      auto v = be->verify(el);
+      if (!v) return v.error();
+      if (v->first >= 0) {
+        const detail::Region& r = el.checks[v->first];
+        return Error{"replay: integrity check failed: " + detail::describe(plan, el, r, ex->ranks) +
+                         ": byte " + std::to_string(v->second) + " of " + std::to_string(r.bytes) +
+                         " differs from the expected content (iteration " + std::to_string(it) + ")",
+                     1};
+      }
+      for (const auto& r : el.checks) res.bytes_verified += static_cast<double>(r.bytes);
+      for (const auto& r : el.checks) res.blocks_verified += r.block >= 0 ? 1 : 0;
+      res.bytes_moved += static_cast<double>(el.bytes_moved);
+      if (it < opt.warmup) continue;
+      double mk = 0;
+      for (size_t i = 0; i < n; ++i) {
+        starts[i].push_back(s[i]);
+        ends[i].push_back(e[i]);
+        mk = std::max(mk, e[i]);
+      }
+      makespans.push_back(mk);
+    }
+    LayerReplay lr;
+    lr.step = L.step;
+    lr.layer = L.layer;
+    lr.repeat = L.repeat;
+    lr.makespan_s = detail::median(makespans);
+    lr.makespan_samples_s = makespans;
+    for (size_t i = 0; i < n; ++i) {
+      const detail::Activity& a = el.acts[i];
+      sim::ActivityResult ar;
+      ar.id = a.id;
+      ar.is_transfer = a.kind == ActKind::transfer;
+      if (ar.is_transfer) ar.where = a.transfer->src + "->" + a.transfer->dst;
+      else ar.where = a.compute->gpu;
+      ar.lane = lane_of(a, res.devices, ex->ranks);
+      ar.start_s = detail::median(starts[i]);
+      ar.end_s = detail::median(ends[i]);
+      ar.bytes = static_cast<double>(a.bytes);
+      lr.activities.push_back(std::move(ar));
+    }
+    res.total_s += lr.makespan_s * static_cast<double>(lr.repeat);
+    res.layers.push_back(std::move(lr));
+  }
+  return res;
+}
+
+std::string trace_json(const plan::Plan& plan, const ReplayResult& r) {
+  Json root = Json::object();
+  root["schema"] = "sparsp.trace";
+  root["schema_version"] = 1;
+  root["source"] = "replay";
+  root["backend"] = r.backend;
+  root["device"] = r.device_description;
+  root["devices"] = r.devices;
+  root["policy"] = plan.policy.name();
+  root["model"] = plan.model;
+  root["gpus"] = plan.gpus;
+  root["warmup"] = r.warmup;
+  root["iterations"] = r.iterations;
+  root["bytes_moved"] = r.bytes_moved;
+  root["bytes_verified"] = r.bytes_verified;
+  root["blocks_verified"] = r.blocks_verified;
+  root["total_s"] = r.total_s;
+  Json layers = Json::array();
+  for (const auto& L : r.layers) {
+    Json lj = Json::object();
+    lj["step"] = L.step;
+    lj["layer"] = L.layer;
+    lj["repeat"] = L.repeat;
+    lj["makespan_s"] = L.makespan_s;
+    lj["makespan_samples_s"] = L.makespan_samples_s;
+    Json acts = Json::array();
+    for (const auto& a : L.activities) {
+      Json aj = Json::object();
+      aj["id"] = a.id;
+      aj["is_transfer"] = a.is_transfer;
+      aj["where"] = a.where;
+      aj["lane"] = a.lane;
+      aj["start_s"] = a.start_s;
+      aj["end_s"] = a.end_s;
+      aj["bytes"] = a.bytes;
+      acts.push_back(std::move(aj));
+    }
+    lj["activities"] = std::move(acts);
+    layers.push_back(std::move(lj));
+  }
+  root["layers"] = std::move(layers);
+  return root.dump(1) + "\n";
+}
+
+Result<ReplayResult> parse_trace(const std::string& text, const std::string& src) {
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::parse_error&) {
+    return input_error(src, "", "invalid JSON");
+  }
+  ReplayResult r;
+  try {
+    if (!root.is_object() || root.value("schema", "") != "sparsp.trace")
+      return input_error(src, "/schema", "expected \"sparsp.trace\"");
+    if (root.value("schema_version", 0) != 1) return input_error(src, "/schema_version", "expected 1");
+    r.backend = root.value("backend", "");
+    r.device_description = root.value("device", "");
+    if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();
+    r.warmup = root.value("warmup", 0);
+    r.iterations = root.value("iterations", 0);
+    r.bytes_moved = root.value("bytes_moved", 0.0);
+    r.bytes_verified = root.value("bytes_verified", 0.0);
+    r.blocks_verified = root.value("blocks_verified", int64_t{0});
+    r.total_s = root.value("total_s", 0.0);
+    if (!root.contains("layers") || !root["layers"].is_array()) return input_error(src, "/layers", "expected an array");
+    for (size_t i = 0; i < root["layers"].size(); ++i) {
+      const Json& lj = root["layers"][i];
+      LayerReplay L;
+      L.step = lj.at("step").get<int>();
+      L.layer = lj.at("layer").get<int>();
+      L.repeat = lj.value("repeat", int64_t{1});
+      L.makespan_s = lj.at("makespan_s").get<double>();
+      if (lj.contains("makespan_samples_s")) L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
+      for (const Json& aj : lj.at("activities")) {
+        sim::ActivityResult a;
+        a.id = aj.at("id").get<std::string>();
+        a.is_transfer = aj.value("is_transfer", true);
+        a.where = aj.value("where", "");
+        a.lane = aj.value("lane", "");
+        a.start_s = aj.at("start_s").get<double>();
+        a.end_s = aj.at("end_s").get<double>();
+        a.bytes = aj.value("bytes", 0.0);
+        L.activities.push_back(std::move(a));
+      }
+      r.layers.push_back(std::move(L));
+    }
+  } catch (const Json::exception& e) {
+    return input_error(src, "", std::string("malformed trace: ") + e.what());
+  }
+  return r;
+}
+
+Result<ReplayResult> load_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_trace(ss.str(), path);
+}
+
+std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
+  // Chrome trace event format: pid = rank (the source rank of a transfer), tid = lane.
+  Json events = Json::array();
+  std::map<std::string, int> pids, tids;
+  auto pid_of = [&](const std::string& where) {
+    std::string rank = where.substr(0, where.find("->"));
+    auto [it, fresh] = pids.try_emplace(rank, static_cast<int>(pids.size()));
+    if (fresh) {
+      Json m = {{"name", "process_name"}, {"ph", "M"}, {"pid", it->second}, {"args", {{"name", rank}}}};
+      events.push_back(m);
+    }
+    return it->second;
+  };
+  auto tid_of = [&](int pid, const std::string& lane) {
+    const std::string key = std::to_string(pid) + "/" + lane;
+    auto [it, fresh] = tids.try_emplace(key, static_cast<int>(tids.size()));
+    if (fresh) {
+      Json m = {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", it->second}, {"args", {{"name", lane}}}};
+      events.push_back(m);
+    }
+    return it->second;
+  };
+  double t_base = 0;
+  for (const auto& L : r.layers) {
+    for (const auto& a : L.activities) {
+      const int pid = pid_of(a.where);
+      const int tid = tid_of(pid, a.lane);
+      Json ev = {{"name", a.id},
+                 {"cat", a.is_transfer ? "transfer" : "compute"},
+                 {"ph", "X"},
+                 {"pid", pid},
+                 {"tid", tid},
+                 {"ts", (t_base + a.start_s) * 1e6},
+                 {"dur", (a.end_s - a.start_s) * 1e6},
+                 {"args", {{"where", a.where}, {"bytes", a.bytes}, {"step", L.step}, {"layer", L.layer}}}};
+      events.push_back(std::move(ev));
+    }
+    t_base += L.makespan_s * 1.05 + 1e-5;  // small gap between layer plans
+  }
+  Json root = {{"traceEvents", events},
+               {"displayTimeUnit", "ns"},
+               {"otherData", {{"source", "sparsp replay"}, {"backend", r.backend}, {"policy", plan.policy.name()}}}};
+  return root.dump() + "\n";
+}
+
+std::string summary_json(const ReplayResult& r) {
+  Json root = Json::object();
+  root["backend"] = r.backend;
+  root["device"] = r.device_description;
+  root["devices"] = r.devices;
+  root["warmup"] = r.warmup;
+  root["iterations"] = r.iterations;
+  root["bytes_moved"] = r.bytes_moved;
+  root["bytes_verified"] = r.bytes_verified;
+  root["blocks_verified"] = r.blocks_verified;
+  root["total_s"] = r.total_s;
+  Json layers = Json::array();
+  for (const auto& L : r.layers)
+    layers.push_back({{"step", L.step}, {"layer", L.layer}, {"repeat", L.repeat}, {"makespan_s", L.makespan_s}});
+  root["layers"] = std::move(layers);
+  return root.dump(1) + "\n";
+}
+
+}  // namespace sparsp::replay

@@ -1,0 +1,193 @@
+// validate: re-simulate every layer plan and compare with a replay trace; and the latency /
+// bandwidth least-squares fit used by calibrate.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <Eigen/Dense>
+#include <nlohmann/json.hpp>
+
+#include "exec_plan.hpp"
+#include "sparsp/units.hpp"
+
+namespace sparsp::replay {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+double rel_error(double simulated, double measured) {
+  return measured > 0 ? std::abs(simulated - measured) / measured : 0.0;
+}
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  // Linear interpolation between closest ranks (numpy's default).
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+}  // namespace
+
+Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
+                                const ValidateOptions& opt) {
+  Result<topology::Topology> topo = opt.topology_path.empty()
+                                        ? (plan.topology_json.empty()
+                                               ? Result<topology::Topology>(Error{"validate: the plan has no embedded topology; pass --topology", 2})
+                                               : topology::Topology::from_json_text(plan.topology_json, "plan:/topology"))
+                                        : topology::Topology::load(opt.topology_path);
+  if (!topo) return topo.error();
+  if (topo->num_gpus() < plan.gpus)
+    return Error{"validate: topology " + topo->name() + " has " + std::to_string(topo->num_gpus()) +
+                     " GPUs; the plan needs " + std::to_string(plan.gpus),
+                 2};
+  if (trace.layers.size() > plan.layers.size())
+    return Error{"validate: the trace has " + std::to_string(trace.layers.size()) + " layer plans, the plan only " +
+                     std::to_string(plan.layers.size()),
+                 2};
+  ValidateReport rep;
+  rep.topology_name = topo->name();
+  std::vector<double> errs;
+  std::vector<TransferError> all;
+  std::vector<double> mk_errs;
+  for (size_t li = 0; li < trace.layers.size(); ++li) {
+    const plan::LayerPlan& L = plan.layers[li];
+    const LayerReplay& R = trace.layers[li];
+    if (R.step != L.step || R.layer != L.layer)
+      return Error{"validate: trace layer plan " + std::to_string(li) + " is (step " + std::to_string(R.step) +
+                       ", layer " + std::to_string(R.layer) + "), the plan's is (step " + std::to_string(L.step) +
+                       ", layer " + std::to_string(L.layer) + ")",
+                   2};
+    auto sim = sim::simulate(*topo, L.work, opt.sim);
+    if (!sim) return sim.error();
+    std::map<std::string, const sim::ActivityResult*> simulated;
+    for (const auto& a : sim->activities) simulated[a.id] = &a;
+    double staged_best = 0;
+    for (const auto& m : R.activities) {
+      auto it = simulated.find(m.id);
+      if (it == simulated.end())
+        return Error{"validate: trace activity \"" + m.id + "\" is not in the plan (layer plan " + std::to_string(li) + ")", 2};
+      if (!m.is_transfer) continue;
+      const double md = m.end_s - m.start_s;
+      const double sd = it->second->end_s - it->second->start_s;
+      if (md <= 0) continue;
+      TransferError te{static_cast<int>(li), m.id, md, sd, rel_error(sd, md)};
+      errs.push_back(te.error);
+      all.push_back(te);
+      for (const auto& t : L.work.transfers)
+        if (t.id == m.id && t.route == topology::RouteMode::host_staged && m.bytes > 0)
+          staged_best = std::max(staged_best, m.bytes / md);
+    }
+    rep.host_staged_achieved_Bps = std::max(rep.host_staged_achieved_Bps, staged_best);
+    LayerError le{L.step, L.layer, R.makespan_s, sim->makespan_s, rel_error(sim->makespan_s, R.makespan_s)};
+    mk_errs.push_back(le.error);
+    rep.layers.push_back(le);
+  }
+  rep.transfers = static_cast<int>(errs.size());
+  if (!errs.empty()) {
+    double sum = 0;
+    for (double e : errs) sum += e;
+    rep.mape = sum / static_cast<double>(errs.size());
+    rep.p50 = quantile(errs, 0.5);
+    rep.p90 = quantile(errs, 0.9);
+    rep.max_error = *std::max_element(errs.begin(), errs.end());
+  }
+  if (!mk_errs.empty()) {
+    double sum = 0;
+    for (double e : mk_errs) sum += e;
+    rep.makespan_mape = sum / static_cast<double>(mk_errs.size());
+    rep.makespan_max_error = *std::max_element(mk_errs.begin(), mk_errs.end());
+  }
+  std::stable_sort(all.begin(), all.end(), [](const TransferError& a, const TransferError& b) { return a.error > b.error; });
+  if (static_cast<int>(all.size()) > opt.top_outliers) all.resize(static_cast<size_t>(std::max(0, opt.top_outliers)));
+  rep.outliers = std::move(all);
+  return rep;
+}
+
+std::string validate_json(const ValidateReport& r) {
+  Json root = Json::object();
+  root["topology"] = r.topology_name;
+  root["transfers"] = r.transfers;
+  root["mape"] = r.mape;
+  root["p50"] = r.p50;
+  root["p90"] = r.p90;
+  root["max_error"] = r.max_error;
+  root["makespan_mape"] = r.makespan_mape;
+  root["makespan_max_error"] = r.makespan_max_error;
+  root["host_staged_achieved_GBps"] = units::Bps_to_GBps(r.host_staged_achieved_Bps);
+  Json layers = Json::array();
+  for (const auto& l : r.layers)
+    layers.push_back({{"step", l.step}, {"layer", l.layer}, {"measured_s", l.measured_s},
+                      {"simulated_s", l.simulated_s}, {"error", l.error}});
+  root["layers"] = std::move(layers);
+  Json outl = Json::array();
+  for (const auto& o : r.outliers)
+    outl.push_back({{"layer_index", o.layer_index}, {"id", o.id}, {"measured_s", o.measured_s},
+                    {"simulated_s", o.simulated_s}, {"error", o.error}});
+  root["outliers"] = std::move(outl);
+  return root.dump(1) + "\n";
+}
+
+std::string validate_table(const ValidateReport& r) {
+  std::ostringstream os;
+  char buf[256];
+  os << "topology " << r.topology_name << ", " << r.transfers << " transfers\n";
+  std::snprintf(buf, sizeof buf, "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
+                100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%\n", 100 * r.makespan_mape,
+                100 * r.makespan_max_error);
+  os << buf;
+  if (r.host_staged_achieved_Bps > 0) {
+    std::snprintf(buf, sizeof buf, "best host-staged transfer: %.2f GB/s\n", units::Bps_to_GBps(r.host_staged_achieved_Bps));
+    os << buf;
+  }
+  os << "\n  step layer   measured_ms  simulated_ms   error\n";
+  for (const auto& l : r.layers) {
+    std::snprintf(buf, sizeof buf, "  %4d %5d  %12.4f  %12.4f  %6.2f%%\n", l.step, l.layer, units::s_to_ms(l.measured_s),
+                  units::s_to_ms(l.simulated_s), 100 * l.error);
+    os << buf;
+  }
+  if (!r.outliers.empty()) {
+    os << "\n  largest transfer errors:\n";
+    for (const auto& o : r.outliers) {
+      std::snprintf(buf, sizeof buf, "  [%d] %-28s measured %10.4f ms  simulated %10.4f ms  %6.2f%%\n", o.layer_index,
+                    o.id.c_str(), units::s_to_ms(o.measured_s), units::s_to_ms(o.simulated_s), 100 * o.error);
+      os << buf;
+    }
+  }
+  return os.str();
+}
+
+PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>& x,
+                              const std::vector<double>& t) {
+  PathFit f;
+  f.name = name;
+  f.sizes_bytes = x;
+  f.times_s = t;
+  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
+  if (n < 2) return f;
+  // Weighted least squares: minimise sum ((a + b x_i - t_i) / t_i)^2, i.e. relative error, so
+  // small sizes (latency) and large sizes (bandwidth) both count.
+  Eigen::MatrixXd A(n, 2);
+  Eigen::VectorXd y(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double w = t[i] > 0 ? 1.0 / t[i] : 1.0;
+    A(i, 0) = w;
+    A(i, 1) = w * x[i];
+    y(i) = w * t[i];
+  }
+  const Eigen::Vector2d ab = A.colPivHouseholderQr().solve(y);
+  f.latency_s = std::max(0.0, ab(0));
+  f.bandwidth_Bps = ab(1) > 0 ? 1.0 / ab(1) : 0.0;
+  return f;
+}
+
+#ifndef SPARSP_HAVE_CUDA
+Result<CalibrateResult> calibrate(const CalibrateOptions& /*options*/) {
+  return Error{"calibrate: this build has no CUDA backend (built without a CUDA compiler)", 1};
+}
+#endif
+
+}  // namespace sparsp::replay

@@ -1,0 +1,249 @@
+// simulate(): validates a Workload against a Topology and compiles it into the engine's Problem
+// (engine.hpp); maps the Outcome back to ids and names.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "engine.hpp"
+#include "sparsp/sim.hpp"
+
+namespace sparsp::sim {
+namespace {
+
+/// "gpuN" -> N, "hostK" -> K (kind 'g' / 'h'); false if malformed.
+bool parse_endpoint(const std::string& s, char& kind, int& index) {
+  std::string digits;
+  if (s.rfind("gpu", 0) == 0) {
+    kind = 'g';
+    digits = s.substr(3);
+  } else if (s.rfind("host", 0) == 0) {
+    kind = 'h';
+    digits = s.substr(4);
+  } else {
+    return false;
+  }
+  if (digits.empty() || digits.size() > 6) return false;
+  if (digits.size() > 1 && digits[0] == '0') return false;
+  for (char c : digits)
+    if (c < '0' || c > '9') return false;
+  index = std::stoi(digits);
+  return true;
+}
+
+std::string ptr(const char* array, size_t i, const char* field) {
+  return std::string("/") + array + "/" + std::to_string(i) + (field[0] ? "/" : "") + field;
+}
+
+bool bad_number(double x) { return !std::isfinite(x) || x < 0; }
+
+}  // namespace
+
+Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
+                           const SimOptions& options) {
+  const std::string& file = work.source;
+  const int ngpu = topo.num_gpus();
+  const int nhost = static_cast<int>(topo.host_endpoints().size());
+  const size_t nt = work.transfers.size(), nc = work.compute.size();
+  Problem p;
+  for (const auto& r : topo.resources()) p.capacity_Bps.push_back(r.capacity_Bps);
+  for (int g = 0; g < ngpu; ++g) {
+    const auto& spec = topo.gpu(g);
+    p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)});
+  }
+  // Ids.
+  std::map<std::string, int> index;
+  auto add_id = [&](const std::string& id, const std::string& place) -> Status {
+    if (id.empty()) return input_error(file, place, "empty id");
+    if (!index.emplace(id, static_cast<int>(index.size())).second)
+      return input_error(file, place, "duplicate id '" + id + "'");
+    return Ok{};
+  };
+  for (size_t i = 0; i < nt; ++i)
+    if (auto s = add_id(work.transfers[i].id, ptr("transfers", i, "id")); !s) return s.error();
+  for (size_t i = 0; i < nc; ++i)
+    if (auto s = add_id(work.compute[i].id, ptr("compute", i, "id")); !s) return s.error();
+  std::map<std::string, int> streams;
+  auto stream_id = [&](const std::string& name) {
+    if (name.empty()) return -1;
+    return streams.emplace(name, static_cast<int>(streams.size())).first->second;
+  };
+  auto resolve_deps = [&](const std::vector<std::string>& after, const char* array, size_t i,
+                          std::vector<int>& deps) -> Status {
+    for (size_t j = 0; j < after.size(); ++j) {
+      auto it = index.find(after[j]);
+      if (it == index.end())
+        return input_error(file, ptr(array, i, "after") + "/" + std::to_string(j),
+                           "dangling dependency '" + after[j] + "' (no activity has this id)");
+      deps.push_back(it->second);
+    }
+    return Ok{};
+  };
+  std::map<std::tuple<std::string, std::string, int>, topology::Route> routes;
+  std::vector<int> owner_gpu(nt + nc, -1);
+  p.tasks.reserve(nt + nc);
+  for (size_t i = 0; i < nt; ++i) {
+    const Transfer& t = work.transfers[i];
+    Task k;
+    k.kind = Task::Kind::transfer;
+    char sk = 0, dk = 0;
+    int si = -1, di = -1;
+    if (!parse_endpoint(t.src, sk, si) || (sk == 'g' ? si >= ngpu : si >= nhost))
+      return input_error(file, ptr("transfers", i, "src"), "unknown endpoint '" + t.src + "'");
+    if (!parse_endpoint(t.dst, dk, di) || (dk == 'g' ? di >= ngpu : di >= nhost))
+      return input_error(file, ptr("transfers", i, "dst"), "unknown endpoint '" + t.dst + "'");
+    if (bad_number(t.bytes))
+      return input_error(file, ptr("transfers", i, "bytes"), "bytes must be a number >= 0");
+    if (bad_number(t.rate_cap_Bps))
+      return input_error(file, ptr("transfers", i, "rate_cap_GBps"), "rate cap must be >= 0");
+    if (bad_number(t.chunk_bytes))
+      return input_error(file, ptr("transfers", i, "chunk_bytes"), "chunk_bytes must be >= 0");
+    if (t.staging_buffers < 0)
+      return input_error(file, ptr("transfers", i, "staging_buffers"), "must be >= 0");
+    if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
+    const auto key = std::make_tuple(t.src, t.dst, static_cast<int>(t.route));
+    auto it = routes.find(key);
+    if (it == routes.end()) {
+      auto r = topo.route(t.src, t.dst, t.route);
+      if (!r)
+        return input_error(file, ptr("transfers", i, ""),
+                           "no route from " + t.src + " to " + t.dst + ": " + r.error().message);
+      it = routes.emplace(key, std::move(r).value()).first;
+    }
+    const topology::Route& route = it->second;
+    if (route.legs.empty() || route.legs.size() > 2)
+      return input_error(file, ptr("transfers", i, ""),
+                         "no route from " + t.src + " to " + t.dst + " (route has no legs)");
+    for (const auto& leg : route.legs) {
+      NetLeg nl;
+      nl.latency_s = leg.latency_s;
+      for (const auto& u : leg.uses) nl.uses.push_back(lmm::Use{u.resource, u.coefficient});
+      k.legs.push_back(std::move(nl));
+    }
+    k.bytes = t.bytes;
+    k.cap_Bps = t.rate_cap_Bps;
+    if (route.legs.size() == 2) {
+      k.chunk_bytes = t.chunk_bytes > 0 ? t.chunk_bytes : options.default_chunk_bytes;
+      k.buffers = t.staging_buffers > 0 ? t.staging_buffers : options.default_staging_buffers;
+    } else {
+      k.chunk_bytes = t.chunk_bytes;
+      k.buffers = 1;
+    }
+    k.launch_s = options.launch_overhead_s;
+    const int src_gpu = sk == 'g' ? si : -1, dst_gpu = dk == 'g' ? di : -1;
+    owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;
+    switch (t.engine) {
+      case Engine::ce:
+        k.ce_gpu = owner_gpu[i];
+        k.copy_engine = t.copy_engine;
+        if (k.ce_gpu >= 0 && t.copy_engine >= p.gpus[k.ce_gpu].copy_engines)
+          return input_error(file, ptr("transfers", i, "copy_engine"),
+                             "copy engine " + std::to_string(t.copy_engine) + " but " + t.src +
+                                 " has " + std::to_string(p.gpus[k.ce_gpu].copy_engines));
+        break;
+      case Engine::sm:
+        k.sm_gpus[0] = src_gpu;
+        k.sm_gpus[1] = dst_gpu == src_gpu ? -1 : dst_gpu;
+        k.comm_sms = t.comm_sms;
+        break;
+      case Engine::host:
+        break;
+    }
+    if (auto s = resolve_deps(t.after, "transfers", i, k.deps); !s) return s.error();
+    k.stream = stream_id(t.stream);
+    p.tasks.push_back(std::move(k));
+  }
+  for (size_t i = 0; i < nc; ++i) {
+    const ComputeTask& c = work.compute[i];
+    Task k;
+    k.kind = Task::Kind::compute;
+    char gk = 0;
+    int gi = -1;
+    if (!parse_endpoint(c.gpu, gk, gi) || gk != 'g' || gi >= ngpu)
+      return input_error(file, ptr("compute", i, "gpu"), "unknown GPU '" + c.gpu + "'");
+    if (bad_number(c.duration_s))
+      return input_error(file, ptr("compute", i, "duration_s"), "duration must be >= 0");
+    if (bad_number(c.flops)) return input_error(file, ptr("compute", i, "flops"), "must be >= 0");
+    k.gpu = gi;
+    if (c.duration_s > 0 || c.flops == 0) {
+      k.work_s = c.duration_s;
+    } else {
+      const double rate = topo.gpu(gi).peak_bf16_flops * options.compute_efficiency;
+      if (!(rate > 0))
+        return input_error(file, ptr("compute", i, "flops"),
+                           "flops given but " + c.gpu + " has no peak FLOP/s in the topology");
+      k.work_s = c.flops / rate;
+    }
+    if (auto s = resolve_deps(c.after, "compute", i, k.deps); !s) return s.error();
+    k.stream = stream_id(c.stream);
+    owner_gpu[nt + i] = gi;
+    p.tasks.push_back(std::move(k));
+  }
+  std::vector<int> cycle;
+  if (const int at = find_cycle(p, &cycle); at >= 0) {
+    auto id_of = [&](int x) {
+      return x < static_cast<int>(nt) ? work.transfers[x].id : work.compute[x - nt].id;
+    };
+    std::string chain;
+    for (auto it = cycle.rbegin(); it != cycle.rend(); ++it) chain += id_of(*it) + " -> ";
+    chain += id_of(cycle.back());
+    const std::string place = at < static_cast<int>(nt) ? ptr("transfers", at, "after")
+                                                        : ptr("compute", at - nt, "after");
+    return input_error(file, place,
+                       "dependency cycle (each waits for the next, through after or stream order): " +
+                           chain);
+  }
+
+  const Outcome o = run(p, options.record_resource_timeline);
+
+  SimResult r;
+  r.makespan_s = o.makespan_s;
+  r.events = o.events;
+  r.activities.reserve(nt + nc);
+  std::vector<std::string> stream_names(streams.size());
+  for (const auto& [name, id] : streams) stream_names[id] = name;
+  for (size_t i = 0; i < nt + nc; ++i) {
+    ActivityResult a;
+    const TaskOutcome& to = o.tasks[i];
+    a.start_s = to.start_s;
+    a.end_s = to.end_s;
+    a.gpu = owner_gpu[i];
+    if (i < nt) {
+      const Transfer& t = work.transfers[i];
+      a.id = t.id;
+      a.is_transfer = true;
+      a.where = t.src + "->" + t.dst;
+      a.bytes = t.bytes;
+      if (to.copy_engine >= 0)
+        a.lane = "ce" + std::to_string(to.copy_engine);
+      else if (!t.stream.empty())
+        a.lane = t.stream;
+      else
+        a.lane = t.engine == Engine::sm ? "sm" : "host";
+    } else {
+      const ComputeTask& c = work.compute[i - nt];
+      a.id = c.id;
+      a.is_transfer = false;
+      a.where = c.gpu;
+      a.lane = c.stream.empty() ? "compute" : c.stream;
+    }
+    r.activities.push_back(std::move(a));
+  }
+  const auto& res = topo.resources();
+  r.resources.reserve(res.size());
+  for (size_t i = 0; i < res.size(); ++i) {
+    ResourceStats s;
+    s.name = res[i].name;
+    s.capacity_Bps = res[i].capacity_Bps;
+    s.bytes = o.bytes[i];
+    s.busy_s = o.busy_s[i];
+    s.peak_utilization = res[i].capacity_Bps > 0 ? o.peak_load[i] / res[i].capacity_Bps : 0;
+    if (options.record_resource_timeline) s.timeline = o.timeline[i];
+    r.resources.push_back(std::move(s));
+  }
+  for (int x : o.critical_path) r.critical_path.push_back(r.activities[x].id);
+  return r;
+}
+
+}  // namespace sparsp::sim

@@ -1,0 +1,10 @@
+#pragma once
+// Private helpers shared by the study sources.
+#include <string>
+
+#include "sparsp/plan.hpp"
+
+namespace sparsp::sim {
+/// "placement/scheme/runtime[:k=v,...]" (parameters in key order).
+std::string policy_label(const plan::PolicySpec& p);
+}  // namespace sparsp::sim

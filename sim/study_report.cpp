@@ -1,0 +1,196 @@
+// Study output: text table, JSON and CSV; and re-timing of a plan.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sparsp/study.hpp"
+#include "sparsp/units.hpp"
+#include "study_internal.hpp"
+
+namespace sparsp::sim {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string bytes_str(double b) {
+  if (b >= units::kGB) return fmt("%.2f GB", b / units::kGB);
+  if (b >= units::kMB) return fmt("%.1f MB", b / units::kMB);
+  if (b >= units::kKB) return fmt("%.1f kB", b / units::kKB);
+  return fmt("%.0f B", b);
+}
+
+// Rounds to 9 significant digits so that JSON output does not depend on the last bits of a sum.
+double r9(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return std::strtod(buf, nullptr);
+}
+
+}  // namespace
+
+std::string format_table(const StudyResult& r) {
+  std::ostringstream out;
+  out << "model " << r.model << ", pattern " << r.pattern << ", " << r.gpus << " GPUs"
+      << (r.dynamic ? " (dynamic)" : "") << "; baseline " << r.baseline << "\n";
+  out << "volume and control: bytes between GPUs per denoising step (all layers); attn: attention "
+         "phase per layer; LB: its lower bound\n";
+  std::string topo;
+  const char* hdr =
+      "%-52s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
+  for (const auto& p : r.policies) {
+    if (p.topology != topo) {
+      topo = p.topology;
+      out << "\n== " << topo << "\n";
+      char buf[512];
+      std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer",
+                    "step", "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer",
+                    "sim/LB");
+      out << buf;
+    }
+    char buf[512];
+    const std::string busiest =
+        p.busiest_link.empty() ? "-" : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
+    std::snprintf(buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
+                  fmt("%.1f%%", 100 * p.volume_vs_baseline).c_str(), bytes_str(p.control_bytes).c_str(),
+                  fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
+                  fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
+                  fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
+                  fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
+                  fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
+                  fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
+    out << buf;
+  }
+  return out.str();
+}
+
+std::string to_json(const StudyResult& r) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["name"] = r.name;
+  j["model"] = r.model;
+  j["pattern"] = r.pattern;
+  j["gpus"] = r.gpus;
+  j["dynamic"] = r.dynamic;
+  j["baseline"] = r.baseline;
+  auto& arr = j["policies"] = nlohmann::ordered_json::array();
+  for (const auto& p : r.policies) {
+    nlohmann::ordered_json o;
+    o["topology"] = p.topology;
+    o["name"] = policy_label(p.policy);
+    o["placement"] = p.policy.placement;
+    o["scheme"] = p.policy.scheme;
+    o["runtime"] = p.policy.runtime;
+    nlohmann::ordered_json params = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : p.policy.params) params[k] = v;
+    o["params"] = params;
+    o["volume_bytes"] = r9(p.volume_bytes);
+    o["control_bytes"] = r9(p.control_bytes);
+    o["volume_vs_baseline"] = r9(p.volume_vs_baseline);
+    o["attention_time_s"] = r9(p.attention_time_s);
+    o["other_time_s"] = r9(p.other_time_s);
+    o["step_time_s"] = r9(p.step_time_s);
+    o["e2e_time_s"] = r9(p.e2e_time_s);
+    o["lower_bound_s"] = r9(p.lower_bound_s);
+    o["lower_bound_binding"] = p.lower_bound_binding;
+    o["speedup"] = r9(p.speedup);
+    o["attention_speedup"] = r9(p.attention_speedup);
+    o["compute_imbalance"] = r9(p.compute_imbalance);
+    o["busiest_link"] = p.busiest_link;
+    o["busiest_utilization"] = r9(p.busiest_utilization);
+    o["units"] = p.units;
+    o["simulated"] = p.simulated;
+    arr.push_back(std::move(o));
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string to_csv(const StudyResult& r) {
+  std::ostringstream out;
+  out << "topology,policy,placement,scheme,runtime,volume_bytes,control_bytes,volume_vs_baseline,"
+         "attention_time_s,step_time_s,e2e_time_s,speedup,attention_speedup,compute_imbalance,"
+         "busiest_link,busiest_utilization,lower_bound_s\n";
+  for (const auto& p : r.policies) {
+    out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
+        << p.policy.scheme << "," << p.policy.runtime;
+    for (double v : {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s,
+                     p.step_time_s, p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
+      out << "," << fmt("%.9g", v);
+    out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
+        << fmt("%.9g", p.lower_bound_s) << "\n";
+  }
+  return out.str();
+}
+
+Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options) {
+  auto topo = topology::Topology::from_json_text(pl.topology_json, "<plan topology>");
+  if (!topo) return topo.error();
+  StudyResult out;
+  out.model = pl.model;
+  out.pattern = pl.pattern;
+  out.gpus = pl.gpus;
+  out.baseline = policy_label(pl.policy);
+  PolicyResult r;
+  r.topology = topo->name();
+  r.policy = pl.policy;
+  double att = 0, lb = 0, vol = 0, units_n = 0;
+  std::map<std::string, int64_t> binding;
+  std::vector<double> res_bytes;
+  for (const auto& lp : pl.layers) {
+    auto res = simulate(*topo, lp.work, options);
+    if (!res) return res.error();
+    auto b = lower_bound(*topo, lp.work);
+    if (!b) return b.error();
+    const double rep = static_cast<double>(lp.repeat);
+    att += rep * res->makespan_s;
+    lb += rep * b->bound_s;
+    binding[b->binding] += lp.repeat;
+    for (const auto& t : lp.work.transfers)   // deliveries to GPUs; discovery traffic apart
+      if (t.dst.rfind("gpu", 0) == 0 && t.id.find(".summary.") == std::string::npos &&
+          t.id.find(".index.") == std::string::npos)
+        vol += rep * t.bytes;
+    res_bytes.resize(res->resources.size(), 0.0);
+    for (size_t i = 0; i < res->resources.size(); ++i) res_bytes[i] += rep * res->resources[i].bytes;
+    units_n += rep;
+    r.simulated++;
+  }
+  const double u = std::max(1.0, units_n);
+  r.units = static_cast<int64_t>(units_n);
+  r.attention_time_s = att / u;
+  r.lower_bound_s = lb / u;
+  int64_t best = -1;
+  for (const auto& [k, c] : binding)
+    if (c > best) {
+      best = c;
+      r.lower_bound_binding = k;
+    }
+  // Per-step figures from the model preset named in the plan (layers, steps); attention phase
+  // only (the plan holds no other work). Without a known model: the plan's total.
+  auto model = patterns::load_model(pl.model);
+  const double layers = model ? model->layers : u;
+  const double steps = model ? model->steps : 1;
+  r.volume_bytes = vol / u * layers;
+  r.step_time_s = r.attention_time_s * layers;
+  r.e2e_time_s = r.step_time_s * steps;
+  const auto& resources = topo->resources();
+  for (size_t i = 0; i < res_bytes.size() && i < resources.size(); ++i) {
+    if (resources[i].capacity_Bps <= 0 || att <= 0) continue;
+    const double util = res_bytes[i] / resources[i].capacity_Bps / att;
+    if (util > r.busiest_utilization) {
+      r.busiest_utilization = util;
+      r.busiest_link = resources[i].name;
+    }
+  }
+  out.policies.push_back(std::move(r));
+  return out;
+}
+
+}  // namespace sparsp::sim

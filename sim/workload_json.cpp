@@ -1,0 +1,174 @@
+// Workload JSON reader (schema in sim/README.md). Strict: unknown fields are errors, so typos
+// never pass silently. Errors: "<file>:<JSON pointer>: <what>" or "<file>:<line>: <what>".
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "sparsp/sim.hpp"
+#include "sparsp/units.hpp"
+
+namespace sparsp::sim {
+namespace {
+
+using json = nlohmann::json;
+
+struct Reader {
+  const std::string& file;
+  Error err;
+  bool failed = false;
+
+  bool fail(const std::string& place, const std::string& what) {
+    if (!failed) err = input_error(file, place, what);
+    failed = true;
+    return false;
+  }
+  bool check_keys(const json& obj, const std::string& place, const std::set<std::string>& allowed) {
+    if (!obj.is_object()) return fail(place, "expected an object");
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (!allowed.count(it.key())) return fail(place + "/" + it.key(), "unknown field '" + it.key() + "'");
+    return true;
+  }
+  bool string_field(const json& obj, const std::string& place, const char* key, std::string& out,
+                    bool required) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? fail(place, std::string("missing field '") + key + "'") : true;
+    if (!it->is_string()) return fail(place + "/" + key, "expected a string");
+    out = it->get<std::string>();
+    return true;
+  }
+  bool number_field(const json& obj, const std::string& place, const char* key, double& out,
+                    bool required, double scale = 1.0) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? fail(place, std::string("missing field '") + key + "'") : true;
+    if (!it->is_number()) return fail(place + "/" + key, "expected a number");
+    const double x = it->get<double>();
+    if (!(x >= 0) || !std::isfinite(x)) return fail(place + "/" + key, "expected a number >= 0, got " + it->dump());
+    out = x * scale;
+    return true;
+  }
+  bool int_field(const json& obj, const std::string& place, const char* key, int& out, int min) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return true;
+    if (!it->is_number_integer()) return fail(place + "/" + key, "expected an integer");
+    const auto x = it->get<int64_t>();
+    if (x < min || x > 1000000)
+      return fail(place + "/" + key, "expected an integer >= " + std::to_string(min) + ", got " + it->dump());
+    out = static_cast<int>(x);
+    return true;
+  }
+  bool after_field(const json& obj, const std::string& place, std::vector<std::string>& out) {
+    auto it = obj.find("after");
+    if (it == obj.end()) return true;
+    if (!it->is_array()) return fail(place + "/after", "expected an array of ids");
+    for (size_t j = 0; j < it->size(); ++j) {
+      if (!(*it)[j].is_string()) return fail(place + "/after/" + std::to_string(j), "expected an id string");
+      out.push_back((*it)[j].get<std::string>());
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+Result<Workload> parse_workload(const std::string& text, const std::string& source_name) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // Byte offset -> line number.
+    const size_t upto = std::min<size_t>(e.byte, text.size());
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(upto), '\n');
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    return input_error(source_name, std::to_string(line), "invalid JSON: " + what);
+  }
+  Reader rd{source_name, {}, false};
+  Workload w;
+  w.source = source_name;
+  if (!rd.check_keys(doc, "", {"schema_version", "transfers", "compute", "comment"})) return rd.err;
+  auto sv = doc.find("schema_version");
+  if (sv == doc.end()) return input_error(source_name, "/schema_version", "missing (expected 1)");
+  if (!sv->is_number_integer() || sv->get<int64_t>() != 1)
+    return input_error(source_name, "/schema_version", "expected 1, got " + sv->dump());
+  if (auto ts = doc.find("transfers"); ts != doc.end()) {
+    if (!ts->is_array()) return input_error(source_name, "/transfers", "expected an array");
+    for (size_t i = 0; i < ts->size(); ++i) {
+      const json& o = (*ts)[i];
+      const std::string place = "/transfers/" + std::to_string(i);
+      Transfer t;
+      double cap_GBps = 0;
+      std::string engine = "ce", route = "auto";
+      const bool ok =
+          rd.check_keys(o, place,
+                        {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
+                         "rate_cap_GBps", "chunk_bytes", "staging_buffers", "comm_sms",
+                         "copy_engine", "layer", "kv_blocks", "comment"}) &&
+          rd.string_field(o, place, "id", t.id, true) && rd.string_field(o, place, "src", t.src, true) &&
+          rd.string_field(o, place, "dst", t.dst, true) &&
+          rd.number_field(o, place, "bytes", t.bytes, true) && rd.after_field(o, place, t.after) &&
+          rd.string_field(o, place, "engine", engine, false) &&
+          rd.string_field(o, place, "stream", t.stream, false) &&
+          rd.string_field(o, place, "route", route, false) &&
+          rd.number_field(o, place, "rate_cap_GBps", cap_GBps, false) &&
+          rd.number_field(o, place, "chunk_bytes", t.chunk_bytes, false) &&
+          rd.int_field(o, place, "staging_buffers", t.staging_buffers, 1) &&
+          rd.int_field(o, place, "comm_sms", t.comm_sms, 0) &&
+          rd.int_field(o, place, "copy_engine", t.copy_engine, 0) &&
+          rd.int_field(o, place, "layer", t.layer, -1);
+      if (!ok) return rd.err;
+      t.rate_cap_Bps = units::GBps_to_Bps(cap_GBps);
+      if (engine == "ce") t.engine = Engine::ce;
+      else if (engine == "sm") t.engine = Engine::sm;
+      else if (engine == "host") t.engine = Engine::host;
+      else return input_error(source_name, place + "/engine", "expected \"ce\", \"sm\" or \"host\", got \"" + engine + "\"");
+      if (route == "auto") t.route = topology::RouteMode::automatic;
+      else if (route == "p2p") t.route = topology::RouteMode::p2p;
+      else if (route == "host_staged") t.route = topology::RouteMode::host_staged;
+      else return input_error(source_name, place + "/route", "expected \"auto\", \"p2p\" or \"host_staged\", got \"" + route + "\"");
+      if (auto kv = o.find("kv_blocks"); kv != o.end()) {
+        if (!kv->is_array()) return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
+        for (size_t j = 0; j < kv->size(); ++j) {
+          if (!(*kv)[j].is_number_integer())
+            return input_error(source_name, place + "/kv_blocks/" + std::to_string(j), "expected an integer");
+          t.kv_blocks.push_back(static_cast<int32_t>((*kv)[j].get<int64_t>()));
+        }
+      }
+      w.transfers.push_back(std::move(t));
+    }
+  }
+  if (auto cs = doc.find("compute"); cs != doc.end()) {
+    if (!cs->is_array()) return input_error(source_name, "/compute", "expected an array");
+    for (size_t i = 0; i < cs->size(); ++i) {
+      const json& o = (*cs)[i];
+      const std::string place = "/compute/" + std::to_string(i);
+      ComputeTask c;
+      const bool ok =
+          rd.check_keys(o, place, {"id", "gpu", "duration_s", "flops", "after", "stream", "layer", "comment"}) &&
+          rd.string_field(o, place, "id", c.id, true) && rd.string_field(o, place, "gpu", c.gpu, true) &&
+          rd.number_field(o, place, "duration_s", c.duration_s, false) &&
+          rd.number_field(o, place, "flops", c.flops, false) && rd.after_field(o, place, c.after) &&
+          rd.string_field(o, place, "stream", c.stream, false) &&
+          rd.int_field(o, place, "layer", c.layer, -1);
+      if (!ok) return rd.err;
+      if (!o.contains("duration_s") && !o.contains("flops"))
+        return input_error(source_name, place, "needs 'duration_s' or 'flops'");
+      if (o.contains("duration_s") && o.contains("flops"))
+        return input_error(source_name, place, "give 'duration_s' or 'flops', not both");
+      w.compute.push_back(std::move(c));
+    }
+  }
+  return w;
+}
+
+Result<Workload> load_workload(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open workload file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_workload(ss.str(), path);
+}
+
+}  // namespace sparsp::sim
