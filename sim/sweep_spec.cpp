@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sparsp/policy.hpp"
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
@@ -34,13 +35,16 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
        "topology template: GPUs per PCIe switch"},
       {"pcie_gen", "/topologies/0/template/pcie_gen", "topology template: PCIe generation 1..6"},
       {"pcie_width", "/topologies/0/template/pcie_width", "topology template: lanes per link"},
+      {"uplink_gen", "/topologies/0/template/uplink_gen", "topology template: switch uplink gen"},
+      {"uplink_width", "/topologies/0/template/uplink_width",
+       "topology template: switch uplink lanes"},
       {"p2p", "/topologies/0/template/p2p", "topology template: peer-to-peer allowed"},
       {"acs", "/topologies/0/template/acs_redirect", "topology template: ACS redirect on"},
       {"gpu_model", "/topologies/0/template/gpu_model", "topology template: GPU model"},
       {"model", "/model", "model preset name or file"},
       {"pattern", "/pattern", "pattern object (generator + parameters)"},
       {"pattern_kind", "/pattern/kind", "pattern generator (sta, radial, topk, random, ...)"},
-      {"block", "/pattern/block_tokens", "block size in tokens"},
+      {"block", "/pattern/block", "block size in tokens"},
       {"window", "/pattern/window", "STA window (t, h, w) in tiles"},
       {"tile", "/pattern/tile", "tile shape (t, h, w)"},
       {"density", "/pattern/density", "random/topk: fraction of KV blocks kept"},
@@ -49,8 +53,8 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
       {"threshold", "/pattern/threshold", "cdf: softmax mass kept"},
       {"decay", "/pattern/decay", "radial: band decay factor"},
       {"seed", "/pattern/seed", "pattern RNG seed"},
-      {"gpus", "/num_gpus", "sequence-parallel degree (the first N GPUs)"},
-      {"gpu_list", "/gpus", "GPU indices of the group"},
+      {"pattern_file", "/pattern/file", "recorded mask file"},
+      {"gpus", "/gpus", "sequence-parallel degree (a count: the first N GPUs) or GPU list"},
       {"granularity", "/granularity", "demand granularity: block | head_block"},
       {"steps", "/steps", "selected denoising steps"},
       {"layers", "/layers", "selected layers"},
@@ -68,7 +72,10 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
       {"ulysses_degree", "/policies/0/params/ulysses_degree", "usp: Ulysses degree"},
       {"comm_sms", "/policies/0/params/comm_sms", "sm_overlap: SMs of the comm kernels"},
       {"skip_empty", "/policies/0/params/skip_empty", "ring: skip GPUs needing nothing (0/1)"},
-      {"attention_efficiency", "/attention_efficiency", "fraction of peak FLOP/s in attention"},
+      {"host_staged", "/policies/0/params/host_staged", "force host-staged transfers (0/1)"},
+      {"attention_efficiency", "/compute/attention_efficiency",
+       "fraction of peak bf16 FLOP/s reached by attention"},
+      {"gemm_efficiency", "/compute/gemm_efficiency", "fraction of peak reached by GEMMs"},
   };
   return kAliases;
 }
@@ -171,21 +178,44 @@ void inline_references(json& base, const std::string& pointer, const std::string
     tokens.insert(tokens.begin(), rest.back());
     rest.pop_back();
   }
+  // The study may name its one topology as "topology": the aliases address "/topologies/N".
+  if (!tokens.empty() && tokens[0] == "topologies" && base.is_object() &&
+      !base.contains("topologies") && base.contains("topology")) {
+    json t = base["topology"];
+    base.erase("topology");
+    base["topologies"] = t.is_array() ? t : json::array({t});
+  }
   json* node = &base;
-  for (const std::string& tok : tokens) {
-    if (node->is_string()) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& tok = tokens[i];
+    if (node->is_string() && i == 2 && tokens[0] == "policies") {
+      // "PLACEMENT/SCHEME/RUNTIME[:k=v,...]" -> {placement, scheme, runtime, params}, the object
+      // form of a policy in a study, so its parameters can be swept.
+      auto spec = parse_policy(node->get<std::string>());
+      if (!spec) return;
+      json params = json::object();
+      for (const auto& [k, v] : spec->params) params[k] = v;
+      *node = json{{"placement", spec->placement}, {"scheme", spec->scheme},
+                   {"runtime", spec->runtime}, {"params", params}};
+    } else if (node->is_string()) {
       auto doc = referenced_document(node->get<std::string>(), base_dir);
       if (!doc) return;
       *node = std::move(*doc);
     }
     if (node->is_object()) {
-      if (!node->contains(tok)) return;
+      if (!node->contains(tok)) {
+        // A missing "params" object of a policy: create it so a parameter can be added.
+        if (tok == "params" && tokens[0] == "policies" && i == 2 && i + 2 == tokens.size())
+          (*node)["params"] = json::object();
+        else
+          return;
+      }
       node = &(*node)[tok];
     } else if (node->is_array()) {
       if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos) return;
-      const size_t i = std::stoull(tok);
-      if (i >= node->size()) return;
-      node = &(*node)[i];
+      const size_t k = std::stoull(tok);
+      if (k >= node->size()) return;
+      node = &(*node)[k];
     } else {
       return;
     }
