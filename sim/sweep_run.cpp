@@ -290,21 +290,25 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   auto fmt = output_format_for(options.output_path);
   if (!fmt) return fmt.error();
   const OutputFormat format = fmt.value();
+  // An axis named like a metric column (e.g. "topology", "policy") keeps its name; the metric
+  // column is then written as "result.<name>".
+  std::vector<std::string> columns = evaluator.columns;
   {
     std::set<std::string> names = {"point", "status", "reason"};
     for (const auto& a : spec.axes)
       if (!names.insert(a.name).second)
         return input_error(spec.source, "/axes", "axis name \"" + a.name + "\" is reserved");
-    for (const auto& c : evaluator.columns)
+    for (auto& c : columns) {
+      if (names.count(c)) c = "result." + c;
       if (!names.insert(c).second)
-        return input_error(spec.source, "/axes",
-                           "axis name \"" + c + "\" clashes with a metric column");
+        return input_error(spec.source, "/axes", "axis name \"" + c + "\" is used twice");
+    }
   }
   SweepSummary sum;
   sum.total_points = num_points(spec);
   const std::string final_path = options.output_path;
   const std::string partial_path = final_path + ".partial";
-  const std::string header = render_header(format, spec, evaluator.columns);
+  const std::string header = render_header(format, spec, columns);
   namespace fs = std::filesystem;
   std::error_code ec;
 
@@ -407,7 +411,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
       std::string block;
       const size_t nrows = item.second.skipped ? 1 : item.second.rows.size();
       for (size_t r = 0; r < nrows; ++r)
-        block += render_row(format, item.first, evaluator.columns, item.second, r) + "\n";
+        block += render_row(format, item.first, columns, item.second, r) + "\n";
       if (std::fwrite(block.data(), 1, block.size(), f) != block.size() || std::fflush(f) != 0)
         write_failed = true;
       sum.rows_written += static_cast<int64_t>(nrows);

@@ -138,7 +138,8 @@ Result<OutputFormat> output_format_for(const std::string& path);
 
 /// Runs every point and streams one row per evaluator row (one per skipped point) to the output,
 /// in point order whatever the thread timing (reorder buffer), each point's rows flushed whole.
-/// Columns: point, the axis names, status ("ok" | "skipped"), reason, the evaluator columns.
+/// Columns: point, the axis names, status ("ok" | "skipped"), reason, the evaluator columns (one
+/// named like an axis is written "result.<name>").
 ///
 /// Resumption: while running, rows go to `<output>.partial`, renamed to `<output>` when every
 /// point is written. Rerunning with the same output continues the `.partial` file: a torn last
