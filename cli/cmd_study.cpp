@@ -30,6 +30,7 @@ struct SweepArgs {
 struct TuneArgs {
   std::string config;
   std::string output;
+  std::string study_output;
   int threads = 0;
   int64_t budget = -1;
   int64_t seed = -1;
@@ -84,12 +85,17 @@ int run_tune_command(const TuneArgs& a) {
   if (a.seed >= 0) spec->seed = static_cast<uint64_t>(a.seed);
   if (a.top > 0) spec->top = a.top;
   if (!a.output.empty()) spec->output_path = a.output;
+  if (!a.study_output.empty()) spec->study_output_path = a.study_output;
   auto score = sim::study_score(spec->objective, spec->policy_pointer);
   if (!score) return report(score.error());
   auto res = sim::run_tune(*spec, *score, a.threads);
   if (!res) return report(res.error());
   if (!spec->output_path.empty()) {
     auto st = sim::write_text_atomic(spec->output_path, res->tuned_policy_json);
+    if (!st) return report(st.error());
+  }
+  if (!spec->study_output_path.empty()) {
+    auto st = sim::write_text_atomic(spec->study_output_path, res->tuned_study_json);
     if (!st) return report(st.error());
   }
   if (a.json) {
@@ -112,11 +118,14 @@ int run_tune_command(const TuneArgs& a) {
     for (size_t i = 0; i < res->ranked.size() && i < static_cast<size_t>(spec->top); ++i)
       j["top"].push_back(entry(res->ranked[i]));
     j["tuned_policy"] = nlohmann::json::parse(res->tuned_policy_json);
-    if (!spec->output_path.empty()) j["written"] = spec->output_path;
+    if (!spec->output_path.empty()) j["policy_written"] = spec->output_path;
+    if (!spec->study_output_path.empty()) j["study_written"] = spec->study_output_path;
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::format_tune_report(*spec, *res);
     if (!spec->output_path.empty()) std::cout << "tuned policy -> " << spec->output_path << "\n";
+    if (!spec->study_output_path.empty())
+      std::cout << "tuned study -> " << spec->study_output_path << "\n";
   }
   return 0;
 }
@@ -160,6 +169,8 @@ void add_study_commands(CLI::App& app, Context& ctx) {
         ->required()
         ->check(CLI::ExistingFile);
     c->add_option("--output,-o", a->output, "tuned policy JSON (overrides the file's \"output\")");
+    c->add_option("--study-output", a->study_output,
+                  "tuned study JSON (the whole study with the best parameters)");
     c->add_option("--budget", a->budget, "maximum distinct evaluations (overrides the file)")
         ->check(CLI::PositiveNumber);
     c->add_option("--seed", a->seed, "search seed (overrides the file)")

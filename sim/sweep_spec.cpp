@@ -68,7 +68,8 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
        "balanced / dependency_aware placement: allowed load imbalance (1.03 = 3%)"},
       {"locality", "/policies/0/params/locality", "balanced placement: locality reward"},
       {"chunk_bytes", "/policies/0/params/chunk_bytes", "host-staged pipeline chunk, bytes"},
-      {"staging_buffers", "/policies/0/params/staging_buffers", "host-staged buffers in flight"},
+      {"staging_buffers", "/sim/staging_buffers", "host-staged buffers in flight (all policies)"},
+      {"sim_chunk_bytes", "/sim/chunk_bytes", "host-staged pipeline chunk, bytes (all policies)"},
       {"ulysses_degree", "/policies/0/params/ulysses_degree", "usp: Ulysses degree"},
       {"comm_sms", "/policies/0/params/comm_sms", "sm_overlap: SMs of the comm kernels"},
       {"skip_empty", "/policies/0/params/skip_empty", "ring: skip GPUs needing nothing (0/1)"},
@@ -284,6 +285,19 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
   if (values.empty()) return input_error(ctx.src, vwhere, "empty axis (no values)");
 
   inline_references(ctx.base, axis.pointer, ctx.base_dir);
+  if (!a.contains("path")) {
+    // A friendly name stands for a valid study field: create missing parent objects (e.g. /sim
+    // for staging_buffers). Raw paths are not extended, so a typo is still an error here.
+    const json::json_pointer parent_ptr = json::json_pointer(axis.pointer).parent_pointer();
+    std::vector<std::string> toks;
+    for (json::json_pointer q = parent_ptr; !q.empty(); q.pop_back()) toks.insert(toks.begin(), q.back());
+    json* node = &ctx.base;
+    for (const auto& t : toks) {
+      if (!node->is_object()) break;
+      if (!node->contains(t)) (*node)[t] = json::object();
+      node = &(*node)[t];
+    }
+  }
   // The pointer must land in the base study: its parent must exist and be a container; where the
   // study already has a value there, every axis value must be of the same JSON type.
   const json::json_pointer ptr(axis.pointer);

@@ -59,7 +59,7 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
   as_sweep["axes"] = doc["parameters"];
   as_sweep.erase("parameters");
   const std::vector<std::string> extra = {"objective", "method", "budget", "seed",
-                                          "top",       "policy", "output"};
+                                          "top",       "policy", "output", "study_output"};
   auto sp = detail::parse_sweep_object(as_sweep, source_name, base_dir, extra, true);
   if (!sp) {
     Error e = sp.error();
@@ -103,6 +103,13 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
     std::filesystem::path p(doc["output"].get<std::string>());
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
     t.output_path = p.string();
+  }
+  if (doc.contains("study_output")) {
+    if (!doc["study_output"].is_string())
+      return input_error(src, "/study_output", "expected a file path");
+    std::filesystem::path p(doc["study_output"].get<std::string>());
+    if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
+    t.study_output_path = p.string();
   }
   const json base = json::parse(t.space.base_study_json);
   if (doc.contains("policy")) {
@@ -320,6 +327,7 @@ Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int thre
 
   const json best_study = json::parse(res.best.point.study_json);
   res.tuned_policy_json = best_study.at(json::json_pointer(spec.policy_pointer)).dump(2) + "\n";
+  res.tuned_study_json = best_study.dump(2) + "\n";
   return res;
 }
 

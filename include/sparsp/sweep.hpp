@@ -176,6 +176,8 @@ struct TuneSpec {
   std::string objective = "e2e_time_s";  ///< metric minimised
   std::string policy_pointer = "/policies/0";  ///< the policy written as the tuned policy JSON
   std::string output_path;               ///< where the tuned policy JSON goes ("" = none)
+  std::string study_output_path;         ///< where the tuned study JSON goes ("" = none); use
+                                         ///< it when parameters lie outside the policy (/sim/...)
 };
 
 /// Reads a tune JSON (schema in docs/STUDIES.md). Errors as load_sweep, plus budget < 1, unknown
@@ -209,6 +211,7 @@ struct TuneResult {
   double margin = 0;                     ///< default / best - 1 (0.12 = default 12% slower)
   std::vector<TuneEntry> ranked;         ///< every valid evaluation, best first (ties by index)
   std::string tuned_policy_json;         ///< pretty JSON at policy_pointer of best's study
+  std::string tuned_study_json;          ///< best's whole study, pretty JSON
 };
 
 /// Searches the space. Exhaustive when the space fits the budget (method automatic), otherwise
