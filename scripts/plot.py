@@ -5,12 +5,16 @@
       one line per policy (or --by column) of a metric against a sweep axis
   plot.py volume  RESULTS.csv|.jsonl [--x sparsity] [--y volume_bytes] -o OUT
       communication volume (GB) against sparsity, one line per policy
+  plot.py line    RESULTS.csv|.jsonl --x AXIS --y METRIC [--facet COL] -o OUT
+      any metric against an axis, one line per policy
   plot.py bars    RESULTS.csv|.jsonl --x AXIS [--y e2e_time_s] -o OUT
       grouped bars (policies side by side) for a categorical axis
   plot.py gantt   TRACE.json [--links 4] [--layer-only] -o OUT
       Gantt chart of one simulated layer from a Chrome/Perfetto trace (`simulate --trace`):
       one lane per GPU track (compute streams, copy engines), and the busiest link counters
 
+Common options: --where COL=VALUE / COL~TEXT (repeatable row filters), --facet COL (one panel
+per value), --by COL (line grouping), --logx, --title, --ylabel.
 OUT is a path without extension: OUT.png and OUT.svg are written. Rows with status != "ok" are
 left out (and counted on stderr). Rows are grouped by `--by` (default: the first of
 policy / name / scheme present); several rows for the same (group, x) are averaged and said so.
@@ -32,6 +36,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 matplotlib.rcParams["svg.hashsalt"] = "sparsp"
 matplotlib.rcParams["svg.fonttype"] = "none"
 METADATA = {"svg": {"Date": None}, "png": {"Software": None}}
+
+
+def apply_where(rows, wheres):
+    """--where COL=VALUE (equal, as printed) or COL~TEXT (contains); all must hold."""
+    for w in wheres or []:
+        if "~" in w:
+            col, text = w.split("~", 1)
+            rows = [r for r in rows if text in label(r.get(col))]
+        elif "=" in w:
+            col, val = w.split("=", 1)
+            rows = [r for r in rows if label(r.get(col)) == val]
+        else:
+            sys.exit(f"plot: --where {w}: expected COL=VALUE or COL~TEXT")
+        if not rows:
+            sys.exit(f"plot: --where {w}: no rows left")
+    return rows
 
 
 def read_rows(path):
@@ -117,7 +137,7 @@ def save(fig, out):
 
 
 def line_plot(args, y_default, y_scale=1.0, y_label=None):
-    rows = read_rows(args.results)
+    rows = apply_where(read_rows(args.results), args.where)
     y = args.y or y_default
     by = pick_group_col(rows, args.by)
     facets = [None]
@@ -151,7 +171,7 @@ def line_plot(args, y_default, y_scale=1.0, y_label=None):
 
 
 def cmd_bars(args):
-    rows = read_rows(args.results)
+    rows = apply_where(read_rows(args.results), args.where)
     y = args.y or "e2e_time_s"
     by = pick_group_col(rows, args.by)
     data = series(rows, args.x, y, by)
@@ -197,14 +217,16 @@ def load_trace(path):
 
 
 def kind_of(track, span):
-    t = (track + " " + span.get("cat", "") + " " + span.get("name", "")).lower()
-    if "ce" in track.lower().split(".")[-1][:2] or "copy" in t or "ce" == track.lower()[:2]:
+    """Lane kind from the track (thread) name that `simulate --trace` writes: compute, ceN (copy
+    engines), sm (SM-driven communication kernels), host (host-driven copies)."""
+    t = str(track).lower()
+    if t.startswith("ce") or "copy" in t:
         return "copy engine"
-    if "host" in t or "stag" in t:
-        return "host staging"
-    if "sm" in t and "comm" in t or "nccl" in t:
-        return "comm kernel"
-    if "compute" in t or "attn" in t or "attention" in t or "mlp" in t:
+    if t.startswith("sm") or "nccl" in t:
+        return "comm kernel (SMs)"
+    if t.startswith("host") or "stag" in t:
+        return "host copy"
+    if t.startswith("compute") or span.get("cat") == "compute":
         return "compute"
     return span.get("cat") or "other"
 
@@ -221,11 +243,13 @@ def cmd_gantt(args):
     def integral(pts):
         pts = sorted(pts)
         return sum((b[0] - a[0]) * a[1] for a, b in zip(pts, pts[1:]))
-    busiest = sorted(counters.items(), key=lambda kv: (-integral(kv[1]), kv[0]))[: args.links]
+    # Directional links only (the duplex "a<->b" and host memory counters repeat them).
+    links = {k: v for k, v in counters.items() if "<->" not in k and not k.endswith(".mem")}
+    busiest = sorted(links.items(), key=lambda kv: (-integral(kv[1]), kv[0]))[: args.links]
     t0 = min(float(s["ts"]) for s in spans)
     t1 = max(float(s["ts"]) + float(s.get("dur", 0)) for s in spans)
-    colors = {"compute": "#4c72b0", "copy engine": "#dd8452", "comm kernel": "#c44e52",
-              "host staging": "#8172b3", "other": "#937860"}
+    colors = {"compute": "#4c72b0", "copy engine": "#dd8452", "comm kernel (SMs)": "#c44e52",
+              "host copy": "#8172b3", "other": "#937860"}
     n = len(tracks)
     heights = [max(2.0, 0.28 * n)] + ([1.6] if busiest else [])
     fig, axes = plt.subplots(len(heights), 1, figsize=(10, sum(heights) + 0.6), sharex=True,
@@ -254,7 +278,7 @@ def cmd_gantt(args):
             pts = sorted(pts)
             cax.step([(t - t0) / 1e3 for t, _ in pts], [v for _, v in pts], where="post",
                      label=name)
-        cax.set_ylabel("link load", fontsize=8)
+        cax.set_ylabel("GB/s (busiest links)", fontsize=8)
         cax.legend(fontsize=6, loc="upper right")
         cax.grid(alpha=0.3)
     axes[-1][0].set_xlabel("time (ms)")
@@ -267,7 +291,8 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, y_default in (("speedup", "speedup"), ("volume", "volume_bytes"), ("bars", None)):
+    for name, y_default in (("speedup", "speedup"), ("volume", "volume_bytes"), ("line", None),
+                            ("bars", None)):
         p = sub.add_parser(name)
         p.add_argument("results")
         p.add_argument("--x", default="sparsity" if name == "volume" else None,
@@ -276,6 +301,8 @@ def main(argv=None):
         p.add_argument("--by", default=None, help="column naming the lines (default: policy)")
         p.add_argument("--facet", default=None, help="one panel per value of this column")
         p.add_argument("--logx", action="store_true")
+        p.add_argument("--where", action="append", help="keep rows with COL=VALUE or COL~TEXT")
+        p.add_argument("--ylabel", default=None)
         p.add_argument("--title", default=None)
         p.add_argument("-o", "--output", required=True, help="path without extension")
     g = sub.add_parser("gantt")
@@ -285,7 +312,11 @@ def main(argv=None):
     g.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
     if args.cmd == "speedup":
-        line_plot(args, "speedup")
+        line_plot(args, "speedup", y_label=args.ylabel)
+    elif args.cmd == "line":
+        if not args.y:
+            sys.exit("plot: line needs --y")
+        line_plot(args, args.y, y_label=args.ylabel)
     elif args.cmd == "volume":
         if args.y in (None, "volume_bytes"):
             args.y = "volume_bytes"
