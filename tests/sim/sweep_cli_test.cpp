@@ -2,7 +2,13 @@
 // `sparsp simulate --json` run; the file does not depend on the thread count; bad input exits 2.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <cmath>
 #include <cstdlib>
@@ -136,4 +142,52 @@ TEST_CASE("sweep: bad input exits 2 with the JSON pointer; invalid points are sk
   CHECK(csv.find("\n1,7,skipped,") != std::string::npos);
   CHECK(slurp(d / "out.txt").find("2 points (0 resumed, 2 evaluated, 1 skipped)") !=
         std::string::npos);
+}
+
+TEST_CASE("sweep killed with SIGKILL mid-way resumes to the uninterrupted file") {
+  const fs::path d = temp_dir("kill");
+  // 3 x 8 = 24 points of one step and one layer; slow enough to be killed part-way.
+  std::ofstream(d / "sweep.json") << R"({"study": {"schema_version": 1,
+      "topologies": ["8x-l40s-gen4-4switch"], "model": "hunyuanvideo-sta",
+      "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+      "gpus": 8, "steps": [0], "layers": [0],
+      "policies": ["contiguous/ring/sm_overlap", "contiguous/usp/sm_overlap",
+                   "balanced/demand_direct/ce_decoupled"]},
+      "axes": [{"name": "pcie_gen", "values": [3, 4, 5]},
+               {"name": "window", "values": [[1,1,1],[1,3,3],[3,3,3],[3,5,5],[1,5,5],[5,5,5],[3,1,3],[1,1,5]]}]})";
+  const std::string sweep = (d / "sweep.json").string();
+  REQUIRE(run("sweep -c " + sweep + " -o " + (d / "ref.csv").string() + " -j 2 --progress off",
+              d / "out.txt", d / "err.txt") == 0);
+
+  const fs::path partial = d / "r.csv.partial";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string out = (d / "r.csv").string();
+    execl(SPARSP_CLI_PATH, SPARSP_CLI_PATH, "sweep", "-c", sweep.c_str(), "-o", out.c_str(), "-j",
+          "1", "--progress", "off", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Kill it once a few rows are on disk (header + >= 4 rows), or give up after 60 s.
+  bool killed = false;
+  for (int i = 0; i < 6000 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::string text = fs::exists(partial) ? slurp(partial) : "";
+    if (std::count(text.begin(), text.end(), '\n') >= 5) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(killed);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK_FALSE(fs::exists(d / "r.csv"));  // never passed off as whole
+  const std::string before = slurp(partial);
+  CHECK(slurp(d / "ref.csv").rfind(before.substr(0, before.rfind('\n') + 1), 0) == 0);
+  REQUIRE(run("sweep -c " + sweep + " -o " + (d / "r.csv").string() + " -j 2 --progress off",
+              d / "out.txt", d / "err.txt") == 0);
+  CHECK(slurp(d / "out.txt").find("24 points (") != std::string::npos);
+  CHECK(slurp(d / "out.txt").find("0 resumed") == std::string::npos);  // something was kept
+  CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
