@@ -191,3 +191,33 @@ TEST_CASE("sweep killed with SIGKILL mid-way resumes to the uninterrupted file")
   CHECK(slurp(d / "out.txt").find("0 resumed") == std::string::npos);  // something was kept
   CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
+
+TEST_CASE("tune writes a policy and a study that simulate accepts, with the reported time") {
+  const fs::path d = temp_dir("tune");
+  std::ofstream(d / "tune.json") << R"({"schema_version": 1,
+    "study": {"schema_version": 1, "topologies": ["8x-rtx4090-epyc-nop2p"], "model": "hunyuanvideo-sta",
+              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+              "gpus": 8, "steps": [0], "layers": [0],
+              "policies": ["dependency_aware/demand_direct/ce_decoupled:tolerance=1.03"]},
+    "parameters": [{"name": "balance_tolerance", "values": [1.01, 1.03, 1.2]},
+                   {"name": "chunk_bytes", "values": [1048576, 4194304]}],
+    "budget": 100, "output": "policy.json", "study_output": "study.json"})";
+  REQUIRE(run("tune -c " + (d / "tune.json").string() + " --json", d / "out.json",
+              d / "err.txt") == 0);
+  const json out = json::parse(slurp(d / "out.json"));
+  CHECK(out["method"] == "exhaustive");  // 3 x 2 = 6 <= budget 100
+  CHECK(out["evaluations"] == 6);
+  CHECK(out["top"].size() == 6);
+  const json policy = json::parse(slurp(d / "policy.json"));
+  CHECK(policy["placement"] == "dependency_aware");
+  CHECK(policy["params"]["tolerance"] == out["best"]["config"]["balance_tolerance"]);
+  CHECK(policy["params"]["chunk_bytes"] == out["best"]["config"]["chunk_bytes"]);
+  // The tuned study re-simulated gives the best objective (simulate prints 9 digits).
+  REQUIRE(run("simulate --config " + (d / "study.json").string() + " --json", d / "sim.json",
+              d / "err.txt") == 0);
+  const double e2e = json::parse(slurp(d / "sim.json"))["policies"][0]["e2e_time_s"].get<double>();
+  CHECK(e2e == doctest::Approx(out["best"]["value"].get<double>()).epsilon(1e-8));
+  // The default (tolerance 1.03 from the policy string, no chunk) is at least as slow as the best.
+  CHECK(out["default"]["value"].get<double>() >= out["best"]["value"].get<double>());
+  CHECK(out["margin"].get<double>() >= 0);
+}
