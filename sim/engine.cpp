@@ -66,7 +66,8 @@ struct Event {
   double t;
   uint64_t seq;
   int task;
-  int stage;  // -1: launch overhead elapsed; 0/1: chunk latency elapsed on that stage
+  int stage;  // -2: release time reached; -1: launch overhead elapsed; 0/1: chunk latency
+              // elapsed on that stage
   bool operator>(const Event& o) const {
     if (t != o.t) return t > o.t;
     return seq > o.seq;
@@ -239,6 +240,7 @@ void Sim::finish(int task) {
     if (k.ce_gpu >= 0 && o.copy_engine >= 0) release_ce(k.ce_gpu, o.copy_engine);
   }
   for (int d : dependents_[task]) {
+    last_done_pred_[d] = task;
     if (--deps_left_[d] == 0) ready(d, now_, task);
   }
 }
@@ -289,6 +291,10 @@ Outcome Sim::run() {
     d.erase(std::unique(d.begin(), d.end()), d.end());
     deps_left_[i] = static_cast<int>(d.size());
     for (int x : d) dependents_[x].push_back(i);
+    if (p_.tasks[i].release_s > 0) {
+      ++deps_left_[i];
+      push(p_.tasks[i].release_s, i, -2);
+    }
   }
   for (int i = 0; i < n; ++i)
     if (deps_left_[i] == 0) ready(i, 0.0, -1);
@@ -299,7 +305,9 @@ Outcome Sim::run() {
       const Event e = events_.top();
       events_.pop();
       ++out_.events;
-      if (e.stage < 0) {
+      if (e.stage == -2) {
+        if (--deps_left_[e.task] == 0) ready(e.task, now_, last_done_pred_[e.task]);
+      } else if (e.stage < 0) {
         advance_pipe(e.task);
       } else {
         const Task& k = p_.tasks[e.task];

@@ -52,6 +52,7 @@ struct Task {
   double work_s = 0;
   // both
   std::vector<int> deps;       ///< indices of tasks that must end first
+  double release_s = 0;        ///< earliest time it may become ready (0: no constraint)
   int stream = -1;             ///< FIFO stream id (-1: none); order = task index order
 };
 

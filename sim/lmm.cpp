@@ -9,86 +9,213 @@ namespace sparsp::sim::lmm {
 
 int System::add_constraint(double capacity_Bps) {
   assert(capacity_Bps > 0);
-  Constraint c;
-  c.capacity = capacity_Bps;
-  cons_.push_back(std::move(c));
-  return static_cast<int>(cons_.size()) - 1;
+  cap_.push_back(capacity_Bps);
+  st_.emplace_back();
+  cmark_.push_back(0);
+  nactive_.push_back(0);
+  wsum_.push_back(0);
+  ccomp_.push_back(-1);
+  structure_changed_ = true;
+  elems_.emplace_back();
+  return static_cast<int>(cap_.size()) - 1;
 }
 
 void System::set_capacity(int constraint, double capacity_Bps) {
   assert(capacity_Bps > 0);
-  if (cons_[constraint].capacity == capacity_Bps) return;
-  cons_[constraint].capacity = capacity_Bps;
+  if (cap_[constraint] == capacity_Bps) return;
+  cap_[constraint] = capacity_Bps;
   touch(constraint);
 }
 
 int System::add_variable(std::span<const Use> uses, double bound) {
-  Variable v;
-  v.uses.assign(uses.begin(), uses.end());
-  v.pos.assign(uses.size(), -1);
-  v.bound = bound > 0 ? bound : kInf;
-  vars_.push_back(std::move(v));
-  return static_cast<int>(vars_.size()) - 1;
-}
-
-void System::touch(int constraint) {
-  // touched_ may hold duplicates; solve() de-duplicates with the epoch mark.
-  touched_.push_back(constraint);
-}
-
-void System::activate(int var) {
-  Variable& v = vars_[var];
-  for (size_t i = 0; i < v.uses.size(); ++i) {
-    Constraint& c = cons_[v.uses[i].constraint];
-    v.pos[i] = static_cast<int>(c.elems.size());
-    c.elems.push_back(Elem{var, 0.0, v.uses[i].coefficient});
+  if (off_.empty()) off_.push_back(0);
+  for (const Use& u : uses) {
+    assert(u.constraint >= 0 && u.constraint < num_constraints() && u.coefficient > 0);
+    use_.push_back(u);
+    pos_.push_back(-1);
   }
+  off_.push_back(static_cast<int>(use_.size()));
+  bound_.push_back(bound > 0 ? bound : kInf);
+  value_.push_back(0);
+  m_.push_back(0);
+  fixed_.push_back(0);
+  vmark_.push_back(0);
+  vpos_.push_back(-1);
+  return static_cast<int>(m_.size()) - 1;
 }
 
-void System::deactivate(int var) {
-  Variable& v = vars_[var];
-  for (size_t i = 0; i < v.uses.size(); ++i) {
-    Constraint& c = cons_[v.uses[i].constraint];
-    const int p = v.pos[i];
-    const int last = static_cast<int>(c.elems.size()) - 1;
-    if (p != last) {
-      c.elems[p] = c.elems[last];
-      // fix the moved element's back-pointer
-      Variable& w = vars_[c.elems[p].var];
-      for (size_t j = 0; j < w.uses.size(); ++j)
-        if (w.uses[j].constraint == v.uses[i].constraint) {
-          w.pos[j] = p;
-          break;
-        }
-    }
-    c.elems.pop_back();
-    v.pos[i] = -1;
+void System::swap_elems(int c, int p, int q) {
+  if (p == q) return;
+  auto& el = elems_[c];
+  std::swap(el[p], el[q]);
+  for (int k : {p, q}) {
+    const int v = el[k].var;
+    for (int j = off_[v]; j < off_[v + 1]; ++j)
+      if (use_[j].constraint == c) {
+        pos_[j] = k;
+        break;
+      }
   }
 }
 
 void System::set_multiplicity(int var, int64_t m) {
   assert(m >= 0);
-  Variable& v = vars_[var];
-  if (v.m == m) return;
-  const bool was = v.m > 0;
-  v.m = m;
-  if (!was && m > 0) activate(var);
-  if (was && m == 0) {
-    deactivate(var);
-    touched_vars_.push_back(var);
+  const int64_t old = m_[var];
+  if (old == m) return;
+  m_[var] = m;
+  const double md = static_cast<double>(m);
+  const bool on = old == 0 && m > 0, off = old > 0 && m == 0;
+  const int b = off_[var], e = off_[var + 1];
+  bool new_edge = false;
+  for (int i = b; i < e; ++i) {
+    const int c = use_[i].constraint;
+    auto& el = elems_[c];
+    const double w = md * use_[i].coefficient;
+    if (pos_[i] < 0) {  // first activation (or after a compaction): a new edge in the graph
+      pos_[i] = static_cast<int>(el.size());
+      el.push_back(Elem{var, 0.0});
+      new_edge = true;
+    }
+    // An emptied class keeps its element with weight 0 (a "dormant" edge, kept after the active
+    // ones): the component structure stays valid (a superset of the exact one, which solves the
+    // same) and a class that refills costs no rebuild.
+    Elem& x = el[pos_[i]];
+    wsum_[c] += w - x.weight;
+    x.weight = w;
+    if (on) swap_elems(c, pos_[i], nactive_[c]++);
+    if (off) swap_elems(c, pos_[i], --nactive_[c]);
+    if (nactive_[c] == 0) wsum_[c] = 0;  // drop any rounding residue
+    touch(c);
+    // Compact when dormant elements dominate (amortised O(1) per deactivation).
+    const int dormant = static_cast<int>(el.size()) - nactive_[c];
+    if (off && dormant > 1024 && dormant > 4 * nactive_[c]) compact(c);
   }
-  for (const Use& u : v.uses) touch(u.constraint);
-  if (v.uses.empty()) touched_vars_.push_back(var);
+  // New edges merge components at the next solve (merge_new_edges); otherwise keep the cached
+  // component's list of active variables current (a rebuild redoes it anyway). The list a
+  // variable sits in is always that of its first constraint's component.
+  if (new_edge) {
+    pending_new_.push_back(var);
+  } else if (!structure_changed_ && b != e) {
+    auto& act = comp_act_[ccomp_[use_[b].constraint]];
+    if (on && vpos_[var] < 0) {
+      vpos_[var] = static_cast<int>(act.size());
+      act.push_back(var);
+    } else if (off && vpos_[var] >= 0) {
+      const int p = vpos_[var];
+      act[p] = act.back();
+      vpos_[act[p]] = p;
+      act.pop_back();
+      vpos_[var] = -1;
+    }
+  }
+  if (m == 0 || b == e) touched_vars_.push_back(var);
+}
+
+void System::compact(int c) {
+  auto& el = elems_[c];
+  for (size_t k = static_cast<size_t>(nactive_[c]); k < el.size(); ++k) {
+    const int v = el[k].var;
+    for (int j = off_[v]; j < off_[v + 1]; ++j)
+      if (use_[j].constraint == c) {
+        pos_[j] = -1;
+        break;
+      }
+  }
+  el.resize(static_cast<size_t>(nactive_[c]));
+  structure_changed_ = true;
+}
+
+void System::rebuild_components() {
+  // Connected components of the bipartite constraint-variable graph (active and dormant edges),
+  // by BFS from each constraint in index order (deterministic ids).
+  ++bfs_;
+  const uint32_t mark = ++epoch_;
+  size_t ncomp = 0;
+  for (int seed = 0; seed < num_constraints(); ++seed) {
+    if (cmark_[seed] == mark) continue;
+    if (ncomp == comp_c_.size()) {
+      comp_c_.emplace_back();
+      comp_act_.emplace_back();
+      comp_mark_.push_back(0);
+    }
+    const int id = static_cast<int>(ncomp++);
+    auto& cc = comp_c_[id];
+    auto& act = comp_act_[id];
+    cc.clear();
+    act.clear();
+    cmark_[seed] = mark;
+    cc.push_back(seed);
+    for (size_t qi = 0; qi < cc.size(); ++qi) {
+      const int c = cc[qi];
+      ccomp_[c] = id;
+      for (const Elem& el : elems_[c]) {
+        const int v = el.var;
+        if (vmark_[v] == mark) continue;
+        vmark_[v] = mark;
+        vpos_[v] = -1;
+        if (m_[v] > 0) {
+          vpos_[v] = static_cast<int>(act.size());
+          act.push_back(v);
+        }
+        for (int i = off_[v], e = off_[v + 1]; i < e; ++i) {
+          const int d = use_[i].constraint;
+          if (cmark_[d] != mark) {
+            cmark_[d] = mark;
+            cc.push_back(d);
+          }
+        }
+      }
+    }
+  }
+  comp_c_.resize(ncomp);
+  comp_act_.resize(ncomp);
+  comp_mark_.assign(ncomp, 0);
+  structure_changed_ = false;
+  pending_new_.clear();
+}
+
+void System::merge_new_edges() {
+  // A new edge joins the components of its variable's constraints: append the smaller lists to
+  // the largest (ties: lower id). In a server everything is one component already, so this is
+  // usually just adding the variable to the active list. O(merged lists), no graph traversal.
+  for (int v : pending_new_) {
+    const int b = off_[v], e = off_[v + 1];
+    int target = -1;
+    for (int i = b; i < e; ++i) {
+      const int id = ccomp_[use_[i].constraint];
+      if (target < 0 || comp_c_[id].size() > comp_c_[target].size() ||
+          (comp_c_[id].size() == comp_c_[target].size() && id < target))
+        target = id;
+    }
+    for (int i = b; i < e; ++i) {
+      const int id = ccomp_[use_[i].constraint];
+      if (id == target) continue;
+      for (int c : comp_c_[id]) {
+        ccomp_[c] = target;
+        comp_c_[target].push_back(c);
+      }
+      for (int w : comp_act_[id]) {
+        vpos_[w] = static_cast<int>(comp_act_[target].size());
+        comp_act_[target].push_back(w);
+      }
+      comp_c_[id].clear();
+      comp_act_[id].clear();
+    }
+    if (m_[v] > 0 && vpos_[v] < 0) {
+      vpos_[v] = static_cast<int>(comp_act_[target].size());
+      comp_act_[target].push_back(v);
+    }
+  }
+  pending_new_.clear();
 }
 
 void System::fix(int var, double x) {
-  Variable& v = vars_[var];
-  v.fixed = true;
-  v.value = x;
-  const double m = static_cast<double>(v.m);
-  for (const Use& u : v.uses) {
-    Constraint& c = cons_[u.constraint];
-    const double w = m * u.coefficient;
+  fixed_[var] = 1;
+  value_[var] = x;
+  const double m = static_cast<double>(m_[var]);
+  for (int i = off_[var], e = off_[var + 1]; i < e; ++i) {
+    Work& c = st_[use_[i].constraint];
+    const double w = m * use_[i].coefficient;
     const double used = w * x;
     c.remaining -= used;
     c.load += used;
@@ -101,137 +228,120 @@ void System::solve() {
   comp_vars_.clear();
   comp_cons_.clear();
   if (touched_.empty() && touched_vars_.empty()) return;
-  ++epoch_;
-  // 1. Collect the components reachable from the touched constraints (BFS over the bipartite
-  //    graph). comp_cons_ doubles as the BFS queue.
-  for (int c : touched_) {
-    if (cons_[c].mark == epoch_) continue;
-    cons_[c].mark = epoch_;
-    comp_cons_.push_back(c);
-  }
-  for (size_t qi = 0; qi < comp_cons_.size(); ++qi) {
-    const Constraint& c = cons_[comp_cons_[qi]];
-    for (const Elem& e : c.elems) {
-      Variable& v = vars_[e.var];
-      if (v.mark == epoch_) continue;
-      v.mark = epoch_;
-      comp_vars_.push_back(e.var);
-      for (const Use& u : v.uses) {
-        Constraint& d = cons_[u.constraint];
-        if (d.mark != epoch_) {
-          d.mark = epoch_;
-          comp_cons_.push_back(u.constraint);
-        }
-      }
+  if (structure_changed_)
+    rebuild_components();
+  else if (!pending_new_.empty())
+    merge_new_edges();
+  const uint32_t ep = ++epoch_;
+  // 1. The components holding the touched constraints, from the cached component lists
+  //    (rebuilt above only when an edge appeared or was compacted away; dormant edges of emptied
+  //    classes keep the cache valid, at worst merging components, which solves the same).
+  //    Constraints of the component that carry no active variable and were not touched keep
+  //    their (zero) load and are skipped.
+  for (int c : touched_) cmark_[c] = ep;
+  for (int seed : touched_) {
+    const int id = ccomp_[seed];
+    if (comp_mark_[id] == ep) continue;
+    comp_mark_[id] = ep;
+    for (int c : comp_c_[id])
+      if (nactive_[c] > 0 || cmark_[c] == ep) comp_cons_.push_back(c);
+    for (int v : comp_act_[id]) {
+      vmark_[v] = ep;
+      comp_vars_.push_back(v);
     }
   }
-  for (int var : touched_vars_) {
-    Variable& v = vars_[var];
-    if (v.mark == epoch_) continue;
-    v.mark = epoch_;
-    comp_vars_.push_back(var);
+  for (int v : touched_vars_) {
+    if (vmark_[v] == ep) continue;
+    vmark_[v] = ep;
+    comp_vars_.push_back(v);
   }
   touched_.clear();
   touched_vars_.clear();
 
-  // 2. Initialise remaining capacity and usage of each constraint of the component.
-  for (int ci : comp_cons_) {
-    Constraint& c = cons_[ci];
-    c.remaining = c.capacity;
-    c.load = 0;
-    double usage = 0;
-    for (Elem& e : c.elems) {
-      e.weight = static_cast<double>(vars_[e.var].m) * e.coefficient;
-      usage += e.weight;
-    }
-    c.usage = usage;
-    c.unfixed = static_cast<int>(c.elems.size());
+  // 2. Remaining capacity and usage of each constraint of the components.
+  work_cons_.clear();
+  for (int c : comp_cons_) {
+    Work& w = st_[c];
+    w.remaining = cap_[c];
+    w.load = 0;
+    w.usage = wsum_[c];
+    w.unfixed = nactive_[c];
+    if (w.unfixed > 0) work_cons_.push_back(c);
   }
   bounded_.clear();
-  for (int vi : comp_vars_) {
-    Variable& v = vars_[vi];
-    v.fixed = false;
-    if (v.m == 0) {
-      v.value = 0;
-      v.fixed = true;
-      continue;
+  for (int v : comp_vars_) {
+    fixed_[v] = 0;
+    if (m_[v] == 0) {
+      value_[v] = 0;
+      fixed_[v] = 1;
+    } else if (off_[v] == off_[v + 1]) {
+      value_[v] = bound_[v];  // kInf when unbounded: the caller completes such flows at once
+      fixed_[v] = 1;
+    } else if (bound_[v] < kInf) {
+      bounded_.push_back(v);
     }
-    if (v.uses.empty()) {
-      v.value = v.bound;  // kInf when unbounded: the engine completes such flows at once
-      v.fixed = true;
-      continue;
-    }
-    if (v.bound < kInf) bounded_.push_back(vi);
   }
   // Bounded variables by increasing bound (ties by index: deterministic).
-  std::sort(bounded_.begin(), bounded_.end(), [&](int a, int b) {
-    if (vars_[a].bound != vars_[b].bound) return vars_[a].bound < vars_[b].bound;
-    return a < b;
-  });
+  if (bounded_.size() > 1)
+    std::sort(bounded_.begin(), bounded_.end(), [&](int a, int b) {
+      if (bound_[a] != bound_[b]) return bound_[a] < bound_[b];
+      return a < b;
+    });
   size_t next_bounded = 0;
 
-  // 3. Progressive filling over the constraints still carrying unfixed variables.
-  work_cons_.clear();
-  for (int ci : comp_cons_)
-    if (!cons_[ci].elems.empty()) work_cons_.push_back(ci);
+  // 3. Progressive filling.
   constexpr double kRelTol = 1e-12;
   while (!work_cons_.empty()) {
     // Drop constraints whose variables are all fixed; find the lowest saturation level.
-    double level = kInf;
+    // Compare R/U without dividing: R_c * U_best < R_best * U_c (all U > 0).
+    double best_r = 1, best_u = 0;  // level +inf
     size_t keep = 0;
     for (size_t i = 0; i < work_cons_.size(); ++i) {
-      const int ci = work_cons_[i];
-      Constraint& c = cons_[ci];
-      if (c.unfixed == 0) continue;
-      if (c.usage <= 0) {  // rounding residue: recompute from the unfixed elements
-        c.usage = 0;
-        for (const Elem& e : c.elems)
-          if (!vars_[e.var].fixed) c.usage += e.weight;
+      const int c = work_cons_[i];
+      Work& w = st_[c];
+      if (w.unfixed == 0) continue;
+      if (w.usage <= 0) {  // rounding residue: recompute from the unfixed elements
+        double u = 0;
+        for (int k = 0; k < nactive_[c]; ++k)
+          if (!fixed_[elems_[c][k].var]) u += elems_[c][k].weight;
+        w.usage = u;
       }
-      work_cons_[keep++] = ci;
-      const double l = std::max(c.remaining, 0.0) / c.usage;
-      if (l < level) level = l;
+      work_cons_[keep++] = c;
+      const double r = std::max(w.remaining, 0.0);
+      if (r * best_u < best_r * w.usage || best_u == 0) {
+        best_r = r;
+        best_u = w.usage;
+      }
     }
     work_cons_.resize(keep);
-    if (work_cons_.empty()) break;
-    while (next_bounded < bounded_.size() && vars_[bounded_[next_bounded]].fixed) ++next_bounded;
-    if (next_bounded < bounded_.size() && vars_[bounded_[next_bounded]].bound <= level) {
-      // Fix every unfixed variable whose bound is <= level at its bound.
-      while (next_bounded < bounded_.size()) {
-        const int vi = bounded_[next_bounded];
-        if (vars_[vi].fixed) {
-          ++next_bounded;
-          continue;
-        }
-        if (vars_[vi].bound > level) break;
-        fix(vi, vars_[vi].bound);
-        ++next_bounded;
+    if (keep == 0) break;
+    ++rounds_;
+    const double level = best_r / best_u;
+    while (next_bounded < bounded_.size() && fixed_[bounded_[next_bounded]]) ++next_bounded;
+    if (next_bounded < bounded_.size() && bound_[bounded_[next_bounded]] <= level) {
+      // Every unfixed variable whose bound is <= level takes its bound.
+      for (; next_bounded < bounded_.size(); ++next_bounded) {
+        const int v = bounded_[next_bounded];
+        if (fixed_[v]) continue;
+        if (bound_[v] > level) break;
+        fix(v, bound_[v]);
       }
       continue;
     }
-    // Fix every unfixed variable on a constraint saturated at `level`.
+    // Every unfixed variable on a constraint saturated at `level` is fixed at `level`.
     const double threshold = level * (1 + kRelTol);
-    for (int ci : work_cons_) {
-      Constraint& c = cons_[ci];
-      if (c.unfixed == 0 || c.usage <= 0) continue;
-      if (std::max(c.remaining, 0.0) / c.usage > threshold) continue;
-      for (size_t k = 0; k < c.elems.size(); ++k) {
-        const int vi = c.elems[k].var;
-        if (!vars_[vi].fixed) fix(vi, level);
-      }
+    for (int c : work_cons_) {
+      const Work& w = st_[c];
+      if (w.unfixed == 0) continue;
+      if (std::max(w.remaining, 0.0) > threshold * w.usage) continue;
+      const auto& el = elems_[c];
+      for (int k = 0; k < nactive_[c]; ++k)
+        if (!fixed_[el[k].var]) fix(el[k].var, level);
     }
   }
-  // Variables left unfixed (only possible through rounding in usage) take the last level; none
-  // expected. Clamp loads for the invariant check.
-  for (int vi : comp_vars_) {
-    Variable& v = vars_[vi];
-    if (!v.fixed) fix(vi, 0.0);
-  }
 #ifndef NDEBUG
-  for (int ci : comp_cons_) {
-    const Constraint& c = cons_[ci];
-    assert(c.load <= c.capacity * (1 + 1e-9) && "constraint above capacity");
-  }
+  for (int v : comp_vars_) assert(fixed_[v] && "variable left unfixed");
+  for (int c : comp_cons_) assert(st_[c].load <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
 #endif
 }
 

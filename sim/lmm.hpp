@@ -27,10 +27,14 @@
 //
 // ## Selective update
 // The max-min problem splits into independent problems on the connected components of the
-// bipartite constraint-variable graph (edges: active elements, m_v > 0). After a change (a class's
-// multiplicity, a bound, a capacity) only the components reachable from the constraints touched by
-// the change are re-solved; the rest keep their rates. This mirrors SimGrid's
-// maxmin/selective-update.
+// bipartite constraint-variable graph (edges: elements of the variables). After a change (a class's
+// multiplicity, a capacity) only the components holding the constraints touched by the change are
+// re-solved; the rest keep their rates. This mirrors SimGrid's maxmin/selective-update. The
+// components are cached: a new edge (a new class) merges the components it joins; a class that
+// empties keeps its edges with weight 0 ("dormant", skipped by the solver), which can only keep
+// components merged (solving two independent components together gives the same rates), so
+// classes that empty and refill, as they do all the time in a server, cost no graph work. Only a
+// compaction of dormant edges triggers a full rebuild.
 //
 // Determinism: all loops run over index-ordered arrays whose order depends only on the sequence of
 // calls, never on addresses; same calls, same results bit for bit.
@@ -55,14 +59,14 @@ class System {
   int add_constraint(double capacity_Bps);
   /// Changes a capacity (e.g. SMs taken away from a GPU's compute); marks it for re-solving.
   void set_capacity(int constraint, double capacity_Bps);
-  double capacity(int constraint) const { return cons_[constraint].capacity; }
+  double capacity(int constraint) const { return cap_[constraint]; }
 
   /// Adds a variable (a class of identical flows) with multiplicity 0. `uses` must name distinct
   /// constraints with coefficients > 0. `bound` is the per-flow rate cap (kInf: none).
   int add_variable(std::span<const Use> uses, double bound = kInf);
   /// Sets how many flows the class holds; marks its constraints for re-solving.
   void set_multiplicity(int var, int64_t m);
-  int64_t multiplicity(int var) const { return vars_[var].m; }
+  int64_t multiplicity(int var) const { return m_[var]; }
 
   /// Re-solves the components touched since the last solve. Afterwards value() holds each class's
   /// per-flow rate and changed_variables() / changed_constraints() list what was re-solved.
@@ -70,55 +74,73 @@ class System {
   bool dirty() const { return !touched_.empty(); }
 
   /// Per-flow rate of a class (bytes/s); 0 for a class of multiplicity 0.
-  double value(int var) const { return vars_[var].value; }
+  double value(int var) const { return value_[var]; }
   /// sum_v m_v a_vc x_v after the last solve.
-  double load(int constraint) const { return cons_[constraint].load; }
+  double load(int constraint) const { return st_[constraint].load; }
 
   /// Variables (with m > 0 or just dropped to 0) re-solved by the last solve(), in index order
   /// of discovery (deterministic).
   const std::vector<int>& changed_variables() const { return comp_vars_; }
   const std::vector<int>& changed_constraints() const { return comp_cons_; }
 
-  int num_constraints() const { return static_cast<int>(cons_.size()); }
-  int num_variables() const { return static_cast<int>(vars_.size()); }
-  std::span<const Use> uses(int var) const { return vars_[var].uses; }
+  int num_constraints() const { return static_cast<int>(cap_.size()); }
+  int num_variables() const { return static_cast<int>(m_.size()); }
+  std::span<const Use> uses(int var) const {
+    return {use_.data() + off_[var], static_cast<size_t>(off_[var + 1] - off_[var])};
+  }
 
  private:
+  // Data layout: hot per-variable and per-constraint fields in flat arrays (structure of arrays);
+  // each variable's uses in one CSR array (immutable after add_variable).
   struct Elem {
     int var;
-    double weight;  // m_v * a_vc, refreshed at solve time
-    double coefficient;
+    double weight;  // m_v * a_vc, kept current by set_multiplicity
   };
-  struct Constraint {
-    double capacity = 0;
-    double load = 0;
-    std::vector<Elem> elems;  // active elements (variables with m > 0)
-    // solve scratch
-    double remaining = 0, usage = 0;
-    int unfixed = 0;
-    uint32_t mark = 0;
-  };
-  struct Variable {
-    std::vector<Use> uses;
-    std::vector<int> pos;  // position of this variable's element in each constraint's elems
-    double bound = kInf;
-    int64_t m = 0;
-    double value = 0;
-    bool fixed = false;
-    uint32_t mark = 0;
-  };
-  void touch(int constraint);
-  void activate(int var);
-  void deactivate(int var);
+  void touch(int constraint) { touched_.push_back(constraint); }  // duplicates de-duped by mark
   void fix(int var, double x);
+  void rebuild_components();
+  void compact(int constraint);
+  void swap_elems(int constraint, int p, int q);
+  void merge_new_edges();
 
-  std::vector<Constraint> cons_;
-  std::vector<Variable> vars_;
+  // constraints
+  struct Work {  // per-constraint solve state, packed: fix() touches one cache line per use
+    double remaining = 0, usage = 0, load = 0;
+    int unfixed = 0;
+  };
+  std::vector<double> cap_;
+  std::vector<Work> st_;
+  std::vector<uint32_t> cmark_;
+  std::vector<double> wsum_;              // sum of the elements' weights (incremental)
+  std::vector<int> nactive_;              // elements with m > 0 (the rest are dormant, weight 0)
+  std::vector<int> ccomp_;                // cached component of each constraint (-1: none yet)
+  std::vector<std::vector<Elem>> elems_;  // elements: nactive_ active (m > 0) ones first, then
+                                          // dormant (m = 0) ones
+  // variables
+  std::vector<int> off_;                  // uses of v: [off_[v], off_[v+1])
+  std::vector<Use> use_;
+  std::vector<int> pos_;                  // position of the element in its constraint's elems_
+  std::vector<double> bound_, value_;
+  std::vector<int64_t> m_;
+  std::vector<uint8_t> fixed_;
+  std::vector<uint32_t> vmark_;
+
+  // cached connected components (constraints, variables), rebuilt when an edge appears/goes
+  std::vector<std::vector<int>> comp_c_, comp_act_;  // constraints; active variables
+  std::vector<int> vpos_;                             // variable -> index in its comp_act_ list
+  std::vector<int> pending_new_;                      // variables with new edges, not merged yet
+  std::vector<uint32_t> comp_mark_;
+  bool structure_changed_ = true;
+
   std::vector<int> touched_;        // constraints touched since the last solve
-  std::vector<int> touched_vars_;   // variables dropped to m = 0 (no elements any more)
+  std::vector<int> touched_vars_;   // variables dropped to m = 0 or without constraints
   std::vector<int> comp_vars_, comp_cons_;
   std::vector<int> work_cons_, bounded_;
   uint32_t epoch_ = 0;
+
+ public:
+  int64_t rounds_ = 0;  ///< statistics: progressive-filling rounds so far
+  int64_t bfs_ = 0;     ///< statistics: solves that rebuilt components
 };
 
 }  // namespace sparsp::sim::lmm

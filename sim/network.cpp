@@ -7,11 +7,7 @@
 
 namespace sparsp::sim {
 namespace {
-// Min-heap comparators for std::*_heap.
-constexpr auto heap_later = [](const auto& a, const auto& b) {
-  if (a.t != b.t) return a.t > b.t;
-  return a.cls > b.cls;
-};
+// Min-heap comparator for std::*_heap.
 constexpr auto flow_later = [](const auto& a, const auto& b) {
   if (a.target != b.target) return a.target > b.target;
   return a.seq > b.seq;
@@ -78,6 +74,10 @@ int64_t FlowNetwork::start_flow(int route, double bytes, double cap_Bps, uint64_
   f.start_s = now_;
   f.tag = tag;
   f.seq = next_seq_++;
+  if (k.active_pos < 0) {
+    k.active_pos = static_cast<int>(active_classes_.size());
+    active_classes_.push_back(ci);
+  }
   const bool new_head = k.heap.empty() || k.v + bytes < k.heap.front().target;
   k.heap.push_back(FlowRef{k.v + bytes, f.seq, slot});
   std::push_heap(k.heap.begin(), k.heap.end(), flow_later);
@@ -92,19 +92,26 @@ int64_t FlowNetwork::start_flow(int route, double bytes, double cap_Bps, uint64_
 
 void FlowNetwork::schedule(int ci) {
   Class& k = classes_[ci];
-  ++k.version;
-  if (k.heap.empty()) return;
-  double t;
+  min_valid_ = false;
+  if (k.heap.empty()) {
+    k.next_t = lmm::kInf;
+    if (k.active_pos >= 0) {  // swap-remove from the active list
+      const int last = active_classes_.back();
+      active_classes_[k.active_pos] = last;
+      classes_[last].active_pos = k.active_pos;
+      active_classes_.pop_back();
+      k.active_pos = -1;
+    }
+    return;
+  }
   const double rem = std::max(0.0, k.heap.front().target - k.v);
   if (k.rate >= lmm::kInf || rem == 0) {
-    t = k.t_last;
+    k.next_t = k.t_last;
   } else if (k.rate <= 0) {
-    return;  // starved: no completion until the rate changes
+    k.next_t = lmm::kInf;  // starved: no completion until the rate changes
   } else {
-    t = k.t_last + rem / k.rate;
+    k.next_t = k.t_last + rem / k.rate;
   }
-  heap_.push_back(HeapEntry{t, ci, k.version});
-  std::push_heap(heap_.begin(), heap_.end(), heap_later);
 }
 
 void FlowNetwork::update() {
@@ -150,26 +157,18 @@ void FlowNetwork::update() {
       schedule(ci);
     }
     pending_.clear();
-    // Keep the lazy heap bounded: rebuild when stale entries dominate.
-    if (heap_.size() > 64 && heap_.size() > 4 * classes_.size()) {
-      std::vector<HeapEntry> live;
-      for (const HeapEntry& e : heap_)
-        if (e.version == classes_[e.cls].version) live.push_back(e);
-      heap_.swap(live);
-      std::make_heap(heap_.begin(), heap_.end(), heap_later);
-    }
   }
 }
 
 double FlowNetwork::next_completion() {
   update();
-  while (!heap_.empty()) {
-    const HeapEntry& e = heap_.front();
-    if (e.version == classes_[e.cls].version) return e.t;
-    std::pop_heap(heap_.begin(), heap_.end(), heap_later);
-    heap_.pop_back();
+  if (!min_valid_) {
+    double t = lmm::kInf;
+    for (int ci : active_classes_) t = std::min(t, classes_[ci].next_t);
+    min_t_ = t;
+    min_valid_ = true;
   }
-  return lmm::kInf;
+  return min_t_;
 }
 
 void FlowNetwork::set_time(double t) {
@@ -181,14 +180,15 @@ void FlowNetwork::advance(double t, std::vector<Completion>& out) {
   update();
   set_time(t);
   const size_t first = out.size();
-  while (!heap_.empty() && heap_.front().t <= t) {
-    const HeapEntry e = heap_.front();
-    std::pop_heap(heap_.begin(), heap_.end(), heap_later);
-    heap_.pop_back();
-    Class& k = classes_[e.cls];
-    if (e.version != k.version) continue;
+  if (next_completion() > t) return;
+  due_.clear();
+  for (int ci : active_classes_)
+    if (classes_[ci].next_t <= t) due_.push_back(ci);
+  std::sort(due_.begin(), due_.end());
+  for (int ci : due_) {
+    Class& k = classes_[ci];
     materialize(k);
-    // The class was scheduled to reach its head's target exactly now: snap V to it.
+    // The class was timed to reach its head's target exactly now: snap V to it.
     if (!k.heap.empty()) k.v = std::max(k.v, k.heap.front().target);
     while (!k.heap.empty() &&
            k.heap.front().target <= k.v + kDoneRelTol * std::max(1.0, std::abs(k.v))) {
@@ -204,7 +204,7 @@ void FlowNetwork::advance(double t, std::vector<Completion>& out) {
     if (k.heap.empty()) k.v = 0;  // restart the counter: keeps V small
     if (!k.reschedule) {
       k.reschedule = true;
-      pending_.push_back(e.cls);
+      pending_.push_back(ci);
     }
   }
   // Completion order: flow creation order, independent of class heap order.

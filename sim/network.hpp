@@ -6,8 +6,9 @@
 // class: one solver variable with multiplicity = number of flows. Within a class all flows run at
 // the same rate, so the class keeps one counter V(t) = integral of its per-flow rate; a flow
 // started at time s with b bytes ends when V reaches V(s) + b. Each class keeps its flows in a
-// min-heap of those targets and the network keeps a heap of the classes' next completion times
-// (stale entries skipped by version), so an event costs O(log) plus the selective re-solve.
+// min-heap of those targets and its next completion time; the network finds the earliest by a
+// scan of the active classes (every re-solve of a server's single component re-times most of
+// them anyway, so a scan beats a heap). An event costs the selective re-solve plus O(classes).
 //
 // Time is seconds (double). Ties are broken by sequence numbers (flow creation order, class
 // index), never by address. Resource statistics (bytes, busy time, peak utilisation, optionally a
@@ -89,14 +90,10 @@ class FlowNetwork {
     double v = 0;        // bytes per flow delivered since the class last emptied
     double t_last = 0;   // time v refers to
     double rate = 0;     // per-flow rate in force since t_last
-    uint32_t version = 0;
+    double next_t = lmm::kInf;  // time its head flow completes at the current rate
+    int active_pos = -1;        // index in active_classes_, -1 when it holds no flow
     bool reschedule = false;
     std::vector<FlowRef> heap;  // min-heap by (target, seq)
-  };
-  struct HeapEntry {
-    double t;
-    int cls;
-    uint32_t version;
   };
   struct Stats {
     double load = 0, t_last = 0;
@@ -115,7 +112,10 @@ class FlowNetwork {
   std::vector<int> var_class_;                        // lmm variable -> class
   std::vector<Flow> flows_;
   std::vector<int64_t> free_slots_;
-  std::vector<HeapEntry> heap_;
+  std::vector<int> active_classes_;
+  std::vector<int> due_;
+  double min_t_ = lmm::kInf;
+  bool min_valid_ = true;
   std::vector<int> pending_;                          // classes needing a new schedule entry
   std::vector<Stats> stats_;
   double now_ = 0;

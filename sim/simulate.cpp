@@ -12,26 +12,6 @@
 namespace sparsp::sim {
 namespace {
 
-/// "gpuN" -> N, "hostK" -> K (kind 'g' / 'h'); false if malformed.
-bool parse_endpoint(const std::string& s, char& kind, int& index) {
-  std::string digits;
-  if (s.rfind("gpu", 0) == 0) {
-    kind = 'g';
-    digits = s.substr(3);
-  } else if (s.rfind("host", 0) == 0) {
-    kind = 'h';
-    digits = s.substr(4);
-  } else {
-    return false;
-  }
-  if (digits.empty() || digits.size() > 6) return false;
-  if (digits.size() > 1 && digits[0] == '0') return false;
-  for (char c : digits)
-    if (c < '0' || c > '9') return false;
-  index = std::stoi(digits);
-  return true;
-}
-
 std::string ptr(const char* array, size_t i, const char* field) {
   return std::string("/") + array + "/" + std::to_string(i) + (field[0] ? "/" : "") + field;
 }
@@ -44,7 +24,6 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
                            const SimOptions& options) {
   const std::string& file = work.source;
   const int ngpu = topo.num_gpus();
-  const int nhost = static_cast<int>(topo.host_endpoints().size());
   const size_t nt = work.transfers.size(), nc = work.compute.size();
   Problem p;
   for (const auto& r : topo.resources()) p.capacity_Bps.push_back(r.capacity_Bps);
@@ -80,18 +59,16 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     }
     return Ok{};
   };
-  std::map<std::tuple<std::string, std::string, int>, topology::Route> routes;
   std::vector<int> owner_gpu(nt + nc, -1);
   p.tasks.reserve(nt + nc);
   for (size_t i = 0; i < nt; ++i) {
     const Transfer& t = work.transfers[i];
     Task k;
     k.kind = Task::Kind::transfer;
-    char sk = 0, dk = 0;
-    int si = -1, di = -1;
-    if (!parse_endpoint(t.src, sk, si) || (sk == 'g' ? si >= ngpu : si >= nhost))
+    const int se = topo.endpoint_index(t.src), de = topo.endpoint_index(t.dst);
+    if (se < 0)
       return input_error(file, ptr("transfers", i, "src"), "unknown endpoint '" + t.src + "'");
-    if (!parse_endpoint(t.dst, dk, di) || (dk == 'g' ? di >= ngpu : di >= nhost))
+    if (de < 0)
       return input_error(file, ptr("transfers", i, "dst"), "unknown endpoint '" + t.dst + "'");
     if (bad_number(t.bytes))
       return input_error(file, ptr("transfers", i, "bytes"), "bytes must be a number >= 0");
@@ -102,16 +79,11 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     if (t.staging_buffers < 0)
       return input_error(file, ptr("transfers", i, "staging_buffers"), "must be >= 0");
     if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
-    const auto key = std::make_tuple(t.src, t.dst, static_cast<int>(t.route));
-    auto it = routes.find(key);
-    if (it == routes.end()) {
-      auto r = topo.route(t.src, t.dst, t.route);
-      if (!r)
-        return input_error(file, ptr("transfers", i, ""),
-                           "no route from " + t.src + " to " + t.dst + ": " + r.error().message);
-      it = routes.emplace(key, std::move(r).value()).first;
-    }
-    const topology::Route& route = it->second;
+    const Result<topology::Route>& rr = topo.route_ref(se, de, t.route);
+    if (!rr)
+      return input_error(file, ptr("transfers", i, ""),
+                         "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
+    const topology::Route& route = rr.value();
     if (route.legs.empty() || route.legs.size() > 2)
       return input_error(file, ptr("transfers", i, ""),
                          "no route from " + t.src + " to " + t.dst + " (route has no legs)");
@@ -131,7 +103,7 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
       k.buffers = 1;
     }
     k.launch_s = options.launch_overhead_s;
-    const int src_gpu = sk == 'g' ? si : -1, dst_gpu = dk == 'g' ? di : -1;
+    const int src_gpu = se < ngpu ? se : -1, dst_gpu = de < ngpu ? de : -1;
     owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;
     switch (t.engine) {
       case Engine::ce:
@@ -158,9 +130,8 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     const ComputeTask& c = work.compute[i];
     Task k;
     k.kind = Task::Kind::compute;
-    char gk = 0;
-    int gi = -1;
-    if (!parse_endpoint(c.gpu, gk, gi) || gk != 'g' || gi >= ngpu)
+    const int gi = topo.endpoint_index(c.gpu);
+    if (gi < 0 || gi >= ngpu)
       return input_error(file, ptr("compute", i, "gpu"), "unknown GPU '" + c.gpu + "'");
     if (bad_number(c.duration_s))
       return input_error(file, ptr("compute", i, "duration_s"), "duration must be >= 0");

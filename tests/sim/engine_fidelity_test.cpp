@@ -1,0 +1,287 @@
+// Fidelity against real measurements (tests/data/sim/cases/*, copied from ../shared/cases/): the
+// engine predicts what each benchmark measured, on a topology built only from the case's
+// description (topology.json written from its README, or its nvidia-smi topo -m imported), and
+// the relative error must stay within the tolerance stated per quantity below.
+//
+// How each benchmark is emulated (workload -> figure):
+//  - p2pBandwidthLatencyTest unidirectional (CUDA samples): 5 back-to-back copies of 40,000,000 B
+//    (10M ints) i -> j on one stream; GB/s = 5 * 40e6 / elapsed. "P2P=Disabled" copies are
+//    host-staged (route host_staged), "P2P=Enabled" ones peer-to-peer where the pair allows it.
+//  - bidirectional: the same in both directions at once on two streams; GB/s = 2 * 5 * 40e6 /
+//    elapsed.
+//  - bandwidthTest (pinned, 32,000,000 B): 10 back-to-back copies host <-> GPU.
+//  - multi-flow totals (p2pmark all-to-all, the two-switch write-up's flow table): all flows at
+//    once, 256 MiB each, each its own kernel (no copy-engine queueing); GB/s = sum over flows of
+//    bytes / that flow's duration (the tools report per-flow bandwidth x flows).
+// Set SPARSP_FIDELITY_OUT=<file> to write the table (tests/data/sim/fidelity.json is that output).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sparsp/sim.hpp"
+#include "sparsp/topology.hpp"
+
+using namespace sparsp;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string kCases = std::string(SPARSP_TEST_DATA_DIR) + "/sim/cases/";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), (std::string("cannot read ") + path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+topology::Topology case_topology(const std::string& c) {
+  auto t = topology::Topology::from_json_file(kCases + c + "/topology.json");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  return std::move(t).value();
+}
+
+json measured(const std::string& c) { return json::parse(slurp(kCases + c + "/measured.json")); }
+
+std::string gpu(int i) { return "gpu" + std::to_string(i); }
+
+sim::Transfer copy(const std::string& id, const std::string& s, const std::string& d, double bytes,
+                   topology::RouteMode mode, const std::string& stream) {
+  sim::Transfer t;
+  t.id = id;
+  t.src = s;
+  t.dst = d;
+  t.bytes = bytes;
+  t.route = mode;
+  t.stream = stream;
+  return t;
+}
+
+double makespan(const topology::Topology& t, const sim::Workload& w) {
+  auto r = sim::simulate(t, w);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return r->makespan_s;
+}
+
+/// p2pBandwidthLatencyTest, GB/s.
+double p2p_test_GBps(const topology::Topology& t, int i, int j, bool bidirectional, topology::RouteMode mode) {
+  constexpr double kBytes = 40e6;
+  constexpr int kRepeat = 5;
+  sim::Workload w;
+  for (int k = 0; k < kRepeat; ++k) {
+    w.transfers.push_back(copy("f" + std::to_string(k), gpu(i), gpu(j), kBytes, mode, "fwd"));
+    if (bidirectional) w.transfers.push_back(copy("b" + std::to_string(k), gpu(j), gpu(i), kBytes, mode, "bwd"));
+  }
+  return (bidirectional ? 2 : 1) * kRepeat * kBytes / makespan(t, w) / 1e9;
+}
+
+/// bandwidthTest pinned H2D / D2H, GB/s.
+double host_test_GBps(const topology::Topology& t, int g, bool h2d) {
+  constexpr double kBytes = 32e6;
+  sim::Workload w;
+  const std::string host = "host" + std::to_string(t.gpu_numa_node(g));
+  for (int k = 0; k < 10; ++k)
+    w.transfers.push_back(copy("c" + std::to_string(k), h2d ? host : gpu(g), h2d ? gpu(g) : host, kBytes,
+                               topology::RouteMode::automatic, "s"));
+  return 10 * kBytes / makespan(t, w) / 1e9;
+}
+
+/// All flows at once, each a stream of 50 back-to-back 16 MiB copies (so every flow stays active
+/// while the others run, as in the tools, which repeat each copy); one kernel per flow (no
+/// copy-engine queueing). Total = sum over flows of the first copy's bandwidth, taken while all
+/// flows are active (the tools report per-flow bandwidth x flows).
+double concurrent_GBps(const topology::Topology& t, const std::vector<std::pair<int, int>>& flows) {
+  constexpr double kBytes = 16.0 * 1024 * 1024;
+  constexpr int kCopies = 50;
+  sim::Workload w;
+  for (size_t k = 0; k < flows.size(); ++k)
+    for (int c = 0; c < kCopies; ++c) {
+      w.transfers.push_back(copy("x" + std::to_string(k) + "_" + std::to_string(c), gpu(flows[k].first),
+                                 gpu(flows[k].second), kBytes, topology::RouteMode::automatic,
+                                 "s" + std::to_string(k)));
+      w.transfers.back().engine = sim::Engine::sm;
+    }
+  auto r = sim::simulate(t, w);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  double total = 0, first_all_done = 0, last_start = 0;
+  for (size_t k = 0; k < flows.size(); ++k) {
+    const auto& a = r->activities[k * kCopies];
+    total += a.bytes / (a.end_s - a.start_s);
+    first_all_done = std::max(first_all_done, a.end_s);
+    last_start = std::max(last_start, r->activities[k * kCopies + kCopies - 1].start_s);
+  }
+  CHECK(first_all_done < last_start);  // every first copy ran while all flows were active
+  return total / 1e9;
+}
+
+std::vector<std::pair<int, int>> all_pairs(const std::vector<int>& from, const std::vector<int>& to) {
+  std::vector<std::pair<int, int>> out;
+  for (int a : from)
+    for (int b : to)
+      if (a != b) out.emplace_back(a, b);
+  return out;
+}
+
+struct Table {
+  json rows = json::array();
+  int failures = 0;
+  void add(const std::string& c, const std::string& quantity, double meas, double pred, double tol) {
+    const double err = (pred - meas) / meas;
+    rows.push_back({{"case", c}, {"quantity", quantity}, {"measured_GBps", meas},
+                    {"predicted_GBps", std::round(pred * 1000) / 1000},
+                    {"rel_error", std::round(err * 10000) / 10000}, {"tolerance", tol}});
+    CHECK_MESSAGE(std::abs(err) <= tol, c << " " << quantity << ": measured " << meas << " predicted " << pred
+                                          << " error " << err << " > " << tol);
+  }
+  /// Every off-diagonal non-null matrix entry.
+  void matrix(const std::string& c, const std::string& quantity, const json& m, double tol,
+              const std::function<double(int, int)>& predict) {
+    for (size_t i = 0; i < m.size(); ++i)
+      for (size_t j = 0; j < m[i].size(); ++j)
+        if (i != j && m[i][j].is_number())
+          add(c, quantity + "[" + std::to_string(i) + "][" + std::to_string(j) + "]", m[i][j].get<double>(),
+              predict(static_cast<int>(i), static_cast<int>(j)), tol);
+  }
+};
+
+Table& table() {
+  static Table t;
+  return t;
+}
+
+}  // namespace
+
+// Tolerances: 30% (35% for host-staged copies) where the model has every element the measurement
+// exercises. Known gaps get wide, stated tolerances so that the table in
+// tests/data/sim/fidelity.json stays honest and a regression still fails:
+//  - kSerialStaging (100%, 110%): the 2080 Ti case's staged copies run at ~half of H2D/D2H and
+//    bidirectional staged copies (both cases) barely beat one direction: the driver's staging
+//    path is serialized there; the model pipelines chunks through 2 staging buffers per copy.
+//  - kAggregate (130%): all-to-all aggregates are 2x below what the links allow; the switch
+//    fabric / root-complex P2P aggregate limit is not in the cases' descriptions (the topology
+//    format has root_complex_GBps, but a value would have to be fitted to these same figures).
+constexpr double kTol = 0.30, kTolStaged = 0.35, kSerialStaging = 1.0, kSerialStagingBidir = 1.1,
+                 kAggregate = 1.3;
+
+TEST_CASE("fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged") {
+  const std::string c = "2x-gen3-switch-no-p2p";
+  const auto t = case_topology(c);
+  const json m = measured(c);
+  auto& tab = table();
+  const auto staged = topology::RouteMode::host_staged;
+  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kSerialStaging,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStaging,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
+  tab.add(c, "h2d (bandwidthTest)", m["h2d_GBps"].get<double>(), host_test_GBps(t, 0, true), kTol);
+  tab.add(c, "d2h (bandwidthTest)", m["d2h_GBps"].get<double>(), host_test_GBps(t, 0, false), kTol);
+}
+
+TEST_CASE("fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi topo -m)") {
+  const std::string c = "6x-rtx4090-phb-sys-no-p2p";
+  topology::ImportOptions o;
+  o.gpu_model = "NVIDIA GeForce RTX 4090";
+  o.pcie_gen = 4;
+  o.pcie_width = 16;
+  o.p2p = false;
+  auto ti = topology::import_nvidia_smi(slurp(kCases + c + "/topo.txt"), c + "/topo.txt", o);
+  REQUIRE_MESSAGE(ti.ok(), (ti.ok() ? "" : ti.error().message));
+  const auto& t = *ti;
+  const json m = measured(c);
+  auto& tab = table();
+  const auto staged = topology::RouteMode::host_staged;
+  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStagingBidir,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
+}
+
+TEST_CASE("fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets") {
+  const std::string c = "8x-gen5-direct-attach-dual-socket";
+  const auto t = case_topology(c);
+  const json m = measured(c);
+  auto& tab = table();
+  const auto p2p = topology::RouteMode::p2p;
+  tab.matrix(c, "bidirectional_p2p", m["bidirectional_p2p_GBps"], kTol,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, true, p2p); });
+  tab.add(c, "unidirectional NODE (gpu0->gpu1)", m["unidirectional_p2p_by_tier_GBps"]["NODE"].get<double>(),
+          p2p_test_GBps(t, 0, 1, false, p2p), kTol);
+  const double sys = 0.5 * (m["unidirectional_p2p_by_tier_GBps"]["SYS"]["min"].get<double>() +
+                            m["unidirectional_p2p_by_tier_GBps"]["SYS"]["max"].get<double>());
+  tab.add(c, "unidirectional SYS (gpu0->gpu4)", sys, p2p_test_GBps(t, 0, 4, false, p2p), kTol);
+  std::vector<int> all{0, 1, 2, 3, 4, 5, 6, 7};
+  tab.add(c, "p2pmark all-to-all (56 flows)", m["p2pmark"]["all_to_all_GBps"].get<double>(),
+          concurrent_GBps(t, all_pairs(all, all)), kAggregate);
+}
+
+TEST_CASE("fidelity: 8x RTX PRO 6000, two Gen5 switches, one socket") {
+  const std::string c = "8x-gen5-two-switches-one-socket";
+  const auto t = case_topology(c);
+  const json m = measured(c);
+  auto& tab = table();
+  const auto p2p = topology::RouteMode::p2p;
+  tab.matrix(c, "bidirectional_p2p", m["bidirectional_p2p_GBps"], kTol,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, true, p2p); });
+  tab.add(c, "unidirectional PIX (gpu0->gpu1)", m["unidirectional_p2p_by_tier_GBps"]["PIX"].get<double>(),
+          p2p_test_GBps(t, 0, 1, false, p2p), kTol);
+  tab.add(c, "unidirectional NODE (gpu0->gpu4)", m["unidirectional_p2p_by_tier_GBps"]["NODE"].get<double>(),
+          p2p_test_GBps(t, 0, 4, false, p2p), kTol);
+  // The write-up's flow table (flows_GBps), in its order.
+  const std::vector<int> s0{0, 1, 2, 3}, s1{4, 5, 6, 7}, all{0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<std::vector<std::pair<int, int>>> sets = {
+      {{0, 1}},                                  // 1 flow PIX
+      {{0, 1}, {2, 3}},                          // 2 flows PIX (same switch)
+      {{0, 4}},                                  // 1 flow NODE
+      {{0, 4}, {1, 5}},                          // 2 flows NODE, same source switch
+      {{0, 4}, {1, 5}, {2, 6}, {3, 7}},          // 4 flows NODE 1:1
+      all_pairs(s0, s0),                         // 12 flows same-switch all-to-all
+      all_pairs(s0, s1),                         // 16 flows cross-switch
+      all_pairs(all, all)};                      // 56 flows all-to-all
+  const json& f = m["flows_GBps"];
+  REQUIRE(f.size() == sets.size());
+  for (size_t k = 0; k < sets.size(); ++k)
+    tab.add(c, "flows: " + f[k]["config"].get<std::string>() + " x" + std::to_string(sets[k].size()) + " total",
+            f[k]["total"].get<double>(), concurrent_GBps(t, sets[k]), k == 7 ? kAggregate : kTol);
+}
+
+TEST_CASE("fidelity: 8x H100 SXM, NVSwitch") {
+  const std::string c = "8x-h100-sxm-nvswitch";
+  const auto t = case_topology(c);
+  const json m = measured(c);
+  auto& tab = table();
+  tab.matrix(c, "bidirectional_p2p", m["bidirectional_p2p_GBps"], kTol,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, true, topology::RouteMode::p2p); });
+  tab.matrix(c, "unidirectional_p2p", m["unidirectional_p2p_GBps"], kTol,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, false, topology::RouteMode::p2p); });
+  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
+             [&](int i, int j) { return p2p_test_GBps(t, i, j, false, topology::RouteMode::host_staged); });
+}
+
+TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
+  auto& tab = table();
+  REQUIRE(tab.rows.size() > 100);
+  double sum = 0, worst = 0;
+  for (const auto& r : tab.rows) {
+    sum += std::abs(r["rel_error"].get<double>());
+    worst = std::max(worst, std::abs(r["rel_error"].get<double>()));
+  }
+  MESSAGE("fidelity: " << tab.rows.size() << " figures, mean |error| " << sum / static_cast<double>(tab.rows.size()) << ", worst "
+                       << worst);
+  if (const char* out = std::getenv("SPARSP_FIDELITY_OUT")) {
+    std::ofstream f(out);
+    f << json{{"generated_by", "SPARSP_FIDELITY_OUT=<file> test_sim -tc='fidelity*'"},
+              {"mean_abs_rel_error", std::round(sum / static_cast<double>(tab.rows.size()) * 10000) / 10000},
+              {"worst_abs_rel_error", std::round(worst * 10000) / 10000},
+              {"rows", tab.rows}}
+                 .dump(1)
+      << "\n";
+  }
+}

@@ -1,0 +1,209 @@
+// simulate() on small topologies built from JSON: closed-form times through the real Topology
+// routes, and the errors of bad workloads. Each expected number is derived in its comment.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "sparsp/sim.hpp"
+#include "sparsp/topology.hpp"
+
+using namespace sparsp;
+
+namespace {
+// cpu0 -- sw0 (uplink 10 GB/s per direction, 1 us, no duplex limit) -- gpu0, gpu1 (20 GB/s per
+// direction, both directions together 2 * 0.8 * 20 = 32 GB/s, 0.5 us each). Host memory 1 TB/s.
+std::string switch_topology(const std::string& model) {
+  return R"({"schema_version": 1, "name": "sw", "nodes": [
+      {"id": "cpu0", "kind": "cpu", "host_memory_GBps": 1000},
+      {"id": "sw0", "kind": "pcie_switch"},
+      {"id": "gpu0", "kind": "gpu", "model": ")" + model + R"("},
+      {"id": "gpu1", "kind": "gpu", "model": ")" + model + R"("}],
+    "links": [{"a": "cpu0", "b": "sw0", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 10, "latency_us": 1, "duplex_factor": 1},
+              {"a": "sw0", "b": "gpu0", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 20, "latency_us": 0.5, "duplex_factor": 0.8},
+              {"a": "sw0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 20, "latency_us": 0.5, "duplex_factor": 0.8}]})";
+}
+
+topology::Topology topo(const std::string& json) {
+  auto t = topology::Topology::from_json_text(json, "<test>");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  return std::move(t).value();
+}
+
+sim::SimResult run(const topology::Topology& t, const std::string& workload) {
+  auto w = sim::parse_workload(workload, "<w>");
+  REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
+  auto r = sim::simulate(t, *w);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return std::move(r).value();
+}
+
+std::string error_of(const topology::Topology& t, const std::string& workload) {
+  auto w = sim::parse_workload(workload, "w.json");
+  if (!w) return w.error().message;
+  auto r = sim::simulate(t, *w);
+  if (!r) {
+    CHECK(r.error().exit_code == 2);
+    return r.error().message;
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("simulate: P2P through a switch, one direction and both") {
+  const auto t = topo(switch_topology("L40S"));
+  // gpu0 -> sw0 -> gpu1: 20 GB/s, latency 0.5 + 0.5 us, launch 2 us:
+  // 3e-6 + 1e9 / 20e9 = 0.050003 s.
+  auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.050003).epsilon(1e-12));
+  CHECK(r.makespan_s == r.activities[0].end_s);
+  // Both directions: each GPU link carries one flow per direction, 32 GB/s together -> 16 GB/s
+  // each: 3e-6 + 1e9 / 16e9 = 0.062503 s.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "b", "src": "gpu1", "dst": "gpu0", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
+  CHECK(r.activities[1].end_s == doctest::Approx(0.062503).epsilon(1e-12));
+  // Per-resource statistics: sw0<->gpu0 carried 2 GB at full utilisation.
+  for (const auto& s : r.resources)
+    if (s.name == "sw0<->gpu0") {
+      CHECK(s.bytes == doctest::Approx(2e9));
+      CHECK(s.peak_utilization == doctest::Approx(1.0));
+      CHECK(s.busy_s == doctest::Approx(0.0625));
+    }
+}
+
+TEST_CASE("simulate: host-staged transfer, k chunks and first-chunk latency") {
+  // RTX 4090: no P2P, so gpu0 -> host0 -> gpu1 in 4 MiB chunks, 2 staging buffers.
+  // Leg 1 gpu0 -> sw0 -> cpu0 is held to 10 GB/s by the uplink (up direction), leg 2
+  // cpu0 -> sw0 -> gpu1 to 10 GB/s (down direction; the uplink has no duplex limit); latency of
+  // each leg 0.5 + 1 = 1.5 us. Per chunk and leg: L + c/r = 1.5e-6 + 4194304 / 1e10
+  // = 4.209304e-4 s. Equal legs: T = launch + (k + 1)(L + c/r).
+  // 64 MiB -> k = 16: 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3 s.
+  const auto t = topo(switch_topology("rtx4090"));
+  auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(7.1578168e-3).epsilon(1e-12));
+  // One chunk (first-chunk latency): 2e-6 + 2 * 4.209304e-4 = 8.438608e-4 s.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 4194304}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(8.438608e-4).epsilon(1e-12));
+  // Chunk size and buffers from the workload: 1 buffer, 16 MiB chunks, 64 MiB -> k = 4 chunks
+  // done strictly one after the other: launch + k * 2 (L + c/r),
+  // c/r = 16777216 / 1e10 = 1.6777216e-3 -> 2e-6 + 4 * 2 * 1.6792216e-3 = 1.34357728e-2 s.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864, "chunk_bytes": 16777216,
+       "staging_buffers": 1}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(1.34357728e-2).epsilon(1e-12));
+  // Asking for P2P where there is none is an error naming the transfer.
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "route": "p2p"}]})")
+            .find("w.json:/transfers/0: no route from gpu0 to gpu1") == 0);
+}
+
+TEST_CASE("simulate: peer traffic through a root complex pays its coefficient") {
+  // Two L40S direct on cpu0 whose root complex carries 20 GB/s and charges peer traffic 1.2x:
+  // rate 20 / 1.2 = 16.667 GB/s; latency 2 x 0.5 us; 1 GB: 3e-6 + 1e9 * 1.2 / 20e9 = 0.060003 s.
+  const auto t = topo(R"({"schema_version": 1, "name": "rc", "nodes": [
+      {"id": "cpu0", "kind": "cpu", "root_complex_GBps": 20, "peer_coefficient": 1.2, "host_memory_GBps": 100},
+      {"id": "gpu0", "kind": "gpu", "model": "L40S"}, {"id": "gpu1", "kind": "gpu", "model": "L40S"}],
+    "links": [{"a": "cpu0", "b": "gpu0", "kind": "pcie", "gen": 4, "width": 16, "latency_us": 0.5},
+              {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16, "latency_us": 0.5}]})");
+  const auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.060003).epsilon(1e-12));
+  for (const auto& s : r.resources)
+    if (s.name == "cpu0.rc") CHECK(s.bytes == doctest::Approx(1.2e9));  // coefficient-weighted
+}
+
+TEST_CASE("simulate: SM-driven transfer slows compute on its GPUs; DAG and critical path") {
+  // L40S: 142 SMs (topology preset table). c0 (1 ms of work on gpu0) runs alongside an SM-driven
+  // transfer taking 32 SMs: 10 MB at 20 GB/s = 0.5 ms + 1 us latency + 2 us launch = 0.503 ms.
+  // Compute runs at (142 - 32) / 142 while the transfer runs, then at full speed:
+  // end = 0.503e-3 + (1e-3 - 0.503e-3 * 110 / 142).
+  // c1 on gpu1 waits for the transfer (after), 0.2 ms -> ends at 0.703 ms.
+  const auto t = topo(switch_topology("L40S"));
+  REQUIRE(t.gpu(0).sm_count > 32);
+  const double sms = t.gpu(0).sm_count;
+  const auto r = run(t, R"({"schema_version": 1,
+      "transfers": [{"id": "x", "src": "gpu0", "dst": "gpu1", "bytes": 1e7, "engine": "sm", "comm_sms": 32}],
+      "compute": [{"id": "c0", "gpu": "gpu0", "duration_s": 0.001},
+                  {"id": "c1", "gpu": "gpu1", "duration_s": 0.0002, "after": ["x"]}]})");
+  const double t_x = 0.503e-3;
+  CHECK(r.activities[0].end_s == doctest::Approx(t_x).epsilon(1e-12));
+  CHECK(r.activities[1].end_s == doctest::Approx(t_x + (1e-3 - t_x * (sms - 32) / sms)).epsilon(1e-12));
+  CHECK(r.activities[2].start_s == doctest::Approx(t_x).epsilon(1e-12));
+  CHECK(r.activities[2].end_s == doctest::Approx(t_x + 0.2e-3).epsilon(1e-12));
+  // Makespan is c0's end (1.1 ms > 0.703 ms); the critical path is c0 alone.
+  CHECK(r.makespan_s == r.activities[1].end_s);
+  CHECK(r.critical_path == std::vector<std::string>{"c0"});
+}
+
+TEST_CASE("simulate: streams are FIFO and copy engines serve in order") {
+  // L40S have 2 copy engines (preset table). Three 1 GB gpu0 -> gpu1 copies ready at 0: two run
+  // together (10 GB/s each: both share gpu0->sw0 at 20 GB/s), the third waits for a CE:
+  // first two end at 3e-6 + 1e9 / 10e9 = 0.100003 s; the third then runs alone at 20 GB/s:
+  // 0.100003 + 3e-6 + 0.05 = 0.150006 s.
+  const auto t = topo(switch_topology("L40S"));
+  REQUIRE(t.gpu(0).copy_engines == 2);
+  auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.100003).epsilon(1e-12));
+  CHECK(r.activities[2].start_s == doctest::Approx(0.100003).epsilon(1e-12));
+  CHECK(r.activities[2].end_s == doctest::Approx(0.150006).epsilon(1e-12));
+  CHECK(r.activities[2].lane == "ce0");
+  CHECK(r.critical_path == std::vector<std::string>{"a", "c"});
+  // One stream: strictly one after the other, 0.050003 s each -> 0.150009 s.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"}]})");
+  CHECK(r.activities[2].end_s == doctest::Approx(0.150009).epsilon(1e-12));
+  CHECK(r.critical_path == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("simulate: bad workloads give one-line errors naming the place") {
+  const auto t = topo(switch_topology("L40S"));
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu9", "bytes": 1}]})") ==
+        "w.json:/transfers/0/dst: unknown endpoint 'gpu9'");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": -1}]})") ==
+        "w.json:/transfers/0/bytes: expected a number >= 0, got -1");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1}],
+        "compute": [{"id": "a", "gpu": "gpu0", "duration_s": 1}]})") == "w.json:/compute/0/id: duplicate id 'a'");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["zz"]}]})") ==
+        "w.json:/transfers/0/after/0: dangling dependency 'zz' (no activity has this id)");
+  const std::string cyc = error_of(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["b"]},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["a"]}]})");
+  CHECK(cyc.find("w.json:/transfers/") == 0);
+  CHECK(cyc.find("dependency cycle") != std::string::npos);
+  CHECK(error_of(t, R"({"schema_version": 2})") == "w.json:/schema_version: expected 1, got 2");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "byts": 1}]})") ==
+        "w.json:/transfers/0/byts: unknown field 'byts'");
+  CHECK(error_of(t, "{\n\"schema_version\": 1,\n  \"transfers\": [\n}") .find("w.json:4: invalid JSON") == 0);
+  CHECK(error_of(t, R"({"schema_version": 1, "compute": [{"id": "c", "gpu": "host0", "duration_s": 1}]})") ==
+        "w.json:/compute/0/gpu: unknown GPU 'host0'");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "engine": "dma"}]})") ==
+        "w.json:/transfers/0/engine: expected \"ce\", \"sm\" or \"host\", got \"dma\"");
+}
+
+TEST_CASE("simulate: deterministic, bit for bit") {
+  const auto t = topo(switch_topology("rtx4090"));
+  std::string w = R"({"schema_version": 1, "transfers": [)";
+  for (int i = 0; i < 40; ++i) {
+    if (i) w += ",";
+    w += R"({"id": "t)" + std::to_string(i) + R"(", "src": "gpu)" + std::to_string(i % 2) + R"(", "dst": ")" +
+         (i % 3 ? "gpu" + std::to_string(1 - i % 2) : std::string("host0")) + R"(", "bytes": )" +
+         std::to_string(1000000 * (1 + i % 7)) + (i > 3 ? R"(, "after": ["t)" + std::to_string(i - 3) + "\"]" : "") + "}";
+  }
+  w += "]}";
+  const auto a = run(t, w), b = run(t, w);
+  REQUIRE(a.activities.size() == 40);
+  for (size_t i = 0; i < a.activities.size(); ++i) {
+    CHECK(a.activities[i].start_s == b.activities[i].start_s);
+    CHECK(a.activities[i].end_s == b.activities[i].end_s);
+  }
+  CHECK(a.makespan_s == b.makespan_s);
+}
