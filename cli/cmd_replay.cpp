@@ -62,7 +62,7 @@ struct ValidateArgs {
 };
 
 struct CalibrateArgs {
-  std::string devices, out, topology_out;
+  std::string devices, out, topology_out, from;
   bool json = false;
   replay::CalibrateOptions opt;
 };
@@ -139,7 +139,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   auto ca = std::make_shared<CalibrateArgs>();
   CLI::App* c = app.add_subcommand("calibrate", "Measure the machine (nvbandwidth-style) and write a topology JSON");
   c->add_option("--devices", ca->devices, "devices to measure (default: all)");
-  c->add_option("-o,--output", ca->out, "machine JSON (discovery, measurements, fits)")->required();
+  c->add_option("-o,--output", ca->out, "machine JSON (discovery, measurements, fits)");
+  c->add_option("--from", ca->from, "rebuild the topology from this machine JSON instead of measuring");
   c->add_option("--topology-out", ca->topology_out, "topology JSON for the simulator (default: <output stem>.topology.json)");
   c->add_option("--virtual-ranks", ca->opt.virtual_ranks, "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)");
   c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")->capture_default_str();
@@ -149,6 +150,15 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     auto devs = parse_devices(ca->devices);
     if (!devs) { ctx.exit_code = report(devs.error()); return; }
     ca->opt.devices = *devs;
+    if (!ca->from.empty()) {
+      if (ca->topology_out.empty()) { ctx.exit_code = report(Error{"calibrate: --from needs --topology-out", 2}); return; }
+      auto topo = replay::topology_from_machine_file(ca->from, ca->opt.virtual_ranks);
+      if (!topo) { ctx.exit_code = report(topo.error()); return; }
+      if (auto st = write_file(ca->topology_out, *topo); !st) { ctx.exit_code = report(st.error()); return; }
+      ctx.exit_code = 0;
+      return;
+    }
+    if (ca->out.empty()) { ctx.exit_code = report(Error{"calibrate: -o/--output is required", 2}); return; }
     auto res = replay::calibrate(ca->opt);
     if (!res) { ctx.exit_code = report(res.error()); return; }
     if (auto st = write_file(ca->out, res->machine_json); !st) { ctx.exit_code = report(st.error()); return; }

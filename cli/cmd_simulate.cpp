@@ -30,6 +30,7 @@ struct SimulateArgs {
   std::vector<std::string> policies;
   std::string baseline;
   std::optional<int> steps, layers;
+  std::optional<double> attention_efficiency;
   bool json = false, csv = false, list = false;
   std::string trace_dir, plan_dir, plan_in;
 };
@@ -116,6 +117,11 @@ Result<sim::Study> build_study(const SimulateArgs& a) {
     s.baseline.clear();
   }
   if (!a.baseline.empty()) s.baseline = a.baseline;
+  if (a.attention_efficiency) {
+    if (!(*a.attention_efficiency > 0 && *a.attention_efficiency <= 1))
+      return input_error(cl, "--attention-efficiency", "expected a fraction in (0, 1]");
+    s.attention_efficiency = *a.attention_efficiency;
+  }
   if (a.steps) {
     if (*a.steps < 1) return input_error(cl, "--steps", "expected a positive count");
     s.steps.clear();
@@ -161,8 +167,13 @@ int run(const SimulateArgs& a) {
   auto r = sim::run_study(*study, opt);
   if (!r) return report(r.error());
   for (const auto& p : r->policies) {
-    const std::string stem = safe_name(p.topology + "__" + p.policy.name() +
-                                       (p.policy.params.count("host_staged") ? "_host_staged" : ""));
+    std::string label = p.policy.name();
+    for (const auto& [k, v] : p.policy.params) {
+      std::ostringstream o;
+      o << "_" << k << "-" << v;
+      label += o.str();
+    }
+    const std::string stem = safe_name(p.topology + "__" + label);
     if (opt.keep_plans && p.plan) {
       if (auto st = write_file(a.plan_dir, stem + ".plan.json", plan::to_json(*p.plan)); !st)
         return report(st.error());
@@ -204,6 +215,8 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--baseline", args->baseline, "policy the speedups are relative to");
   cmd->add_option("--steps", args->steps, "simulate the first N denoising steps (e2e extrapolated)");
   cmd->add_option("--layers", args->layers, "simulate the first N layers (step extrapolated)");
+  cmd->add_option("--attention-efficiency", args->attention_efficiency,
+                  "fraction of the GPU's dense bf16 peak reached by attention kernels");
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output");
   cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");

@@ -110,6 +110,13 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
     lr.repeat = L.repeat;
     lr.makespan_s = detail::median(makespans);
     lr.makespan_samples_s = makespans;
+    // Activities come from the representative iteration: the one whose makespan is the (lower)
+    // median, so the timeline is one coherent run (per-activity medians of start and end could
+    // mix iterations in which concurrent transfers were served in different orders).
+    std::vector<size_t> idx(makespans.size());
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return makespans[a] < makespans[b]; });
+    const size_t rep = idx[(idx.size() - 1) / 2];
     for (size_t i = 0; i < n; ++i) {
       const detail::Activity& a = el.acts[i];
       sim::ActivityResult ar;
@@ -118,8 +125,8 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
       if (ar.is_transfer) ar.where = a.transfer->src + "->" + a.transfer->dst;
       else ar.where = a.compute->gpu;
       ar.lane = lane_of(a, res.devices, ex->ranks);
-      ar.start_s = detail::median(starts[i]);
-      ar.end_s = detail::median(ends[i]);
+      ar.start_s = starts[i][rep];
+      ar.end_s = ends[i][rep];
       ar.bytes = static_cast<double>(a.bytes);
       lr.activities.push_back(std::move(ar));
     }

@@ -8,6 +8,9 @@
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
+#include "calibrate_topology.hpp"
 #include "exec_plan.hpp"
 #include "sparsp/units.hpp"
 
@@ -63,7 +66,8 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     if (!sim) return sim.error();
     std::map<std::string, const sim::ActivityResult*> simulated;
     for (const auto& a : sim->activities) simulated[a.id] = &a;
-    double staged_best = 0;
+    double staged_best = 0, staged_bytes = 0;
+    std::vector<std::pair<double, double>> staged_iv;
     for (const auto& m : R.activities) {
       auto it = simulated.find(m.id);
       if (it == simulated.end())
@@ -76,11 +80,32 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
       errs.push_back(te.error);
       all.push_back(te);
       for (const auto& t : L.work.transfers)
-        if (t.id == m.id && t.route == topology::RouteMode::host_staged && m.bytes > 0)
+        if (t.id == m.id && t.route == topology::RouteMode::host_staged && m.bytes > 0) {
           staged_best = std::max(staged_best, m.bytes / md);
+          staged_bytes += m.bytes;
+          staged_iv.emplace_back(m.start_s, m.end_s);
+        }
     }
     rep.host_staged_achieved_Bps = std::max(rep.host_staged_achieved_Bps, staged_best);
-    LayerError le{L.step, L.layer, R.makespan_s, sim->makespan_s, rel_error(sim->makespan_s, R.makespan_s)};
+    LayerError le{L.step, L.layer, R.makespan_s, sim->makespan_s, rel_error(sim->makespan_s, R.makespan_s), 0, 0};
+    // Busy time of host staging: the length of the union of the staged transfers' intervals.
+    std::sort(staged_iv.begin(), staged_iv.end());
+    double busy = 0, cur_a = 0, cur_b = -1;
+    for (const auto& [a, b] : staged_iv) {
+      if (a > cur_b) {
+        if (cur_b > cur_a) busy += cur_b - cur_a;
+        cur_a = a;
+        cur_b = b;
+      } else {
+        cur_b = std::max(cur_b, b);
+      }
+    }
+    if (cur_b > cur_a) busy += cur_b - cur_a;
+    if (staged_bytes > 0 && busy > 0) {
+      le.staged_bytes = staged_bytes;
+      le.staged_span_s = busy;
+      rep.host_staged_aggregate_Bps = std::max(rep.host_staged_aggregate_Bps, staged_bytes / busy);
+    }
     mk_errs.push_back(le.error);
     rep.layers.push_back(le);
   }
@@ -116,10 +141,12 @@ std::string validate_json(const ValidateReport& r) {
   root["makespan_mape"] = r.makespan_mape;
   root["makespan_max_error"] = r.makespan_max_error;
   root["host_staged_achieved_GBps"] = units::Bps_to_GBps(r.host_staged_achieved_Bps);
+  root["host_staged_aggregate_GBps"] = units::Bps_to_GBps(r.host_staged_aggregate_Bps);
   Json layers = Json::array();
   for (const auto& l : r.layers)
     layers.push_back({{"step", l.step}, {"layer", l.layer}, {"measured_s", l.measured_s},
-                      {"simulated_s", l.simulated_s}, {"error", l.error}});
+                      {"simulated_s", l.simulated_s}, {"error", l.error},
+                      {"staged_bytes", l.staged_bytes}, {"staged_span_s", l.staged_span_s}});
   root["layers"] = std::move(layers);
   Json outl = Json::array();
   for (const auto& o : r.outliers)
@@ -140,7 +167,8 @@ std::string validate_table(const ValidateReport& r) {
                 100 * r.makespan_max_error);
   os << buf;
   if (r.host_staged_achieved_Bps > 0) {
-    std::snprintf(buf, sizeof buf, "best host-staged transfer: %.2f GB/s\n", units::Bps_to_GBps(r.host_staged_achieved_Bps));
+    std::snprintf(buf, sizeof buf, "host-staged: best transfer %.2f GB/s, aggregate %.2f GB/s (bytes / busy time)\n",
+                  units::Bps_to_GBps(r.host_staged_achieved_Bps), units::Bps_to_GBps(r.host_staged_aggregate_Bps));
     os << buf;
   }
   os << "\n  step layer   measured_ms  simulated_ms   error\n";
@@ -166,22 +194,41 @@ PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>
   f.name = name;
   f.sizes_bytes = x;
   f.times_s = t;
-  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
-  if (n < 2) return f;
-  // Weighted least squares: minimise sum ((a + b x_i - t_i) / t_i)^2, i.e. relative error, so
-  // small sizes (latency) and large sizes (bandwidth) both count.
-  Eigen::MatrixXd A(n, 2);
-  Eigen::VectorXd y(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const double w = t[i] > 0 ? 1.0 / t[i] : 1.0;
-    A(i, 0) = w;
-    A(i, 1) = w * x[i];
-    y(i) = w * t[i];
+  const size_t n = x.size();
+  if (n < 2 || t.size() != n) return f;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  const double xmax = x[order.back()];
+  std::vector<size_t> big, small;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order[k];
+    if (x[i] >= xmax / 32 || k + 3 >= n) big.push_back(i);
+    if (x[i] <= 256 * 1024.0 || k < 3) small.push_back(i);
+  }
+  // Slope by ordinary least squares on [1, x] over the large sizes (Eigen QR).
+  Eigen::MatrixXd A(static_cast<Eigen::Index>(big.size()), 2);
+  Eigen::VectorXd y(static_cast<Eigen::Index>(big.size()));
+  for (size_t k = 0; k < big.size(); ++k) {
+    A(static_cast<Eigen::Index>(k), 0) = 1.0;
+    A(static_cast<Eigen::Index>(k), 1) = x[big[k]];
+    y(static_cast<Eigen::Index>(k)) = t[big[k]];
   }
   const Eigen::Vector2d ab = A.colPivHouseholderQr().solve(y);
-  f.latency_s = std::max(0.0, ab(0));
-  f.bandwidth_Bps = ab(1) > 0 ? 1.0 / ab(1) : 0.0;
+  const double slope = ab(1);
+  f.bandwidth_Bps = slope > 0 ? 1.0 / slope : 0.0;
+  double lat = 0;
+  for (size_t i : small) lat += t[i] - (slope > 0 ? x[i] * slope : 0.0);
+  f.latency_s = std::max(0.0, lat / static_cast<double>(small.size()));
   return f;
+}
+
+Result<std::string> topology_from_machine_file(const std::string& path, int virtual_ranks) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return input_error(path, "", "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return detail::topology_from_machine(ss.str(), path, virtual_ranks, sim::SimOptions{}.launch_overhead_s);
 }
 
 #ifndef SPARSP_HAVE_CUDA

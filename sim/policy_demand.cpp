@@ -83,7 +83,7 @@ std::vector<double> grouped_flops(const LayerInput& in, const std::vector<int>& 
   return flops;
 }
 
-Demand compute_demand(const LayerInput& in) {
+Demand compute_demand(const LayerInput& in, bool split_text) {
   const auto& layout = *in.layout;
   const auto& owner = in.placement->block_owner;
   const int P = in.placement->ranks;
@@ -100,7 +100,7 @@ Demand compute_demand(const LayerInput& in) {
   std::vector<std::vector<int>> q_of(static_cast<size_t>(P));
   for (int k = 0; k < nb; ++k) {
     const int o = owner[static_cast<size_t>(k)];
-    q_of[static_cast<size_t>(o)].push_back(k);
+    if (!(split_text && layout.is_text(k))) q_of[static_cast<size_t>(o)].push_back(k);
     d.owned_blocks[static_cast<size_t>(o)]++;
     d.owned_tokens[static_cast<size_t>(o)] += layout.tokens_in_block[static_cast<size_t>(k)];
   }
@@ -148,7 +148,36 @@ Demand compute_demand(const LayerInput& in) {
     }
   }
   std::vector<int> all_heads(static_cast<size_t>(H), 0);
-  d.flops = grouped_flops(in, owner, P, owner, P, all_heads, 1);
+  if (!split_text) {
+    d.flops = grouped_flops(in, owner, P, owner, P, all_heads, 1);
+    return d;
+  }
+  std::vector<int> video_q(owner);
+  bool any_text = false;
+  for (int k = 0; k < nb; ++k)
+    if (layout.is_text(k)) {
+      video_q[static_cast<size_t>(k)] = -1;
+      any_text = true;
+    }
+  d.flops = grouped_flops(in, video_q, P, owner, P, all_heads, 1);
+  if (!any_text) return d;
+  // Each text block's rows, by KV owner: the work lands on the KV owner (local piece).
+  const double partial_per_token = static_cast<double>(H) *
+                                   (in.model->head_dim * in.model->dtype_bytes + 4.0);
+  for (int t = 0; t < nb; ++t) {
+    if (!layout.is_text(t)) continue;
+    std::vector<int> qsel(static_cast<size_t>(nb), -1);
+    qsel[static_cast<size_t>(t)] = 0;
+    const auto f = grouped_flops(in, qsel, 1, owner, P, all_heads, 1);
+    const int to = owner[static_cast<size_t>(t)];
+    for (int o = 0; o < P; ++o) {
+      if (f[static_cast<size_t>(o)] <= 0) continue;
+      d.flops[static_cast<size_t>(o) * P + o] += f[static_cast<size_t>(o)];
+      if (o != to)
+        d.text_partials.push_back(
+            {o, to, partial_per_token * layout.tokens_in_block[static_cast<size_t>(t)]});
+    }
+  }
   return d;
 }
 

@@ -31,10 +31,22 @@ struct Demand {
   std::vector<int> owned_blocks;              ///< [P]
   std::vector<double> owned_tokens;           ///< [P]
   std::vector<std::vector<uint64_t>> head_need;   ///< head_block only: [g] H x words bitsets
+  /// split_text: partial text-query outputs each rank returns to a text block's owner, as
+  /// (rank, text owner, bytes); empty otherwise.
+  struct Partial {
+    int from, to;
+    double bytes;
+  };
+  std::vector<Partial> text_partials;
   double need(int g, int o) const { return bytes[static_cast<size_t>(g) * ranks + o]; }
 };
 
-Demand compute_demand(const LayerInput& in);
+/// With split_text, text query blocks (dense rows in every video DiT) are not computed only by
+/// their owner, which would then need every KV block of the layer: every rank computes the text
+/// queries against its own KV blocks (partial attention with its log-sum-exp, as ring attention
+/// merges partial results), and returns the partial output (tokens x heads x (head_dim * dtype
+/// + 4 B log-sum-exp)) to the text block's owner. Text KV blocks are still fetched by all.
+Demand compute_demand(const LayerInput& in, bool split_text = false);
 
 /// KV block ids of the union of the needs of `requesters` from owner o, ascending.
 std::vector<int32_t> union_blocks(const Demand& d, int o, const std::vector<int>& requesters);

@@ -44,6 +44,9 @@ BlockGraph block_graph(patterns::Pattern& pattern, int max_layers) {
     for (int h = 0; h < pattern.heads(); ++h) {
       const auto& m = pattern.mask(0, l, h);
       for (int q = 0; q < n; ++q) {
+        // Text query rows (dense) are split across the ranks by the demand schemes, so they
+        // create no dependency on where their KV blocks live.
+        if (layout.is_text(q)) continue;
         const uint64_t* row = m.row(q);
         double tk = 0;
         for (int w = 0; w < m.words_per_row(); ++w) {
@@ -89,6 +92,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
   Workload w;
   const int comm_sms = static_cast<int>(param(p, "comm_sms", 16));
   const double chunk = param(p, "chunk_bytes", 0);
+  const bool ce_only = param(p, "ce_only", 0) != 0;
   const std::string L = "L" + std::to_string(layer) + ".";
   auto mid = [&](size_t i) {
     const auto& m = plan.messages[i];
@@ -126,7 +130,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
       for (size_t ti : tasks_of[static_cast<size_t>(m.src)])
         if (plan.tasks[ti].phase < m.phase) after.insert(tid(ti));
     t.after.assign(after.begin(), after.end());
-    const bool sm = mode == Mode::sm_overlap || (mode == Mode::sync && m.collective);
+    const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
     t.engine = (m.src < 0 || m.dst < 0) ? Engine::ce : (sm ? Engine::sm : Engine::ce);
     t.comm_sms = t.engine == Engine::sm ? comm_sms : 0;
     t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
@@ -135,7 +139,13 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
     t.kv_blocks = m.kv_blocks;
     w.transfers.push_back(std::move(t));
   }
-  for (size_t i = 0; i < plan.tasks.size(); ++i) {
+  // Compute in (phase, scheme order): a rank's FIFO attention stream (sync) must not queue a
+  // later ring step before an earlier one.
+  std::vector<size_t> order(plan.tasks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return plan.tasks[x].phase < plan.tasks[y].phase; });
+  for (size_t i : order) {
     const auto& a = plan.tasks[i];
     ComputeTask c;
     c.id = tid(i);
@@ -200,7 +210,7 @@ std::string names(const std::vector<PolicyInfo>& list) {
   return s;
 }
 const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance", "locality"};
+                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text"};
 }  // namespace
 
 Status check_policy(const plan::PolicySpec& spec) {

@@ -30,7 +30,9 @@ Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& w
   const auto& res = topo.resources();
   std::vector<double> load(res.size(), 0.0);
   for (const auto& t : work.transfers) {
-    auto r = topo.route(t.src, t.dst, t.route);
+    const int si = topo.endpoint_index(t.src), di = topo.endpoint_index(t.dst);
+    if (si < 0 || di < 0) return Error{"transfer " + t.id + ": unknown endpoint"};
+    const auto& r = topo.route_ref(si, di, t.route);
     if (!r) return r.error();
     for (const auto& leg : r->legs)
       for (const auto& u : leg.uses) load[static_cast<size_t>(u.resource)] += u.coefficient * t.bytes;

@@ -42,11 +42,30 @@ int add_task(CommPlan& plan, AttentionTask t) {
   return static_cast<int>(plan.tasks.size()) - 1;
 }
 
-// Local attention piece of every rank (its queries against its own KV blocks).
-void add_local_tasks(CommPlan& plan, const Demand& d) {
+// Local attention piece of every rank (its queries against its own KV blocks). Returns the task
+// index per rank (-1 where there is no local work).
+std::vector<int> add_local_tasks(CommPlan& plan, const Demand& d) {
+  std::vector<int> idx(static_cast<size_t>(d.ranks), -1);
   for (int g = 0; g < d.ranks; ++g) {
     const double f = d.flops[static_cast<size_t>(g) * d.ranks + g];
-    if (f > 0) add_task(plan, AttentionTask{g, f, 0, {}, "local"});
+    if (f > 0) idx[static_cast<size_t>(g)] = add_task(plan, AttentionTask{g, f, 0, {}, "local"});
+  }
+  return idx;
+}
+
+// Partial text-query outputs back to the text owner, after the sender's local piece (which holds
+// its text-query work).
+void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& local, bool staged) {
+  for (const auto& p : d.text_partials) {
+    Message m;
+    m.src = p.from;
+    m.dst = p.to;
+    m.bytes = p.bytes;
+    m.host_staged = staged;
+    m.phase = 1;
+    if (local[static_cast<size_t>(p.from)] >= 0) m.after_tasks = {local[static_cast<size_t>(p.from)]};
+    m.tag = "text_out";
+    add_msg(plan, std::move(m));
   }
 }
 
@@ -285,17 +304,20 @@ std::vector<int> add_discovery(CommPlan& plan, const LayerInput& in, const Deman
 }
 
 Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
-  const Demand d = detail::compute_demand(in);
+  const Demand d = detail::compute_demand(in, param(p, "split_text", 1) != 0);
   const int P = d.ranks;
   const bool staged = param(p, "host_staged", 0) != 0;
   CommPlan plan;
   std::vector<int> req;
   if (in.dynamic) req = add_discovery(plan, in, d, staged, true);
-  add_local_tasks(plan, d);
-  for (int g = 0; g < P; ++g)
+  add_text_partials(plan, d, add_local_tasks(plan, d), staged);
+  // Shifted order (owner o serves o+1, o+2, ...), as NCCL's pairwise all-to-all does, so that
+  // the copy-engine queues of the owners do not all serve the same requester first (incast).
+  for (int sh = 1; sh < P; ++sh)
     for (int o = 0; o < P; ++o) {
+      const int g = (o + sh) % P;
       const size_t go = static_cast<size_t>(g) * P + o;
-      if (g == o || d.bytes[go] <= 0) continue;
+      if (d.bytes[go] <= 0) continue;
       Message m;
       m.src = o;
       m.dst = g;
@@ -314,18 +336,19 @@ Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
 // uneven NCCL all-to-all carrying exactly the demanded KV; a rank's remote attention starts when
 // its all-to-all (sends and receives, one NCCL group) has completed.
 Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
-  const Demand d = detail::compute_demand(in);
+  const Demand d = detail::compute_demand(in, param(p, "split_text", 1) != 0);
   const int P = d.ranks;
   const bool staged = param(p, "host_staged", 0) != 0;
   CommPlan plan;
   const std::vector<int> req = add_discovery(plan, in, d, staged, in.dynamic);
   for (auto& m : plan.messages) m.collective = true;
-  add_local_tasks(plan, d);
+  add_text_partials(plan, d, add_local_tasks(plan, d), staged);
   std::vector<std::vector<int>> involved(static_cast<size_t>(P));
-  for (int g = 0; g < P; ++g)
+  for (int sh = 1; sh < P; ++sh)   // shifted pairwise order, as NCCL's all-to-all
     for (int o = 0; o < P; ++o) {
+      const int g = (o + sh) % P;
       const size_t go = static_cast<size_t>(g) * P + o;
-      if (g == o || d.bytes[go] <= 0) continue;
+      if (d.bytes[go] <= 0) continue;
       Message m;
       m.src = o;
       m.dst = g;
@@ -355,14 +378,14 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
 // requesters' blocks into its NUMA node's pinned host memory once (one device-to-host copy) and
 // each requester reads its blocks from there.
 Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& p) {
-  const Demand d = detail::compute_demand(in);
+  const Demand d = detail::compute_demand(in, param(p, "split_text", 1) != 0);
   const int P = d.ranks;
   const RankTopology& rt = *in.ranks;
   const bool force_staged = param(p, "host_staged", 0) != 0;
   CommPlan plan;
   std::vector<int> req;
   if (in.dynamic) req = add_discovery(plan, in, d, force_staged, true);
-  add_local_tasks(plan, d);
+  add_text_partials(plan, d, add_local_tasks(plan, d), force_staged);
   auto leaf = [&](int x) { return rt.ancestors[static_cast<size_t>(x)].empty()
                                       ? std::string() : rt.ancestors[static_cast<size_t>(x)][0]; };
   auto remote_task = [&](int g, int o, int msg) {
@@ -371,8 +394,9 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
   };
   for (int o = 0; o < P; ++o) {
     std::vector<int> staged, direct_p2p;
-    for (int g = 0; g < P; ++g) {
-      if (g == o || d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
+    for (int sh = 1; sh < P; ++sh) {   // shifted order (see demand_direct)
+      const int g = (o + sh) % P;
+      if (d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
       if (force_staged || !rt.p2p_allowed(o, g)) staged.push_back(g);
       else direct_p2p.push_back(g);
     }

@@ -1,4 +1,5 @@
 // Study JSON reader (schema: configs/studies/README.md). Errors: "<file>:<JSON pointer>: <what>".
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -365,7 +366,20 @@ Result<Study> load_study(const std::string& path) {
   if (!in) return input_error(path, "", "cannot read the study file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_study(ss.str(), path);
+  auto s = parse_study(ss.str(), path);
+  if (!s) return s;
+  // File references (topology JSON, recorded pattern, table) are relative to the study file
+  // when they do not exist relative to the working directory.
+  const auto dir = std::filesystem::path(path).parent_path();
+  auto resolve = [&](std::string& f) {
+    if (f.empty() || std::filesystem::path(f).is_absolute() || std::filesystem::exists(f)) return;
+    const bool is_file = f.find('/') != std::string::npos || f.find(".json") != std::string::npos;
+    if (is_file && std::filesystem::exists(dir / f)) f = (dir / f).string();
+  };
+  for (auto& t : s->topologies) resolve(t);
+  resolve(s->pattern.input);
+  resolve(s->pattern.table_path);
+  return s;
 }
 
 Result<Study> default_study() { return parse_study(default_study_json(), "<preset:default-study>"); }

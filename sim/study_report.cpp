@@ -45,7 +45,7 @@ std::string format_table(const StudyResult& r) {
          "phase per layer; LB: its lower bound\n";
   std::string topo;
   const char* hdr =
-      "%-52s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
+      "%-58s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
   for (const auto& p : r.policies) {
     if (p.topology != topo) {
       topo = p.topology;

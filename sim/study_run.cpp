@@ -85,6 +85,10 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     baseline = -1;
     for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
       if (policy_label(st.policies[i]) == st.baseline) baseline = static_cast<int>(i);
+    if (auto spec = parse_policy(st.baseline); spec)
+      for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
+        if (st.policies[i].name() == spec->name() && st.policies[i].params == spec->params)
+          baseline = static_cast<int>(i);
     for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
       if (st.policies[i].name() == st.baseline) baseline = static_cast<int>(i);
     if (baseline < 0)

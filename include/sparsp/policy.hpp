@@ -168,7 +168,8 @@ Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in,
                              const std::map<std::string, double>& params);
 
 /// Turns a CommPlan into a Workload for the engine. Rank r's endpoint is
-/// "gpu<gpu_of_rank[r]>". `params`: "comm_sms" (sm_overlap, default 16), "chunk_bytes".
+/// "gpu<gpu_of_rank[r]>". `params`: "comm_sms" (SMs per SM-driven copy, default 16), "chunk_bytes"
+/// (host-staged pipeline chunk), "ce_only" (1: every transfer on copy engines, also under sync).
 /// Errors: unknown runtime name.
 Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
                                const RankTopology& ranks, const ComputeModel& compute,

@@ -49,8 +49,10 @@ struct ReplayOptions {
   int corrupt_block = -1;              ///< flip one byte of this block after it is received
 };
 
-/// Median timing of one layer plan. Activities are in workload order (transfers, then compute),
-/// times in seconds from the layer's common start (gate opening, all GPUs).
+/// Timing of one layer plan: makespan_s is the median over the timed iterations; activities (in
+/// workload order: transfers, then compute) are those of the representative iteration (the one
+/// with the lower-median makespan), times in seconds from the layer's common start (the gate
+/// opening, all GPUs).
 struct LayerReplay {
   int step = 0;
   int layer = 0;
@@ -113,6 +115,8 @@ struct LayerError {
   int step = 0, layer = 0;
   double measured_s = 0, simulated_s = 0;
   double error = 0;                        ///< |simulated - measured| / measured
+  double staged_bytes = 0;                 ///< host-staged payload bytes of the layer plan
+  double staged_span_s = 0;                ///< measured: length of the union of staged intervals
 };
 
 /// Errors are fractions (0.05 = 5%). Statistics over transfers with measured duration > 0.
@@ -121,7 +125,10 @@ struct ValidateReport {
   int transfers = 0;
   double mape = 0, p50 = 0, p90 = 0, max_error = 0;       ///< per-transfer duration errors
   double makespan_mape = 0, makespan_max_error = 0;       ///< per-layer makespan errors
-  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, largest staged
+  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, best single staged
+                                                          ///< transfer (measured)
+  double host_staged_aggregate_Bps = 0;                   ///< max over layer plans of all staged
+                                                          ///< bytes / time any staged transfer runs
   std::vector<LayerError> layers;
   std::vector<TransferError> outliers;                    ///< largest errors first
 };
@@ -163,8 +170,16 @@ struct CalibrateResult {
 /// Runs the microbenchmarks (CUDA builds only; otherwise an error, exit 1).
 Result<CalibrateResult> calibrate(const CalibrateOptions& options);
 
-/// Least-squares fit of t = a + b * x (x bytes, t seconds) -> latency a, bandwidth 1/b.
-/// REQUIRES: sizes.size() == times.size() >= 2. Weighted by 1/t^2 (relative error).
+/// Topology JSON rebuilt from a machine JSON that `calibrate` wrote (no GPU needed), with
+/// `virtual_ranks` > 1 folding that many ranks onto GPU 0. Errors name the file and pointer.
+Result<std::string> topology_from_machine_file(const std::string& machine_path, int virtual_ranks);
+
+/// Least-squares fit of t = a + x / bandwidth (x bytes, t seconds). Two regimes, so that neither
+/// the ramp of mid sizes nor the latency of small ones biases the other: the bandwidth is the
+/// least-squares slope over the sizes >= 1/32 of the largest (at least the 3 largest points);
+/// the latency is the least-squares intercept with that slope fixed over the sizes <= 256 KiB
+/// (at least the 3 smallest), i.e. the mean of t - x / bandwidth there. Fewer than 2 points:
+/// zeros.
 PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>& sizes_bytes,
                               const std::vector<double>& times_s);
 

@@ -37,8 +37,8 @@ TEST_CASE("the compiled-in default study is configs/studies/default.json") {
 }
 
 TEST_CASE("every study in configs/studies parses") {
-  for (const char* name : {"default.json", "pcie-sta-radial.json", "replay-1gpu-sp2.json",
-                           "replay-1gpu-sp4.json", "topk-dynamic.json"}) {
+  for (const char* name : {"default.json", "pcie-sta.json", "pcie-radial.json",
+                           "replay-1gpu-sta.json", "topk-dynamic.json"}) {
     CAPTURE(name);
     auto s = sim::load_study(std::string(SPARSP_SOURCE_DIR) + "/configs/studies/" + name);
     CHECK(s.ok());

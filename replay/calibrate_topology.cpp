@@ -1,0 +1,178 @@
+// Topology JSON from calibration fits (see calibrate_topology.hpp).
+#include "calibrate_topology.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace sparsp::replay::detail {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+double gbps(double Bps) { return Bps / 1e9; }
+Json gpu_node(const std::string& id, const CalibratedGpu& g) {
+  Json n = Json::object();
+  n["id"] = id;
+  n["kind"] = "gpu";
+  n["model"] = g.model;
+  if (g.sm_count > 0) n["sm_count"] = g.sm_count;
+  if (g.copy_engines > 0) n["copy_engines"] = g.copy_engines;
+  if (g.memory_bytes > 0) n["memory_bytes"] = g.memory_bytes;
+  return n;
+}
+Json pcie_link(const std::string& a, const std::string& b, int gen, int width, double cap_Bps, double latency_s,
+               double duplex) {
+  Json l = Json::object();
+  l["a"] = a;
+  l["b"] = b;
+  l["kind"] = "pcie";
+  l["gen"] = std::clamp(gen, 1, 6);
+  l["width"] = width;
+  if (cap_Bps > 0) l["capacity_GBps"] = gbps(cap_Bps);
+  l["latency_us"] = std::max(0.0, latency_s) * 1e6;
+  l["duplex_factor"] = std::clamp(duplex, 0.5, 1.0);
+  return l;
+}
+}  // namespace
+
+std::string calibrated_topology_json(const std::string& name, const std::vector<CalibratedGpu>& gpus,
+                                     const std::vector<CalibratedPeer>& peers, int virtual_ranks,
+                                     double launch_overhead_s) {
+  Json root = Json::object();
+  root["schema_version"] = 1;
+  root["name"] = name;
+  std::string src = "sparsp calibrate: measured copy-engine bandwidths fitted as t = latency + bytes / bandwidth "
+                    "(least squares, relative error); link latency = fitted latency - simulator launch overhead";
+  if (virtual_ranks > 1)
+    src += "; " + std::to_string(virtual_ranks) + " ranks folded onto GPU 0 behind a virtual switch (replay --devices 0,0,...)";
+  root["source"] = src;
+  const bool any_p2p = std::any_of(peers.begin(), peers.end(), [](const CalibratedPeer& p) { return p.p2p; });
+  root["p2p"] = virtual_ranks > 1 || any_p2p;
+  Json nodes = Json::array(), links = Json::array();
+  std::vector<int> numa;
+  for (const auto& g : gpus) numa.push_back(std::max(0, g.numa_node));
+  const int sockets = numa.empty() ? 1 : *std::max_element(numa.begin(), numa.end()) + 1;
+  for (int s = 0; s < sockets; ++s) {
+    Json c = Json::object();
+    c["id"] = "cpu" + std::to_string(s);
+    c["kind"] = "cpu";
+    c["numa_node"] = s;
+    nodes.push_back(c);
+  }
+  auto link_latency = [&](const CalibratedGpu& g) {
+    return g.staged_chunk_s > 0 ? g.staged_chunk_s : g.latency_s - launch_overhead_s;
+  };
+  auto link_of = [&](const CalibratedGpu& g) {
+    const double cap = std::max(g.h2d_Bps, g.d2h_Bps);
+    const double duplex = cap > 0 && g.bidir_aggregate_Bps > 0 ? g.bidir_aggregate_Bps / (2 * cap) : 1.0;
+    return std::make_pair(cap, duplex);
+  };
+  if (virtual_ranks > 1 && !gpus.empty()) {
+    const CalibratedGpu& g = gpus[0];
+    const auto [cap, duplex] = link_of(g);
+    Json sw = Json::object();
+    sw["id"] = "vsw0";
+    sw["kind"] = "pcie_switch";
+    nodes.push_back(sw);
+    links.push_back(pcie_link("cpu" + std::to_string(numa[0]), "vsw0", g.pcie_gen, g.pcie_width, cap,
+                              link_latency(g), duplex));
+    CalibratedGpu share = g;
+    share.sm_count = std::max(1, g.sm_count / virtual_ranks);
+    for (int r = 0; r < virtual_ranks; ++r) {
+      nodes.push_back(gpu_node("gpu" + std::to_string(r), share));
+      // Device-local copy: one read and one write of HBM; each virtual rank's downlink carries it.
+      links.push_back(pcie_link("vsw0", "gpu" + std::to_string(r), g.pcie_gen, g.pcie_width,
+                                g.d2d_Bps > 0 ? g.d2d_Bps : 1e12, 0.0, 1.0));
+    }
+  } else {
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      const auto [cap, duplex] = link_of(gpus[i]);
+      nodes.push_back(gpu_node("gpu" + std::to_string(i), gpus[i]));
+      links.push_back(pcie_link("cpu" + std::to_string(numa[i]), "gpu" + std::to_string(i), gpus[i].pcie_gen,
+                                gpus[i].pcie_width, cap, link_latency(gpus[i]), duplex));
+    }
+  }
+  root["nodes"] = std::move(nodes);
+  root["links"] = std::move(links);
+  return root.dump(2) + "\n";
+}
+
+}  // namespace sparsp::replay::detail
+
+namespace sparsp::replay::detail {
+
+Result<std::string> topology_from_machine(const std::string& text, const std::string& src, int virtual_ranks,
+                                          double launch_overhead_s) {
+  Json m;
+  try {
+    m = Json::parse(text);
+  } catch (const Json::parse_error&) {
+    return input_error(src, "", "invalid JSON");
+  }
+  if (!m.is_object() || m.value("schema", "") != "sparsp.machine") return input_error(src, "/schema", "expected \"sparsp.machine\"");
+  std::vector<CalibratedGpu> gpus;
+  try {
+    std::map<std::string, const Json*> fits;
+    for (const Json& f : m.at("fits")) fits[f.at("name").get<std::string>()] = &f;
+    // Re-fit from the raw points where present (so a machine JSON is reproducible data and fit
+    // improvements apply to old measurements); "staged:" fits keep their stored numbers.
+    auto refit = [&](const std::string& k) -> PathFit {
+      PathFit f;
+      auto it = fits.find(k);
+      if (it == fits.end()) return f;
+      const Json& j = *it->second;
+      f.bandwidth_Bps = j.at("bandwidth_GBps").get<double>() * 1e9;
+      f.latency_s = j.at("latency_us").get<double>() * 1e-6;
+      f.aggregate_Bps = j.value("aggregate_GBps", 0.0) * 1e9;
+      if (k.rfind("staged:", 0) != 0 && j.contains("points")) {
+        std::vector<double> x, t;
+        for (const Json& p : j["points"]) {
+          x.push_back(p.at("bytes").get<double>());
+          t.push_back(p.at("time_us").get<double>() * 1e-6);
+        }
+        if (x.size() >= 2) {
+          const double flows = f.aggregate_Bps > 0 && f.bandwidth_Bps > 0 ? std::round(f.aggregate_Bps / f.bandwidth_Bps) : 1;
+          f = fit_latency_bandwidth(k, x, t);
+          if (flows > 1) f.aggregate_Bps = flows * f.bandwidth_Bps;
+        }
+      }
+      return f;
+    };
+    auto bw = [&](const std::string& k) { return refit(k).bandwidth_Bps; };
+    auto agg = [&](const std::string& k) { return refit(k).aggregate_Bps; };
+    auto lat = [&](const std::string& k) { return refit(k).latency_s; };
+    for (const Json& d : m.at("devices")) {
+      CalibratedGpu g;
+      const std::string k = std::to_string(d.at("ordinal").get<int>());
+      g.model = d.at("name").get<std::string>();
+      g.sm_count = d.value("sm_count", 0);
+      g.copy_engines = std::max(1, d.value("async_engine_count", 2));
+      g.memory_bytes = d.value("memory_bytes", 0.0);
+      g.numa_node = std::max(0, std::atoi(d.value("numa_node", std::string("0")).c_str()));
+      const std::string speed = d.value("max_link_speed", std::string());
+      const double gts = std::atof(speed.c_str());
+      g.pcie_gen = gts >= 60 ? 6 : gts >= 30 ? 5 : gts >= 15 ? 4 : gts >= 7 ? 3 : gts >= 4 ? 2 : gts > 0 ? 1 : 5;
+      const int w = std::atoi(d.value("max_link_width", std::string("16")).c_str());
+      g.pcie_width = w > 0 ? w : 16;
+      g.h2d_Bps = bw("h2d:" + k);
+      g.d2h_Bps = bw("d2h:" + k);
+      g.bidir_aggregate_Bps = agg("bidir:" + k);
+      g.latency_s = 0.5 * (lat("h2d:" + k) + lat("d2h:" + k));
+      g.d2d_Bps = bw("d2d:" + k);
+      g.staged_chunk_s = lat("staged:" + k);
+      gpus.push_back(g);
+    }
+  } catch (const Json::exception& e) {
+    return input_error(src, "", std::string("malformed machine JSON: ") + e.what());
+  }
+  if (gpus.empty()) return input_error(src, "/devices", "no devices");
+  std::string name = "calibrated-" + std::to_string(gpus.size()) + "x-" + gpus[0].model;
+  std::replace(name.begin(), name.end(), ' ', '-');
+  if (virtual_ranks > 1) name += "-folded" + std::to_string(virtual_ranks);
+  return calibrated_topology_json(name, gpus, {}, virtual_ranks, launch_overhead_s);
+}
+
+}  // namespace sparsp::replay::detail

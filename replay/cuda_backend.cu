@@ -1,0 +1,700 @@
+// CUDA backend (built when SPARSP_HAVE_CUDA). See include/sparsp/replay.hpp for the contract.
+//
+// Execution of one iteration of one layer plan:
+//  1. receive regions are poisoned (cudaMemsetAsync 0xA5; host memories by memset);
+//  2. a gate kernel spins on a pinned, mapped flag on every device used; an event recorded after
+//     it on each device is the common time base (all gates open on the same host store);
+//  3. activities are issued in topological order, interleaved chunk by chunk among the issuable
+//     ones, each on its own stream(s), waiting on the end events of its dependencies (plan
+//     `after` + FIFO predecessor on its named stream), bracketed by timing events;
+//       - transfer GPU->GPU, route host_staged: D2H chunks on a stream of the source device into
+//         pinned staging buffers, H2D chunks on a stream of the destination device, chunk k's H2D
+//         waits for its D2H, chunk k's D2H waits for chunk k-B's H2D (B staging buffers);
+//       - transfer GPU->GPU otherwise: cudaMemcpyPeerAsync on a copy-engine stream of the source
+//         device (device-local cudaMemcpyAsync when both ranks share a GPU);
+//       - Engine::sm: a copy kernel on comm_sms SMs instead of the copy engine (through mapped
+//         pinned memory for host staging);
+//       - GPU<->hostK: cudaMemcpyAsync to/from the pinned host memory;
+//       - compute: a kernel of one block per SM (large shared-memory footprint) spinning on
+//         %globaltimer for duration_s, on sm_count / (ranks on the device) SMs;
+//  4. the gate opens after the first kGateOps issue steps (or when all are issued) so the host
+//     never blocks on a full launch queue while the GPUs wait;
+//  5. all devices synchronise; start/end come from cudaEventElapsedTime against the base event.
+// Verification runs a kernel over the table of receive regions on each device.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "cuda_check.hpp"
+#include "exec_plan.hpp"
+
+namespace sparsp::replay::detail {
+namespace {
+
+constexpr int kGateOps = 512;
+constexpr int kComputeThreads = 128;
+
+struct DevRegion {
+  uint8_t* ptr;
+  uint64_t bytes;
+  ContentKey key;
+};
+
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void gate_kernel(const volatile int* flag) {
+  while (*flag == 0) __nanosleep(200);
+}
+
+__global__ void spin_kernel(uint64_t ns) {
+  extern __shared__ unsigned char claim[];  // footprint only: one block per SM
+  if (threadIdx.x == 0) {
+    claim[0] = 0;
+    const uint64_t t0 = globaltimer_ns();
+    while (globaltimer_ns() - t0 < ns) {
+    }
+  }
+  __syncthreads();
+}
+
+/// Grid-stride copy, 16 bytes per thread step where aligned, bytes for the tail.
+__global__ void copy_kernel(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src, uint64_t bytes) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
+  uint64_t done = 0;
+  if (aligned) {
+    const uint64_t n16 = bytes / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (uint64_t i = tid; i < n16; i += stride) d[i] = s[i];
+    done = n16 * 16;
+  }
+  for (uint64_t i = done + tid; i < bytes; i += stride) dst[i] = src[i];
+}
+
+__global__ void fill_kernel(const DevRegion* regions) {
+  const DevRegion r = regions[blockIdx.y];
+  const uint64_t words = r.bytes / 4;
+  uint32_t* p = reinterpret_cast<uint32_t*>(r.ptr);
+  for (uint64_t w = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words;
+       w += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    p[w] = content_word(r.key, w);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (uint64_t i = words * 4; i < r.bytes; ++i) r.ptr[i] = content_byte(r.key, i);
+}
+
+__global__ void verify_kernel(const DevRegion* regions, unsigned long long* first_bad) {
+  const DevRegion r = regions[blockIdx.y];
+  const uint64_t words = r.bytes / 4;
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(r.ptr);
+  for (uint64_t w = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words;
+       w += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    if (p[w] != content_word(r.key, w)) {
+      uint64_t i = 4 * w;
+      while (r.ptr[i] == content_byte(r.key, i)) ++i;
+      atomicMin(first_bad + blockIdx.y, static_cast<unsigned long long>(i));
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (uint64_t i = words * 4; i < r.bytes; ++i)
+      if (r.ptr[i] != content_byte(r.key, i)) atomicMin(first_bad + blockIdx.y, static_cast<unsigned long long>(i));
+}
+
+/// Per-device state.
+struct Device {
+  int ordinal = 0;
+  cudaDeviceProp prop{};
+  std::vector<cudaStream_t> streams;   ///< pool: activity slots
+  cudaStream_t gate = nullptr;
+  cudaStream_t aux = nullptr;          ///< fill / verify / poison
+  cudaEvent_t base = nullptr;          ///< common time base
+  std::vector<cudaEvent_t> timing;     ///< pool of timing events
+  std::vector<cudaEvent_t> sync;       ///< pool of sync-only events
+  size_t timing_used = 0, sync_used = 0;
+  int ranks_here = 0;
+  DevRegion* d_regions = nullptr;      ///< region table (fills or checks)
+  size_t d_regions_cap = 0;
+  unsigned long long* d_bad = nullptr;
+  size_t d_bad_cap = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override { release(); }
+
+  Status prepare(const plan::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) override {
+    ranks_ = exec.ranks;
+    hosts_ = exec.hosts;
+    emulate_compute_ = opt.emulate_compute;
+    // More hardware queues than the default 8, so that concurrent streams do not alias onto one
+    // queue and serialise (must precede the first CUDA call; an explicit setting wins).
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    int count = 0;
+    SPARSP_CUDA_TRY(cudaGetDeviceCount(&count));
+    rank_dev_ = opt.devices;
+    if (rank_dev_.empty()) {
+      if (plan.gpus > count)
+        return Error{"replay: the plan needs " + std::to_string(plan.gpus) + " GPUs, " + std::to_string(count) +
+                         " present; map ranks onto fewer GPUs with --devices (e.g. --devices " +
+                         std::string("0") + std::string(plan.gpus > 1 ? ",0" : "") + "...)",
+                     2};
+      for (int r = 0; r < plan.gpus; ++r) rank_dev_.push_back(r);
+    }
+    for (size_t r = 0; r < rank_dev_.size(); ++r)
+      if (rank_dev_[r] >= count)
+        return Error{"replay: --devices maps rank " + std::to_string(r) + " to device " + std::to_string(rank_dev_[r]) +
+                         ", but only " + std::to_string(count) + " CUDA devices are present",
+                     2};
+    std::set<int> used(rank_dev_.begin(), rank_dev_.end());
+    for (int d : used) {
+      Device dv;
+      dv.ordinal = d;
+      SPARSP_CUDA_TRY(cudaGetDeviceProperties(&dv.prop, d));
+      for (int r : rank_dev_) dv.ranks_here += r == d ? 1 : 0;
+      devs_[d] = dv;
+    }
+    // P2P: needed for route p2p between different devices, and for SM copies across devices.
+    std::set<std::pair<int, int>> peer_pairs;
+    for (const auto& L : exec.layers)
+      for (const auto& a : L.acts) {
+        if (a.kind != ActKind::transfer) continue;
+        if (a.src >= ranks_ && a.dst >= ranks_)
+          return Error{"replay: transfer \"" + a.id + "\" copies host memory to host memory; the cuda backend "
+                       "moves data to or from GPUs only",
+                       2};
+        if (a.src >= ranks_ || a.dst >= ranks_) continue;
+        const int ds = rank_dev_[a.src], dd = rank_dev_[a.dst];
+        if (ds == dd) continue;
+        const bool staged = a.transfer->route == topology::RouteMode::host_staged;
+        if (staged) continue;
+        int can = 0;
+        SPARSP_CUDA_TRY(cudaDeviceCanAccessPeer(&can, ds, dd));
+        if (!can && (a.transfer->route == topology::RouteMode::p2p || a.transfer->engine == sim::Engine::sm))
+          return Error{"replay: transfer \"" + a.id + "\" (" + a.transfer->src + "->" + a.transfer->dst +
+                           ") needs peer access from device " + std::to_string(ds) + " to " + std::to_string(dd) +
+                           ", which this machine does not allow; use route host_staged",
+                       2};
+        if (can) peer_pairs.insert({ds, dd});
+      }
+    // Memory: all holder buffers of the ranks on each device, plus 256 MiB headroom.
+    for (auto& [d, dv] : devs_) {
+      uint64_t need = 256ull << 20;
+      for (int r = 0; r < ranks_; ++r)
+        if (rank_dev_[r] == d) need += exec.max_holder_bytes[r];
+      size_t free_b = 0, total_b = 0;
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+      if (need > free_b)
+        return Error{"replay: device " + std::to_string(d) + " needs " + std::to_string(need >> 20) + " MiB for " +
+                         std::to_string(dv.ranks_here) + " rank(s), only " + std::to_string(free_b >> 20) +
+                         " MiB free (try --payload-scale or fewer ranks per device)",
+                     2};
+    }
+    // Everything checked: allocate.
+    for (auto [a, b] : peer_pairs) {
+      SPARSP_CUDA_TRY(cudaSetDevice(a));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else SPARSP_CUDA_TRY(e);
+    }
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&dv.gate, cudaStreamNonBlocking));
+      SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&dv.aux, cudaStreamNonBlocking));
+      SPARSP_CUDA_TRY(cudaEventCreate(&dv.base));
+      SPARSP_CUDA_TRY(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(spin_smem(dv))));
+    }
+    bufs_.assign(exec.holders(), nullptr);
+    for (int r = 0; r < ranks_; ++r) {
+      SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r]));
+      SPARSP_CUDA_TRY(cudaMalloc(&bufs_[r], std::max<uint64_t>(exec.max_holder_bytes[r], 256)));
+    }
+    for (int h = ranks_; h < exec.holders(); ++h) {
+      SPARSP_CUDA_TRY(cudaHostAlloc(&bufs_[h], std::max<uint64_t>(exec.max_holder_bytes[h], 256),
+                                    cudaHostAllocPortable | cudaHostAllocMapped));
+    }
+    SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&gate_flag_), sizeof(int),
+                                  cudaHostAllocPortable | cudaHostAllocMapped));
+    *gate_flag_ = 0;
+    return Ok{};
+  }
+
+  Status fill(const ExecLayer& layer) override {
+    // Staging buffers of this layer's staged transfers.
+    uint64_t need = 0;
+    staging_off_.assign(layer.acts.size(), 0);
+    for (size_t i = 0; i < layer.acts.size(); ++i)
+      if (is_staged(layer.acts[i])) {
+        staging_off_[i] = need;
+        need += static_cast<uint64_t>(layer.acts[i].staging_buffers) * layer.acts[i].chunk_bytes;
+      }
+    if (need > staging_cap_) {
+      if (staging_) SPARSP_CUDA_TRY(cudaFreeHost(staging_));
+      staging_ = nullptr;
+      SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&staging_), need, cudaHostAllocPortable | cudaHostAllocMapped));
+      staging_cap_ = need;
+    }
+    // Stream slots: activities on one named plan stream share a slot (they are FIFO through
+    // their dependencies anyway); unnamed ones get their own. Slot k = streams 2k and 2k+1
+    // (the second for the H2D half of a staged transfer) on every device.
+    slot_.assign(layer.acts.size(), 0);
+    {
+      std::map<std::string, int> by_name;
+      int next = 0;
+      for (size_t i = 0; i < layer.acts.size(); ++i) {
+        const Activity& a = layer.acts[i];
+        const std::string& name = a.kind == ActKind::transfer ? a.transfer->stream : a.compute->stream;
+        if (name.empty()) slot_[i] = next++;
+        else {
+          auto [it, fresh] = by_name.try_emplace(name, next);
+          if (fresh) ++next;
+          slot_[i] = it->second;
+        }
+      }
+      slots_ = static_cast<size_t>(next);
+    }
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      while (dv.streams.size() < 2 * slots_) {
+        cudaStream_t s;
+        SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        dv.streams.push_back(s);
+      }
+    }
+    SPARSP_TRY(run_region_kernel(layer.fills, /*verify=*/false, nullptr));
+    for (const Region& r : layer.fills)
+      if (r.holder >= ranks_) fill_region(bufs_[r.holder], r);
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+    }
+    return Ok{};
+  }
+
+  Status run_once(const ExecLayer& layer, std::vector<double>& starts, std::vector<double>& ends) override {
+    const size_t n = layer.acts.size();
+    starts.assign(n, 0);
+    ends.assign(n, 0);
+    // 1. Poison.
+    for (const Region& r : layer.checks) {
+      if (r.holder >= ranks_) {
+        std::memset(bufs_[r.holder] + r.offset, static_cast<int>(kPoisonByte), r.bytes);
+      } else {
+        SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r.holder]));
+        SPARSP_CUDA_TRY(cudaMemsetAsync(bufs_[r.holder] + r.offset, static_cast<int>(kPoisonByte), r.bytes,
+                                        devs_[rank_dev_[r.holder]].aux));
+      }
+    }
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+      dv.timing_used = dv.sync_used = 0;
+    }
+    // 2. Gates and time base. The guard opens the gates on every exit path, so an error while
+    // issuing never leaves a gate kernel spinning.
+    struct GateGuard {
+      CudaBackend* self;
+      ~GateGuard() { self->open_gate(); }
+    };
+    *reinterpret_cast<volatile int*>(gate_flag_) = 0;
+    GateGuard guard{this};
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      gate_kernel<<<1, 1, 0, dv.gate>>>(gate_flag_);
+      SPARSP_CUDA_TRY_LAUNCH("gate_kernel");
+      SPARSP_CUDA_TRY(cudaEventRecord(dv.base, dv.gate));
+    }
+    // 3. Issue.
+    std::vector<Issue> st(n);
+    std::vector<int> pending(n, 0);
+    std::vector<std::vector<int>> out(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int d : layer.acts[i].deps) {
+        ++pending[i];
+        out[d].push_back(static_cast<int>(i));
+      }
+    std::vector<int> active;  // issuable, not yet fully issued; in topological order
+    std::vector<int> topo_pos(n);
+    for (size_t k = 0; k < layer.order.size(); ++k) topo_pos[layer.order[k]] = static_cast<int>(k);
+    for (int i : layer.order)
+      if (pending[i] == 0) active.push_back(i);
+    size_t finished = 0;
+    int ops = 0;
+    bool gate_open = false;
+    while (finished < n) {
+      if (active.empty()) break;  // unreachable: the order is a topological order
+      std::vector<int> next;
+      std::vector<int> completed;
+      for (int i : active) {
+        bool done = false;
+        SPARSP_TRY(issue_step(layer, static_cast<size_t>(i), st, done));
+        ++ops;
+        if (done) completed.push_back(i);
+        else next.push_back(i);
+      }
+      for (int i : completed) {
+        ++finished;
+        for (int j : out[i])
+          if (--pending[j] == 0) next.push_back(j);
+      }
+      std::sort(next.begin(), next.end(), [&](int a, int b) { return topo_pos[a] < topo_pos[b]; });
+      active.swap(next);
+      if (!gate_open && ops >= kGateOps) {
+        open_gate();
+        gate_open = true;
+      }
+    }
+    if (!gate_open) open_gate();
+    // 5. Synchronise and read the events.
+    for (auto& [d, dv] : devs_) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (layer.acts[i].skip) continue;
+      float ms = 0;
+      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, devs_[st[i].start_dev].base, st[i].start));
+      starts[i] = ms * 1e-3;
+      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, devs_[st[i].end_dev].base, st[i].end));
+      ends[i] = ms * 1e-3;
+    }
+    return Ok{};
+  }
+
+  Result<std::pair<int64_t, int64_t>> verify(const ExecLayer& layer) override {
+    std::vector<int64_t> bad(layer.checks.size(), -1);
+    SPARSP_TRY(run_region_kernel(layer.checks, /*verify=*/true, &bad));
+    for (size_t c = 0; c < layer.checks.size(); ++c) {
+      const Region& r = layer.checks[c];
+      if (r.holder >= ranks_) bad[c] = check_region(bufs_[r.holder], r);
+      if (bad[c] >= 0) return std::pair<int64_t, int64_t>{static_cast<int64_t>(c), bad[c]};
+    }
+    return std::pair<int64_t, int64_t>{-1, -1};
+  }
+
+  Status corrupt(const ExecLayer& /*layer*/, const Region& r) override {
+    if (r.bytes == 0) return Ok{};
+    uint8_t* p = bufs_[r.holder] + r.offset + r.bytes / 2;
+    if (r.holder >= ranks_) {
+      *p ^= 1;
+      return Ok{};
+    }
+    uint8_t v = 0;
+    SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r.holder]));
+    SPARSP_CUDA_TRY(cudaMemcpy(&v, p, 1, cudaMemcpyDeviceToHost));
+    v ^= 1;
+    SPARSP_CUDA_TRY(cudaMemcpy(p, &v, 1, cudaMemcpyHostToDevice));
+    return Ok{};
+  }
+
+  std::string description() const override {
+    std::string s;
+    for (const auto& [d, dv] : devs_) {
+      if (!s.empty()) s += ", ";
+      s += std::string(dv.prop.name) + " (device " + std::to_string(d) + ", ranks";
+      for (int r = 0; r < ranks_; ++r)
+        if (rank_dev_[r] == d) s += " " + std::to_string(r);
+      s += ")";
+    }
+    return s;
+  }
+
+ private:
+  /// Issue state of one activity.
+  struct Issue {
+    bool begun = false;
+    cudaStream_t s1 = nullptr, s2 = nullptr;
+    int start_dev = 0, end_dev = 0;
+    cudaEvent_t start = nullptr, end = nullptr;
+    uint64_t next_chunk = 0, chunks = 0;
+    std::vector<cudaEvent_t> d2h_done, h2d_done;  // staged: per chunk
+  };
+
+  static size_t spin_smem(const Device& dv) {
+    // More than half of an SM's shared memory: at most one spin block per SM.
+    return std::min<size_t>(dv.prop.sharedMemPerBlockOptin, dv.prop.sharedMemPerMultiprocessor / 2 + 1024);
+  }
+
+  bool is_staged(const Activity& a) const {
+    return a.kind == ActKind::transfer && a.src < ranks_ && a.dst < ranks_ &&
+           a.transfer->route == topology::RouteMode::host_staged;
+  }
+
+  int dev_of(int holder) const { return holder < ranks_ ? rank_dev_[holder] : -1; }
+
+  Result<cudaEvent_t> event(int d, bool timing) {
+    Device& dv = devs_[d];
+    auto& pool = timing ? dv.timing : dv.sync;
+    size_t& used = timing ? dv.timing_used : dv.sync_used;
+    if (used == pool.size()) {
+      cudaEvent_t e;
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+      pool.push_back(e);
+    }
+    return pool[used++];
+  }
+
+  /// Makes `s` (on device d) wait for the dependencies of activity i (or the gate).
+  Status wait_deps(const ExecLayer& layer, size_t i, const std::vector<Issue>& st, int d, cudaStream_t s) {
+    SPARSP_CUDA_TRY(cudaSetDevice(d));
+    SPARSP_CUDA_TRY(cudaStreamWaitEvent(s, devs_[d].base, 0));
+    for (int j : layer.acts[i].deps)
+      if (!layer.acts[j].skip) SPARSP_CUDA_TRY(cudaStreamWaitEvent(s, st[j].end, 0));
+    return Ok{};
+  }
+
+  /// Copies payload bytes [off, off + len) of activity a between the given base pointers (the
+  /// staging side is contiguous), on stream s with the copy engine or a copy kernel.
+  Status copy_range(const Activity& a, uint64_t off, uint64_t len, uint8_t* stage, bool to_stage,
+                    cudaStream_t s, bool sm) {
+    uint64_t pos = 0;
+    for (const Piece& p : a.pieces) {
+      const uint64_t lo = std::max(off, pos), hi = std::min(off + len, pos + p.bytes);
+      if (lo < hi) {
+        uint8_t* dst = to_stage ? stage + (lo - off) : bufs_[a.dst] + p.dst_offset + (lo - pos);
+        const uint8_t* src = to_stage ? bufs_[a.src] + p.src_offset + (lo - pos) : stage + (lo - off);
+        SPARSP_TRY(copy(dst, src, hi - lo, s, sm, a.comm_sms));
+      }
+      pos += p.bytes;
+      if (pos >= off + len) break;
+    }
+    return Ok{};
+  }
+
+  Status copy(uint8_t* dst, const uint8_t* src, uint64_t bytes, cudaStream_t s, bool sm, int sms) {
+    if (sm) {
+      copy_kernel<<<std::max(1, sms), 512, 0, s>>>(dst, src, bytes);
+      SPARSP_CUDA_TRY_LAUNCH("copy_kernel");
+    } else {
+      SPARSP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    }
+    return Ok{};
+  }
+
+  /// Issues the next step of activity i; `done` when it is fully issued (end event recorded).
+  Status issue_step(const ExecLayer& layer, size_t i, std::vector<Issue>& st, bool& done) {
+    const Activity& a = layer.acts[i];
+    Issue& is = st[i];
+    done = false;
+    if (a.skip) {
+      done = true;
+      return Ok{};
+    }
+    if (a.kind == ActKind::compute) {
+      const int d = rank_dev_[a.src];
+      Device& dv = devs_[d];
+      is.s1 = dv.streams[2 * slot_[i]];
+      is.start_dev = is.end_dev = d;
+      SPARSP_TRY(wait_deps(layer, i, st, d, is.s1));
+      auto e0 = event(d, true);
+      if (!e0) return e0.error();
+      auto e1 = event(d, true);
+      if (!e1) return e1.error();
+      is.start = *e0;
+      is.end = *e1;
+      SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
+      if (emulate_compute_ && a.duration_s > 0) {
+        const int sms = std::max(1, dv.prop.multiProcessorCount / std::max(1, dv.ranks_here));
+        spin_kernel<<<sms, kComputeThreads, spin_smem(dv), is.s1>>>(static_cast<uint64_t>(a.duration_s * 1e9));
+        SPARSP_CUDA_TRY_LAUNCH("spin_kernel");
+      }
+      SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s1));
+      done = true;
+      return Ok{};
+    }
+    const bool sm = a.transfer->engine == sim::Engine::sm;
+    const int ds = dev_of(a.src), dd = dev_of(a.dst);
+    const int d_issue = ds >= 0 ? ds : dd;  // the GPU side drives the copy
+    if (!is_staged(a)) {
+      Device& dv = devs_[d_issue];
+      is.s1 = dv.streams[2 * slot_[i]];
+      is.start_dev = is.end_dev = d_issue;
+      SPARSP_TRY(wait_deps(layer, i, st, d_issue, is.s1));
+      auto e0 = event(d_issue, true);
+      if (!e0) return e0.error();
+      auto e1 = event(d_issue, true);
+      if (!e1) return e1.error();
+      is.start = *e0;
+      is.end = *e1;
+      SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
+      for (const Piece& p : a.pieces) {
+        uint8_t* dst = bufs_[a.dst] + p.dst_offset;
+        const uint8_t* src = bufs_[a.src] + p.src_offset;
+        if (!sm && ds >= 0 && dd >= 0 && ds != dd)
+          SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(dst, dd, src, ds, p.bytes, is.s1));
+        else
+          SPARSP_TRY(copy(dst, src, p.bytes, is.s1, sm, a.comm_sms));
+      }
+      SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s1));
+      done = true;
+      return Ok{};
+    }
+    // Host-staged pipeline: one chunk per step.
+    const uint64_t C = a.chunk_bytes;
+    const uint64_t B = static_cast<uint64_t>(std::max(1, a.staging_buffers));
+    if (!is.begun) {
+      is.begun = true;
+      is.s1 = devs_[ds].streams[2 * slot_[i]];
+      is.s2 = devs_[dd].streams[2 * slot_[i] + 1];
+      is.start_dev = ds;
+      is.end_dev = dd;
+      is.chunks = (a.bytes + C - 1) / C;
+      is.next_chunk = 0;
+      is.d2h_done.assign(is.chunks, nullptr);
+      is.h2d_done.assign(is.chunks, nullptr);
+      SPARSP_TRY(wait_deps(layer, i, st, ds, is.s1));
+      auto e0 = event(ds, true);
+      if (!e0) return e0.error();
+      is.start = *e0;
+      SPARSP_CUDA_TRY(cudaSetDevice(ds));
+      SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
+      // The H2D stream starts with the transfer.
+      SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, is.start, 0));
+    }
+    if (is.next_chunk < is.chunks) {
+      const uint64_t k = is.next_chunk++;
+      const uint64_t off = k * C, len = std::min(C, a.bytes - off);
+      uint8_t* stage = staging_ + staging_off_[i] + (k % B) * C;
+      // D2H of chunk k, after the H2D of chunk k - B freed its buffer.
+      SPARSP_CUDA_TRY(cudaSetDevice(ds));
+      if (k >= B) SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s1, is.h2d_done[k - B], 0));
+      SPARSP_TRY(copy_range(a, off, len, stage, /*to_stage=*/true, is.s1, sm));
+      auto ev = event(ds, false);
+      if (!ev) return ev.error();
+      is.d2h_done[k] = *ev;
+      SPARSP_CUDA_TRY(cudaEventRecord(is.d2h_done[k], is.s1));
+      // H2D of chunk k after its D2H.
+      SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, is.d2h_done[k], 0));
+      SPARSP_TRY(copy_range(a, off, len, stage, /*to_stage=*/false, is.s2, sm));
+      auto ev2 = event(dd, false);
+      if (!ev2) return ev2.error();
+      is.h2d_done[k] = *ev2;
+      SPARSP_CUDA_TRY(cudaEventRecord(is.h2d_done[k], is.s2));
+    }
+    if (is.next_chunk >= is.chunks) {
+      auto e1 = event(dd, true);
+      if (!e1) return e1.error();
+      is.end = *e1;
+      SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s2));
+      done = true;
+    }
+    return Ok{};
+  }
+
+  void open_gate() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *reinterpret_cast<volatile int*>(gate_flag_) = 1;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+
+  /// Fill (verify=false) or check the device regions of `regions`; bad[c] = first bad byte.
+  Status run_region_kernel(const std::vector<Region>& regions, bool verify, std::vector<int64_t>* bad) {
+    for (auto& [d, dv] : devs_) {
+      std::vector<DevRegion> table;
+      std::vector<size_t> index;
+      for (size_t c = 0; c < regions.size(); ++c) {
+        const Region& r = regions[c];
+        if (r.holder < ranks_ && rank_dev_[r.holder] == d && r.bytes > 0) {
+          table.push_back(DevRegion{bufs_[r.holder] + r.offset, r.bytes, r.key});
+          index.push_back(c);
+        }
+      }
+      if (table.empty()) continue;
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      if (table.size() > dv.d_regions_cap) {
+        if (dv.d_regions) SPARSP_CUDA_TRY(cudaFree(dv.d_regions));
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.d_regions, table.size() * sizeof(DevRegion)));
+        dv.d_regions_cap = table.size();
+      }
+      if (table.size() > dv.d_bad_cap) {
+        if (dv.d_bad) SPARSP_CUDA_TRY(cudaFree(dv.d_bad));
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.d_bad, table.size() * sizeof(unsigned long long)));
+        dv.d_bad_cap = table.size();
+      }
+      SPARSP_CUDA_TRY(cudaMemcpy(dv.d_regions, table.data(), table.size() * sizeof(DevRegion), cudaMemcpyHostToDevice));
+      // Regions in chunks of 65535 (grid y limit).
+      for (size_t first = 0; first < table.size(); first += 65535) {
+        const unsigned ny = static_cast<unsigned>(std::min<size_t>(65535, table.size() - first));
+        const dim3 grid(static_cast<unsigned>(std::max(1, dv.prop.multiProcessorCount / 2)), ny);
+        if (verify) {
+          SPARSP_CUDA_TRY(cudaMemset(dv.d_bad + first, 0xFF, ny * sizeof(unsigned long long)));
+          verify_kernel<<<grid, 256, 0, dv.aux>>>(dv.d_regions + first, dv.d_bad + first);
+          SPARSP_CUDA_TRY_LAUNCH("verify_kernel");
+        } else {
+          fill_kernel<<<grid, 256, 0, dv.aux>>>(dv.d_regions + first);
+          SPARSP_CUDA_TRY_LAUNCH("fill_kernel");
+        }
+      }
+      SPARSP_CUDA_TRY(cudaStreamSynchronize(dv.aux));
+      if (verify) {
+        std::vector<unsigned long long> h(table.size());
+        SPARSP_CUDA_TRY(cudaMemcpy(h.data(), dv.d_bad, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+        for (size_t k = 0; k < h.size(); ++k)
+          if (h[k] != ULLONG_MAX) (*bad)[index[k]] = static_cast<int64_t>(h[k]);
+      }
+    }
+    return Ok{};
+  }
+
+  void release() {
+    for (auto& [d, dv] : devs_) {
+      cudaSetDevice(d);
+      cudaDeviceSynchronize();
+      for (auto s : dv.streams) cudaStreamDestroy(s);
+      for (auto e : dv.timing) cudaEventDestroy(e);
+      for (auto e : dv.sync) cudaEventDestroy(e);
+      if (dv.gate) cudaStreamDestroy(dv.gate);
+      if (dv.aux) cudaStreamDestroy(dv.aux);
+      if (dv.base) cudaEventDestroy(dv.base);
+      if (dv.d_regions) cudaFree(dv.d_regions);
+      if (dv.d_bad) cudaFree(dv.d_bad);
+    }
+    for (int h = 0; h < static_cast<int>(bufs_.size()); ++h) {
+      if (!bufs_[h]) continue;
+      if (h < ranks_) {
+        cudaSetDevice(rank_dev_[h]);
+        cudaFree(bufs_[h]);
+      } else {
+        cudaFreeHost(bufs_[h]);
+      }
+    }
+    if (staging_) cudaFreeHost(staging_);
+    if (gate_flag_) cudaFreeHost(gate_flag_);
+    devs_.clear();
+    bufs_.clear();
+  }
+
+  int ranks_ = 0, hosts_ = 0;
+  bool emulate_compute_ = true;
+  std::vector<int> rank_dev_;
+  std::map<int, Device> devs_;
+  std::vector<uint8_t*> bufs_;
+  uint8_t* staging_ = nullptr;
+  uint64_t staging_cap_ = 0;
+  std::vector<uint64_t> staging_off_;
+  std::vector<int> slot_;
+  size_t slots_ = 0;
+  int* gate_flag_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace sparsp::replay::detail
