@@ -238,7 +238,6 @@ Result<CommPlan> scheme_usp_impl(const LayerInput& in, int u, bool staged, const
       m.tag = std::string(tag) + "_out";
       add_msg(plan, std::move(m));
     }
-  // Drop zero-work pieces that nothing depends on (keep the first per rank: output depends on it).
   return plan;
 }
 

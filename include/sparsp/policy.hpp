@@ -163,7 +163,9 @@ struct CommPlan {
 };
 
 /// Builds the named scheme's CommPlan. Errors (exit 2): unknown name; heads not divisible by the
-/// Ulysses degree. `params`: "skip_empty" (ring, 0/1), "ulysses_degree" (usp), "host_staged" (0/1).
+/// Ulysses degree. `params`: "skip_empty" (ring, 0/1), "ulysses_degree" (usp), "host_staged" (0/1),
+/// "split_text" (demand schemes, default 1: dense text-query rows computed by every rank against
+/// its own KV, partial outputs reduced at the text owner; 0: the text owner fetches all it needs).
 Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in,
                              const std::map<std::string, double>& params);
 

@@ -60,7 +60,7 @@ struct PolicyResult {
   double speedup = 1;             ///< baseline e2e / this e2e
   double attention_speedup = 1;   ///< baseline attention / this attention
   double volume_vs_baseline = 1;  ///< this volume / baseline volume
-  double compute_imbalance = 1;   ///< max over ranks of attention FLOPs / mean (worst layer mean)
+  double compute_imbalance = 1;   ///< max over ranks of attention FLOPs / mean, averaged over layers
   std::string busiest_link;       ///< resource with the highest mean utilisation
   double busiest_utilization = 0; ///< its bytes / (capacity * attention time)
   int64_t units = 0;              ///< (step, layer) pairs covered
