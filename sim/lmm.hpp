@@ -71,7 +71,7 @@ class System {
   /// Re-solves the components touched since the last solve. Afterwards value() holds each class's
   /// per-flow rate and changed_variables() / changed_constraints() list what was re-solved.
   void solve();
-  bool dirty() const { return !touched_.empty(); }
+  bool dirty() const { return !touched_.empty() || !touched_vars_.empty(); }
 
   /// Per-flow rate of a class (bytes/s); 0 for a class of multiplicity 0.
   double value(int var) const { return value_[var]; }
