@@ -21,7 +21,8 @@ double peak_rss_MiB() {
 
 std::vector<int> contiguous_owner(int blocks, int gpus) {
   std::vector<int> o(static_cast<size_t>(blocks));
-  for (int b = 0; b < blocks; ++b) o[static_cast<size_t>(b)] = static_cast<int>(int64_t{b} * gpus / blocks);
+  for (int b = 0; b < blocks; ++b)
+    o[static_cast<size_t>(b)] = static_cast<int>(int64_t{b} * gpus / blocks);
   return o;
 }
 
@@ -39,9 +40,11 @@ void BM_HunyuanStaDemand8(benchmark::State& state) {
     o.tile = {6, 8, 8};
     o.window = {3, 3, 3};
     if (state.range(0) == 1) {
-      const std::array<int, 3> choices[6] = {{3, 3, 3}, {3, 5, 5}, {5, 3, 3}, {1, 5, 5}, {3, 3, 5}, {5, 5, 5}};
+      const std::array<int, 3> choices[6] = {{3, 3, 3}, {3, 5, 5}, {5, 3, 3},
+                                             {1, 5, 5}, {3, 3, 5}, {5, 5, 5}};
       for (int l = 0; l < model.layers; ++l)
-        for (int h = 0; h < model.heads; ++h) o.head_windows.push_back(choices[(l * 7 + h * 3) % 6]);
+        for (int h = 0; h < model.heads; ++h)
+          o.head_windows.push_back(choices[(l * 7 + h * 3) % 6]);
     }
     auto p = pt::make_pattern(model, o).value();
     const auto owner = contiguous_owner(p->layout().num_blocks, 8);

@@ -1,9 +1,8 @@
 // `sparsp pattern gen|stats|convert`: attention-sparsity patterns (see patterns/README.md).
 #include <iostream>
 #include <memory>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.hpp"
 #include "sparsp/pattern.hpp"
@@ -45,20 +44,24 @@ void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
                           "model preset (hunyuanvideo-720p, hunyuanvideo-sta, wan2.1-14b-720p, "
                           "wan2.1-1.3b-480p, cogvideox-5b) or model JSON path");
   if (model_required) m->required();
-  c->add_option("--kind", a.opt.kind, "dense|sta|radial|svg|topk|cdf|random")->capture_default_str();
+  c->add_option("--kind", a.opt.kind, "dense|sta|radial|svg|topk|cdf|random")
+      ->capture_default_str();
   c->add_option("--block", a.opt.block_tokens, "tokens per block")->capture_default_str();
   c->add_option("--order", a.opt.order, "raster|tile (default: tile for sta, raster otherwise)");
   c->add_option("--tile", a.tile, "tile shape t,h,w (default 6,8,8 for sta, 4,4,4 for tile order)");
   c->add_option("--window", a.window, "sta window in tiles t,h,w (default 3,3,3)");
-  c->add_option("--table", a.opt.table_path, "per-layer/per-head JSON table (sta windows, svg heads)");
-  c->add_option("--density", a.opt.density, "random: keep probability; topk: k = ceil(density*blocks)")
+  c->add_option("--table", a.opt.table_path,
+                "per-layer/per-head JSON table (sta windows, svg heads)");
+  c->add_option("--density", a.opt.density,
+                "random: keep probability; topk: k = ceil(density*blocks)")
       ->capture_default_str();
   c->add_option("--seed", a.opt.seed, "RNG seed")->capture_default_str();
   c->add_option("--topk", a.opt.topk, "topk: KV blocks per query block (0: from --density)")
       ->capture_default_str();
   c->add_option("--threshold", a.opt.threshold, "cdf: softmax mass to keep")->capture_default_str();
   c->add_option("--decay", a.opt.decay, "radial: decay factor")->capture_default_str();
-  c->add_option("--band-frames", a.opt.svg_band_frames, "svg: band width in frames")->capture_default_str();
+  c->add_option("--band-frames", a.opt.svg_band_frames, "svg: band width in frames")
+      ->capture_default_str();
   c->add_option("--spatial-ratio", a.opt.svg_spatial_ratio, "svg: fraction of spatial heads")
       ->capture_default_str();
   c->add_option("--steps", a.opt.steps, "denoising steps (0: the model's)");
@@ -90,7 +93,8 @@ Result<std::unique_ptr<pt::Pattern>> open_pattern(PatternArgs& a, const std::str
     model = std::make_unique<pt::ModelSpec>(*m);
   }
   if (!file.empty()) return pt::load_pattern(file, model.get(), a.opt);
-  if (!model) return input_error("<command line>", "--model", "give a pattern FILE or --model and --kind");
+  if (!model)
+    return input_error("<command line>", "--model", "give a pattern FILE or --model and --kind");
   return pt::make_pattern(*model, a.opt);
 }
 
@@ -119,7 +123,8 @@ nlohmann::json stats_json(pt::Pattern& p, const pt::PatternStats& s) {
 }  // namespace
 
 void add_pattern_commands(CLI::App& app, Context& ctx) {
-  auto* pat = app.add_subcommand("pattern", "attention-sparsity patterns: generate, inspect, convert");
+  auto* pat =
+      app.add_subcommand("pattern", "attention-sparsity patterns: generate, inspect, convert");
   pat->require_subcommand(1);
 
   {  // gen
@@ -185,7 +190,8 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     auto a = std::make_shared<PatternArgs>();
     auto in = std::make_shared<std::string>();
     auto out = std::make_shared<std::string>();
-    auto* c = pat->add_subcommand("convert", "convert between .npy/.npz and the native .spm format");
+    auto* c =
+        pat->add_subcommand("convert", "convert between .npy/.npz and the native .spm format");
     c->add_option("input", *in, "input (.npy, .npz or .spm)")->required();
     c->add_option("-o,--output", *out, "output (.spm or .npy)")->required();
     c->add_option("--model", a->model, "model preset or JSON (needed for .npy/.npz layouts)");

@@ -1,12 +1,12 @@
 // `sparsp topo ...`: show / matrix / dot / import / presets (registered by add_topo_commands).
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "commands.hpp"
 #include "sparsp/topology.hpp"
@@ -68,8 +68,9 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
 
   const char* file_help = "topology JSON file, or a preset name (see `sparsp topo presets`)";
 
-  CLI::App* show = topo_cmd->add_subcommand(
-      "show", "GPUs, switches, sockets, path-class matrix and single-flow bandwidth matrices of a topology");
+  CLI::App* show = topo_cmd->add_subcommand("show",
+                                            "GPUs, switches, sockets, path-class matrix and "
+                                            "single-flow bandwidth matrices of a topology");
   show->add_option("FILE", args->file, file_help)->required();
   show->add_flag("--json", args->json, "machine-readable output");
   show->callback([args, &ctx] {
@@ -113,10 +114,43 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     const auto names = topo::preset_names();
     if (args->json) {
       std::cout << "[";
-      for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << '"' << names[i] << '"';
+      for (size_t i = 0; i < names.size(); ++i)
+        std::cout << (i ? ", " : "") << '"' << names[i] << '"';
       std::cout << "]\n";
     } else {
       for (const auto& n : names) std::cout << n << "\n";
+    }
+    ctx.exit_code = 0;
+  });
+
+  CLI::App* models =
+      topo_cmd->add_subcommand("models", "List the GPU model table (datasheet figures)");
+  models->add_flag("--json", args->json, "machine-readable output");
+  models->callback([args, &ctx] {
+    if (args->json) {
+      std::cout << "[\n";
+      const auto& table = topo::gpu_models();
+      for (size_t i = 0; i < table.size(); ++i) {
+        const auto& g = table[i];
+        std::cout << "  {\"model\": \"" << g.model << "\", \"sm_count\": " << g.sm_count
+                  << ", \"copy_engines\": " << g.copy_engines
+                  << ", \"memory_bytes\": " << static_cast<long long>(g.memory_bytes)
+                  << ", \"peak_bf16_flops\": " << static_cast<long long>(g.peak_bf16_flops)
+                  << ", \"memory_bandwidth_Bps\": "
+                  << static_cast<long long>(g.memory_bandwidth_Bps)
+                  << ", \"p2p_capable\": " << (g.p2p_capable ? "true" : "false") << "}"
+                  << (i + 1 < table.size() ? "," : "") << "\n";
+      }
+      std::cout << "]\n";
+    } else {
+      std::printf("%-46s %5s %3s %9s %12s %10s %s\n", "model", "SMs", "CEs", "memory GiB",
+                  "bf16 TFLOP/s", "mem GB/s", "P2P");
+      for (const auto& g : topo::gpu_models()) {
+        std::printf("%-46s %5d %3d %9.0f %12.1f %10.0f %s\n", g.model.c_str(), g.sm_count,
+                    g.copy_engines, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                    g.peak_bf16_flops / 1e12, g.memory_bandwidth_Bps / 1e9,
+                    g.p2p_capable ? "yes" : "no");
+      }
     }
     ctx.exit_code = 0;
   });
@@ -128,40 +162,47 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("IN", args->file, "input file ('-' for stdin)")->required();
   import->add_option("-o,--output", args->output, "output topology JSON")->required();
-  import->add_option("--gpu-model", args->gpu_model, "GPU model (default: generic; see topology/README.md)");
-  import->add_option("--pcie-gen", args->pcie_gen, "PCIe generation of every link (default: the input's, else 4)")
+  import->add_option("--gpu-model", args->gpu_model,
+                     "GPU model (default: generic; see topology/README.md)");
+  import
+      ->add_option("--pcie-gen", args->pcie_gen,
+                   "PCIe generation of every link (default: the input's, else 4)")
       ->check(CLI::Range(1, 6));
-  import->add_option("--pcie-width", args->pcie_width, "PCIe width of every link (default: the input's, else 16)")
+  import
+      ->add_option("--pcie-width", args->pcie_width,
+                   "PCIe width of every link (default: the input's, else 16)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
   import->add_option("--p2p", args->p2p, "peer access (default: the GPU model's, off for GeForce)")
       ->check(CLI::IsMember({"on", "off"}));
-  import->add_option("--acs-redirect", args->acs, "ACS redirect on every inferred switch (default off)")
+  import
+      ->add_option("--acs-redirect", args->acs,
+                   "ACS redirect on every inferred switch (default off)")
       ->check(CLI::IsMember({"on", "off"}));
   import->callback([args, &ctx] {
     auto text = read_input(args->file);
-    if (!text) {
-      ctx.exit_code = report(text.error());
-      return;
-    }
-    topo::ImportOptions opt;
-    opt.gpu_model = args->gpu_model;
-    opt.pcie_gen = args->pcie_gen;
-    opt.pcie_width = args->pcie_width;
-    if (!args->p2p.empty()) opt.p2p = args->p2p == "on";
-    opt.acs_redirect = args->acs == "on";
-    const std::string name = args->file == "-" ? "<stdin>" : args->file;
-    auto t = args->format == "nvidia-smi" ? topo::import_nvidia_smi(*text, name, opt)
-                                          : topo::import_nccl_xml(*text, name, opt);
-    if (!t) {
-      ctx.exit_code = report(t.error());
-      return;
-    }
-    if (auto st = write_file_atomically(args->output, t->to_json()); !st) {
-      ctx.exit_code = report(st.error());
-      return;
-    }
-    ctx.exit_code = 0;
-  });
-}
+  if (!text) {
+    ctx.exit_code = report(text.error());
+    return;
+  }
+  topo::ImportOptions opt;
+  opt.gpu_model = args->gpu_model;
+  opt.pcie_gen = args->pcie_gen;
+  opt.pcie_width = args->pcie_width;
+  if (!args->p2p.empty()) opt.p2p = args->p2p == "on";
+  opt.acs_redirect = args->acs == "on";
+  const std::string name = args->file == "-" ? "<stdin>" : args->file;
+  auto t = args->format == "nvidia-smi" ? topo::import_nvidia_smi(*text, name, opt)
+                                        : topo::import_nccl_xml(*text, name, opt);
+  if (!t) {
+    ctx.exit_code = report(t.error());
+    return;
+  }
+  if (auto st = write_file_atomically(args->output, t->to_json()); !st) {
+    ctx.exit_code = report(st.error());
+    return;
+  }
+  ctx.exit_code = 0;
+});
+}  // namespace sparsp::cli
 
 }  // namespace sparsp::cli

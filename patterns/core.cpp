@@ -8,7 +8,9 @@
 namespace sparsp::patterns {
 
 BlockMask::BlockMask(int rows, int cols)
-    : rows_(rows), cols_(cols), words_per_row_((cols + 63) / 64),
+    : rows_(rows),
+      cols_(cols),
+      words_per_row_((cols + 63) / 64),
       bits_(static_cast<size_t>(rows) * static_cast<size_t>((cols + 63) / 64), 0) {
   assert(rows >= 0 && cols >= 0);
 }
@@ -75,7 +77,8 @@ Result<BlockLayout> make_layout(const ModelSpec& model, int block_tokens, TokenO
                                 std::array<int, 3> tile, const std::string& source) {
   BlockLayout L;
   if (block_tokens < 1)
-    return input_error(source, "block", "block size must be >= 1, got " + std::to_string(block_tokens));
+    return input_error(source, "block",
+                       "block size must be >= 1, got " + std::to_string(block_tokens));
   for (int d = 0; d < 3; ++d) {
     if (model.latent[d] < 1) return input_error(source, "latent", "empty latent grid");
     if (order == TokenOrder::tile && tile[d] < 1)
@@ -117,8 +120,8 @@ Result<BlockLayout> make_layout(const ModelSpec& model, int block_tokens, TokenO
         cw += i % W;
       }
       const double n = e - s;
-      L.block_center.push_back({static_cast<float>(ct / n), static_cast<float>(ch / n),
-                                static_cast<float>(cw / n)});
+      L.block_center.push_back(
+          {static_cast<float>(ct / n), static_cast<float>(ch / n), static_cast<float>(cw / n)});
       L.block_tile.push_back({s / (H * W), (s / W) % H, s % W});
     }
   } else {
@@ -148,7 +151,8 @@ Result<BlockLayout> make_layout(const ModelSpec& model, int block_tokens, TokenO
   L.num_video_blocks = static_cast<int>(video_sizes.size());
   L.num_blocks = L.num_video_blocks + text_blocks;
   std::vector<int> text_sizes;
-  for (int s = 0; s < model.text_tokens; s += B) text_sizes.push_back(std::min(B, model.text_tokens - s));
+  for (int s = 0; s < model.text_tokens; s += B)
+    text_sizes.push_back(std::min(B, model.text_tokens - s));
   if (model.text_position == TextPosition::start && text_blocks > 0) {
     L.first_text_block = 0;
     L.first_video_block = text_blocks;

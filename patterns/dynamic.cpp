@@ -1,11 +1,11 @@
 // Score-based selection (topk / cdf), the seeded synthetic score model and the random pattern.
+#include "dynamic.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
-
-#include "dynamic.hpp"
 
 namespace sparsp::patterns {
 
@@ -36,8 +36,8 @@ void select_topk(const float* scores, int rows, int cols, int k, const int* rows
       sample.clear();
       for (int c = 0; c < cols; c += 4) sample.push_back(s[c]);
       const double expect = static_cast<double>(k) * static_cast<double>(sample.size()) / cols;
-      const size_t rank = std::min(sample.size() - 1,
-                                   static_cast<size_t>(expect + 2.0 * std::sqrt(expect) + 2.0));
+      const size_t rank =
+          std::min(sample.size() - 1, static_cast<size_t>(expect + 2.0 * std::sqrt(expect) + 2.0));
       std::nth_element(sample.begin(), sample.begin() + static_cast<ptrdiff_t>(rank), sample.end(),
                        std::greater<float>());
       const float tau = sample[rank];
@@ -65,9 +65,11 @@ void select_cdf(const float* scores, int rows, int cols, double threshold, const
     const float* s = scores + static_cast<size_t>(r) * cols;
     const float mx = *std::max_element(s, s + cols);
     double z = 0;
-    for (int c = 0; c < cols; ++c) z += p[static_cast<size_t>(c)] = std::exp(static_cast<double>(s[c] - mx));
+    for (int c = 0; c < cols; ++c)
+      z += p[static_cast<size_t>(c)] = std::exp(static_cast<double>(s[c] - mx));
     std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+    std::sort(idx.begin(), idx.end(),
+              [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
     uint64_t* row = out.row(rows_idx[r]);
     double mass = 0;
     for (int i = 0; i < cols; ++i) {
@@ -84,7 +86,8 @@ void select_cdf(const float* scores, int rows, int cols, double threshold, const
 
 RandomPattern::RandomPattern(ModelSpec m, BlockLayout l, int steps, int layers, double density,
                              uint64_t seed)
-    : LazyPattern(std::move(m), std::move(l), steps, layers, 0, true, ""), density_(density),
+    : LazyPattern(std::move(m), std::move(l), steps, layers, 0, true, ""),
+      density_(density),
       seed_(seed) {
   heads_ = model_.heads;
 }
@@ -101,11 +104,13 @@ void RandomPattern::generate(int /*step*/, int layer, std::vector<BlockMask>& ou
   // independent, the same for every step.
   const int nb = layout_.num_blocks;
   for (int h = 0; h < heads_; ++h) {
-    const uint64_t base = mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 32) | static_cast<uint64_t>(h)));
+    const uint64_t base =
+        mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 32) | static_cast<uint64_t>(h)));
     BlockMask& m = out[static_cast<size_t>(h)];
     for (int q = 0; q < nb; ++q)
       for (int k = 0; k < nb; ++k)
-        if (unit_from(mix64(base + static_cast<uint64_t>(q) * static_cast<uint64_t>(nb) + static_cast<uint64_t>(k))) < density_)
+        if (unit_from(mix64(base + static_cast<uint64_t>(q) * static_cast<uint64_t>(nb) +
+                            static_cast<uint64_t>(k))) < density_)
           m.set(q, k);
   }
 }
@@ -115,15 +120,23 @@ void RandomPattern::generate(int /*step*/, int layer, std::vector<BlockMask>& ou
 SyntheticScorePattern::SyntheticScorePattern(ModelSpec m, BlockLayout l, int steps, int layers,
                                              bool cdf, int topk, double threshold, double noise,
                                              double length, uint64_t seed, bool text_dense)
-    : LazyPattern(std::move(m), std::move(l), steps, layers, 0, false, ""), cdf_(cdf), topk_(topk),
-      threshold_(threshold), noise_(noise), length_(length), seed_(seed), text_dense_(text_dense) {
+    : LazyPattern(std::move(m), std::move(l), steps, layers, 0, false, ""),
+      cdf_(cdf),
+      topk_(topk),
+      threshold_(threshold),
+      noise_(noise),
+      length_(length),
+      seed_(seed),
+      text_dense_(text_dense) {
   heads_ = model_.heads;
   const BlockLayout& L = layout_;
   if (L.order == TokenOrder::tile) {
-    extent_ = {static_cast<float>(L.tile[0]), static_cast<float>(L.tile[1]), static_cast<float>(L.tile[2])};
+    extent_ = {static_cast<float>(L.tile[0]), static_cast<float>(L.tile[1]),
+               static_cast<float>(L.tile[2])};
   } else {
     const int W = L.grid[2], H = L.grid[1], B = L.block_tokens;
-    extent_ = {1.0f, static_cast<float>(std::clamp(B / W, 1, H)), static_cast<float>(std::min(B, W))};
+    extent_ = {1.0f, static_cast<float>(std::clamp(B / W, 1, H)),
+               static_cast<float>(std::min(B, W))};
   }
   for (const auto& c : L.block_center) {
     ct_.push_back(c[0]);
@@ -132,7 +145,8 @@ SyntheticScorePattern::SyntheticScorePattern(ModelSpec m, BlockLayout l, int ste
   }
   rows_.resize(static_cast<size_t>(L.num_video_blocks));
   std::iota(rows_.begin(), rows_.end(), L.first_video_block);
-  scores_.resize(static_cast<size_t>(L.num_video_blocks) * L.num_video_blocks);
+  if (cdf_) scores_.resize(static_cast<size_t>(L.num_video_blocks) * L.num_video_blocks);
+  cand_.resize(kMetricVariants);
 }
 
 std::string SyntheticScorePattern::describe() const {
@@ -146,43 +160,97 @@ std::string SyntheticScorePattern::describe() const {
   return buf;
 }
 
+std::array<float, 3> SyntheticScorePattern::metric(int variant) const {
+  std::array<float, 3> inv{};
+  for (int d = 0; d < 3; ++d) {
+    const uint64_t r = mix64(seed_ ^ mix64((static_cast<uint64_t>(variant) << 8) ^
+                                           static_cast<uint64_t>(d) ^ 0xabcdefull));
+    inv[d] = static_cast<float>(1.0 / (length_ * extent_[d] * std::exp(unit_from(r) - 0.5)));
+  }
+  return inv;
+}
+
+const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int variant) {
+  Candidates& c = cand_[static_cast<size_t>(variant)];
+  if (!c.offset.empty()) return c;
+  // Noise lies in (-amp, amp), so a column whose base score is below (k-th largest base) - 2 amp
+  // scores below every one of the k best-base columns at any step: it can never be selected.
+  // The remaining columns depend on the metric only, not on the step.
+  const int nv = layout_.num_video_blocks;
+  const auto inv = metric(variant);
+  const float amp = static_cast<float>(noise_);
+  std::vector<float> base(static_cast<size_t>(nv)), tmp(static_cast<size_t>(nv));
+  c.offset.push_back(0);
+  for (int q = 0; q < nv; ++q) {
+    for (int k = 0; k < nv; ++k) base[static_cast<size_t>(k)] = base_score(q, k, inv);
+    tmp = base;
+    std::nth_element(tmp.begin(), tmp.begin() + (topk_ - 1), tmp.end(), std::greater<float>());
+    const float kth = tmp[static_cast<size_t>(topk_ - 1)];
+    const float cut = kth - 2 * amp - 1e-5f * (1 + std::fabs(kth) + 2 * amp);
+    for (int k = 0; k < nv; ++k)
+      if (base[static_cast<size_t>(k)] >= cut) c.cols.push_back(k);
+    c.offset.push_back(static_cast<uint32_t>(c.cols.size()));
+  }
+  return c;
+}
+
 void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>& out) {
   // score(q, k) = -sum_d |c_q,d - c_k,d| / l_d + noise * (2 U - 1), where c are block centres in
-  // latent tokens, l_d = length * extent_d * exp(U(-0.5, 0.5)) per (layer, head, d) and U a
-  // counter-based uniform of (seed, step, layer, head, q, k): local attention whose exact
-  // support changes from step to step, as the VSA / SpargeAttn selections do.
+  // latent tokens, l_d = length * extent_d * exp(U(-0.5, 0.5)) for one of kMetricVariants
+  // metrics chosen per (layer, head), and U a counter-based uniform of (seed, step, layer, head,
+  // q, k): local attention whose exact support changes from step to step, as the VSA /
+  // SpargeAttn selections do. topk scores only the step-independent candidates of the metric.
   const BlockLayout& L = layout_;
   const int nv = L.num_video_blocks;
   for (int h = 0; h < heads_; ++h) {
-    std::array<float, 3> inv{};
-    for (int d = 0; d < 3; ++d) {
-      const uint64_t r = mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 40) ^ (static_cast<uint64_t>(h) << 8) ^ static_cast<uint64_t>(d) ^ 0xabcdefull));
-      inv[d] = static_cast<float>(1.0 / (length_ * extent_[d] * std::exp(unit_from(r) - 0.5)));
-    }
-    const uint64_t base = mix64(seed_ ^ mix64((static_cast<uint64_t>(step) << 42) ^ (static_cast<uint64_t>(layer) << 21) ^ static_cast<uint64_t>(h)));
+    const int variant = static_cast<int>(
+        mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 40) ^
+                            (static_cast<uint64_t>(h) << 8) ^ 0x5a5aull)) %
+        kMetricVariants);
+    const auto inv = metric(variant);
+    const uint64_t base =
+        mix64(seed_ ^ mix64((static_cast<uint64_t>(step) << 42) ^
+                            (static_cast<uint64_t>(layer) << 21) ^ static_cast<uint64_t>(h)));
     // Noise: one 64-bit hash gives four 16-bit uniforms, u = (bits + 0.5) / 2^16.
     const float amp = static_cast<float>(noise_);
     const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
     const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
-    for (int q = 0; q < nv; ++q) {
-      const auto& cq = L.block_center[static_cast<size_t>(q)];
-      float* s = scores_.data() + static_cast<size_t>(q) * nv;
-      for (int k = 0; k < nv; ++k)
-        s[k] = -(std::fabs(cq[0] - ct_[static_cast<size_t>(k)]) * inv[0] +
-                 std::fabs(cq[1] - ch_[static_cast<size_t>(k)]) * inv[1] +
-                 std::fabs(cq[2] - cw_[static_cast<size_t>(k)]) * inv[2]);
-      if (amp > 0) {
+    auto noise_of = [&](uint64_t row_base, int k) {
+      const uint64_t r = mix64(row_base + static_cast<uint64_t>(k / 4)) >> (16 * (k % 4));
+      return static_cast<float>(r & 0xffff) * nscale + noff;
+    };
+    BlockMask& m = out[static_cast<size_t>(h)];
+    if (!cdf_) {
+      const Candidates& cand = candidates(variant);
+      for (int q = 0; q < nv; ++q) {
         const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        for (int k = 0; k < nv; k += 4) {
-          uint64_t r = mix64(row_base + static_cast<uint64_t>(k / 4));
-          for (int i = 0; i < 4 && k + i < nv; ++i, r >>= 16)
-            s[k + i] += static_cast<float>(r & 0xffff) * nscale + noff;
+        const uint32_t b0 = cand.offset[static_cast<size_t>(q)],
+                       b1 = cand.offset[static_cast<size_t>(q) + 1];
+        keys_.clear();
+        for (uint32_t i = b0; i < b1; ++i) {
+          const int k = cand.cols[i];
+          float sc = base_score(q, k, inv);
+          if (amp > 0) sc += noise_of(row_base, k);
+          keys_.push_back(topk_key(sc, k));
+        }
+        std::nth_element(keys_.begin(), keys_.begin() + (topk_ - 1), keys_.end());
+        uint64_t* row = m.row(rows_[static_cast<size_t>(q)]);
+        for (int i = 0; i < topk_; ++i) {
+          const int c = rows_[static_cast<uint32_t>(keys_[static_cast<size_t>(i)])];
+          row[c >> 6] |= uint64_t{1} << (c & 63);
         }
       }
+    } else {
+      for (int q = 0; q < nv; ++q) {
+        float* s = scores_.data() + static_cast<size_t>(q) * nv;
+        const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
+        for (int k = 0; k < nv; ++k) {
+          s[k] = base_score(q, k, inv);
+          if (amp > 0) s[k] += noise_of(row_base, k);
+        }
+      }
+      select_cdf(scores_.data(), nv, nv, threshold_, rows_.data(), rows_.data(), m);
     }
-    BlockMask& m = out[static_cast<size_t>(h)];
-    if (cdf_) select_cdf(scores_.data(), nv, nv, threshold_, rows_.data(), rows_.data(), m);
-    else select_topk(scores_.data(), nv, nv, topk_, rows_.data(), rows_.data(), m);
     if (text_dense_)
       for (int b = 0; b < L.num_blocks; ++b)
         if (L.is_text(b)) {

@@ -1,5 +1,7 @@
 #pragma once
 // Lazily generated patterns (private).
+#include <cmath>
+
 #include "generators.hpp"
 
 namespace sparsp::patterns {
@@ -30,6 +32,18 @@ class SyntheticScorePattern final : public LazyPattern {
   void generate(int step, int layer, std::vector<BlockMask>& out) override;
 
  private:
+  static constexpr int kMetricVariants = 8;
+  struct Candidates {
+    std::vector<uint32_t> offset;  ///< [nv + 1] CSR row offsets
+    std::vector<int> cols;         ///< video column indices
+  };
+  std::array<float, 3> metric(int variant) const;
+  const Candidates& candidates(int variant);
+  float base_score(int q, int k, const std::array<float, 3>& inv) const {
+    const size_t a = static_cast<size_t>(q), b = static_cast<size_t>(k);
+    return -(std::fabs(ct_[a] - ct_[b]) * inv[0] + std::fabs(ch_[a] - ch_[b]) * inv[1] +
+             std::fabs(cw_[a] - cw_[b]) * inv[2]);
+  }
   bool cdf_;
   int topk_;
   double threshold_, noise_, length_;
@@ -37,8 +51,10 @@ class SyntheticScorePattern final : public LazyPattern {
   bool text_dense_;
   std::array<float, 3> extent_{};
   std::vector<float> ct_, ch_, cw_;  ///< block centres, structure of arrays
-  std::vector<int> rows_;      ///< video block ids
-  std::vector<float> scores_;  ///< [nv * nv] scratch
+  std::vector<int> rows_;            ///< video block ids
+  std::vector<float> scores_;        ///< [nv * nv] scratch (cdf)
+  std::vector<uint64_t> keys_;       ///< top-k scratch
+  std::vector<Candidates> cand_;     ///< [kMetricVariants], built on first use
 };
 
 }  // namespace sparsp::patterns

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "dynamic.hpp"
 #include "io.hpp"
@@ -21,7 +20,8 @@ struct Kind {
   const char* description;
 };
 constexpr Kind kKinds[] = {
-    {"cdf", "smallest KV set reaching a softmax-mass threshold (SpargeAttn), synthetic or Q/K scores"},
+    {"cdf",
+     "smallest KV set reaching a softmax-mass threshold (SpargeAttn), synthetic or Q/K scores"},
     {"dense", "full attention"},
     {"file", "recorded masks (.npy/.npz/.spm)"},
     {"radial", "Radial Attention: band halving with frame distance, first-frame sink"},
@@ -52,7 +52,8 @@ Result<std::vector<std::array<int, 3>>> load_window_table(const std::string& pat
   if (!j) return j.error();
   auto it = j->find("windows");
   if (it == j->end() || !it->is_array() || static_cast<int>(it->size()) != layers)
-    return input_error(path, "/windows", "expected an array of " + std::to_string(layers) + " layers");
+    return input_error(path, "/windows",
+                       "expected an array of " + std::to_string(layers) + " layers");
   std::vector<std::array<int, 3>> out;
   auto triple = [&](const json& v, const std::string& ptr) -> Result<std::array<int, 3>> {
     if (!v.is_array() || v.size() != 3) return input_error(path, ptr, "expected [t, h, w]");
@@ -90,7 +91,8 @@ Result<std::vector<char>> load_svg_table(const std::string& path, int layers, in
   if (!j) return j.error();
   auto it = j->find("heads");
   if (it == j->end() || !it->is_array() || static_cast<int>(it->size()) != layers)
-    return input_error(path, "/heads", "expected an array of " + std::to_string(layers) + " strings");
+    return input_error(path, "/heads",
+                       "expected an array of " + std::to_string(layers) + " strings");
   std::vector<char> out;
   for (int l = 0; l < layers; ++l) {
     const json& v = (*it)[static_cast<size_t>(l)];
@@ -109,9 +111,12 @@ Result<BlockLayout> layout_for(const ModelSpec& m, const PatternOptions& o,
                                const std::string& kind_default_order) {
   const std::string order_s = o.order.empty() ? kind_default_order : o.order;
   TokenOrder order;
-  if (order_s == "raster") order = TokenOrder::raster;
-  else if (order_s == "tile") order = TokenOrder::tile;
-  else return input_error(src_of(m), "order", "expected raster or tile, got '" + order_s + "'");
+  if (order_s == "raster")
+    order = TokenOrder::raster;
+  else if (order_s == "tile")
+    order = TokenOrder::tile;
+  else
+    return input_error(src_of(m), "order", "expected raster or tile, got '" + order_s + "'");
   std::array<int, 3> tile = o.tile;
   if (tile == std::array<int, 3>{0, 0, 0})
     tile = o.kind == "sta" ? std::array<int, 3>{6, 8, 8} : std::array<int, 3>{4, 4, 4};
@@ -216,10 +221,13 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
       for (int l = 0; l < layers; ++l) {
         std::vector<std::pair<uint64_t, int>> perm;
         for (int h = 0; h < heads; ++h)
-          perm.emplace_back(mix64(o.seed ^ mix64((static_cast<uint64_t>(l) << 20) | static_cast<uint64_t>(h))), h);
+          perm.emplace_back(
+              mix64(o.seed ^ mix64((static_cast<uint64_t>(l) << 20) | static_cast<uint64_t>(h))),
+              h);
         std::sort(perm.begin(), perm.end());
         std::vector<char> row(static_cast<size_t>(heads), 0);
-        for (int i = 0; i < ns; ++i) row[static_cast<size_t>(perm[static_cast<size_t>(i)].second)] = 1;
+        for (int i = 0; i < ns; ++i)
+          row[static_cast<size_t>(perm[static_cast<size_t>(i)].second)] = 1;
         spatial.insert(spatial.end(), row.begin(), row.end());
       }
     }
@@ -227,11 +235,12 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
     if (!ms) return ms.error();
     auto mt = svg_mask(L, false, o.svg_band_frames, o.sink, o.text_dense, src);
     if (!mt) return mt.error();
-    std::snprintf(buf, sizeof buf, "svg band %g frames, %s block %d", o.svg_band_frames,
-                  o.table_path.empty() && o.svg_spatial.empty()
-                      ? ("spatial ratio " + std::to_string(o.svg_spatial_ratio).substr(0, 4)).c_str()
-                      : "head table",
-                  L.block_tokens);
+    std::snprintf(
+        buf, sizeof buf, "svg band %g frames, %s block %d", o.svg_band_frames,
+        o.table_path.empty() && o.svg_spatial.empty()
+            ? ("spatial ratio " + std::to_string(o.svg_spatial_ratio).substr(0, 4)).c_str()
+            : "head table",
+        L.block_tokens);
     auto p = std::make_unique<StoredPattern>(model, L, steps, layers, heads, false, buf);
     const int ids = p->intern(std::move(*ms)), idt = p->intern(std::move(*mt));
     for (int l = 0; l < layers; ++l)
@@ -261,14 +270,14 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
   int k = o.topk;
   if (!cdf && k == 0) k = static_cast<int>(std::ceil(o.density * L.num_video_blocks - 1e-9));
   if (!cdf && k > L.num_video_blocks)
-    return input_error(src, "topk",
-                       std::to_string(k) + " exceeds the " + std::to_string(L.num_video_blocks) +
-                           " video blocks");
+    return input_error(
+        src, "topk",
+        std::to_string(k) + " exceeds the " + std::to_string(L.num_video_blocks) + " video blocks");
   if (!(o.score_noise >= 0) || !(o.score_length > 0))
     return input_error(src, "score", "score_noise must be >= 0 and score_length > 0");
-  return std::unique_ptr<Pattern>(std::make_unique<SyntheticScorePattern>(
-      model, L, steps, layers, cdf, k, o.threshold, o.score_noise, o.score_length, o.seed,
-      o.text_dense));
+  return std::unique_ptr<Pattern>(
+      std::make_unique<SyntheticScorePattern>(model, L, steps, layers, cdf, k, o.threshold,
+                                              o.score_noise, o.score_length, o.seed, o.text_dense));
 }
 
 }  // namespace sparsp::patterns

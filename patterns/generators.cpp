@@ -36,8 +36,7 @@ BlockMask dense_mask(const BlockLayout& L) {
 // is attended. Text rows and columns are dense (FastVideo STA keeps text-video attention full).
 Result<BlockMask> sta_mask(const BlockLayout& L, std::array<int, 3> window, bool text_dense,
                            const std::string& src) {
-  if (L.order != TokenOrder::tile)
-    return input_error(src, "order", "sta needs tile token order");
+  if (L.order != TokenOrder::tile) return input_error(src, "order", "sta needs tile token order");
   for (int d = 0; d < 3; ++d) {
     if (window[d] < 1) return input_error(src, "window", "window sizes must be >= 1");
     if (window[d] > L.tile_grid[d])
@@ -110,10 +109,14 @@ Result<BlockMask> radial_mask(const BlockLayout& L, double decay, bool wan_varia
           const int split = static_cast<int>(B / base);
           if (d % split != 0) continue;  // frame pair dropped
         }
-        if (!wan_variant && d <= 1) w = S;
-        else if (wan_variant && d == 0) w = S;
-        else if (wan_variant && d == 1) w = S / 2;
-        else w = std::max(base * decay, static_cast<double>(B));
+        if (!wan_variant && d <= 1)
+          w = S;
+        else if (wan_variant && d == 0)
+          w = S;
+        else if (wan_variant && d == 1)
+          w = S / 2;
+        else
+          w = std::max(base * decay, static_cast<double>(B));
       }
       const int64_t wi = static_cast<int64_t>(std::floor(w));
       // Blocks overlapping frame i (rows) and frame j (columns).
@@ -130,7 +133,8 @@ Result<BlockMask> radial_mask(const BlockLayout& L, double decay, bool wan_varia
           const int64_t xhi = std::min<int64_t>(int64_t{c + 1} * B, fj0 + S) - fj0;
           int64_t nonzero = 0, dense = 0;
           for (int64_t x = xlo; x < xhi; ++x) {
-            const int64_t cnt = std::max<int64_t>(0, std::min(yhi, x + wi + 1) - std::max(ylo, x - wi));
+            const int64_t cnt =
+                std::max<int64_t>(0, std::min(yhi, x + wi + 1) - std::max(ylo, x - wi));
             if (cnt > 0) ++nonzero;
             if (3 * cnt > B) ++dense;  // column density cnt / B > 1/3
           }
@@ -167,7 +171,8 @@ Result<BlockMask> svg_mask(const BlockLayout& L, bool spatial, double band_frame
       const auto& rq = L.block_raster_range[static_cast<size_t>(q)];
       for (int k = 0; k < nv; ++k) {
         const auto& rk = L.block_raster_range[static_cast<size_t>(k)];
-        const int64_t gap = std::max<int64_t>({0, int64_t{rk[0]} - (rq[1] - 1), int64_t{rq[0]} - (rk[1] - 1)});
+        const int64_t gap =
+            std::max<int64_t>({0, int64_t{rk[0]} - (rq[1] - 1), int64_t{rq[0]} - (rk[1] - 1)});
         if (gap < width || (sink && rk[0] < S)) m.set(v0 + q, v0 + k);
       }
     }
@@ -178,7 +183,8 @@ Result<BlockMask> svg_mask(const BlockLayout& L, bool spatial, double band_frame
       std::vector<std::array<int64_t, 2>> iv;  // inclusive
       if (r[1] - r[0] >= S) return std::vector<std::array<int64_t, 2>>{{0, S - 1}};
       const int64_t a = r[0] % S, b = (r[1] - 1) % S;
-      if (a <= b) iv.push_back({a, b});
+      if (a <= b)
+        iv.push_back({a, b});
       else {
         iv.push_back({a, S - 1});
         iv.push_back({0, b});
@@ -186,7 +192,8 @@ Result<BlockMask> svg_mask(const BlockLayout& L, bool spatial, double band_frame
       return iv;
     };
     std::vector<std::vector<std::array<int64_t, 2>>> ivs;
-    for (int q = 0; q < nv; ++q) ivs.push_back(intervals(L.block_raster_range[static_cast<size_t>(q)]));
+    for (int q = 0; q < nv; ++q)
+      ivs.push_back(intervals(L.block_raster_range[static_cast<size_t>(q)]));
     for (int q = 0; q < nv; ++q)
       for (int k = 0; k < nv; ++k) {
         int64_t best = INT64_MAX;

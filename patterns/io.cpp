@@ -10,9 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "generators.hpp"
 #include "npy.hpp"
@@ -33,7 +32,8 @@ std::string shape_str(const MaskArrayInfo& i) {
   std::string s = "[";
   if (i.ndim == 5) s += std::to_string(i.steps) + ",";
   if (i.ndim >= 4) s += std::to_string(i.layers) + ",";
-  return s + std::to_string(i.heads) + "," + std::to_string(i.rows) + "," + std::to_string(i.cols) + "]";
+  return s + std::to_string(i.heads) + "," + std::to_string(i.rows) + "," + std::to_string(i.cols) +
+         "]";
 }
 
 // A readable mask stream: a plain file or one entry of a .npz (ZIP) archive.
@@ -66,15 +66,18 @@ class MaskSource {
       }
       if (pick < 0 && n == 1) pick = 0;
       if (pick < 0)
-        return input_error(path, "", "expected one array or an array named 'mask' (found: " +
-                                         (names.empty() ? std::string("none") : names) + ")");
+        return input_error(path, "",
+                           "expected one array or an array named 'mask' (found: " +
+                               (names.empty() ? std::string("none") : names) + ")");
       zip_stat_t st;
-      if (zip_stat_index(za_, static_cast<zip_uint64_t>(pick), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+      if (zip_stat_index(za_, static_cast<zip_uint64_t>(pick), 0, &st) != 0 ||
+          !(st.valid & ZIP_STAT_SIZE))
         return input_error(path, "", "cannot stat the archive entry");
       size_ = static_cast<size_t>(st.size);
       entry_ = zip_get_name(za_, static_cast<zip_uint64_t>(pick), 0);
       zf_ = zip_fopen_index(za_, static_cast<zip_uint64_t>(pick), 0);
-      if (!zf_) return input_error(path, entry_, std::string("cannot read entry: ") + zip_strerror(za_));
+      if (!zf_)
+        return input_error(path, entry_, std::string("cannot read entry: ") + zip_strerror(za_));
       return Ok{};
     }
     in_.open(path, std::ios::binary);
@@ -177,7 +180,8 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
   if (ends_with(path, ".spm")) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return input_error(path, "", "cannot open file");
-    std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
     return parse_native(data.data(), data.size(), path);
   }
   if (!ends_with(path, ".npy") && !ends_with(path, ".npz"))
@@ -193,7 +197,8 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
     // Reuse the mask reader's checks on dtype and rank by reading nothing but the header:
     const auto& sh = h->shape;
     if (!((h->kind == 'b' || h->kind == 'u') && h->item_bytes == 1))
-      return input_error(src.name(), "header", "mask dtype must be bool or uint8, got '" + h->descr + "'");
+      return input_error(src.name(), "header",
+                         "mask dtype must be bool or uint8, got '" + h->descr + "'");
     if (h->fortran_order)
       return input_error(src.name(), "header",
                          "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
@@ -216,7 +221,8 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
   if (model) {
     m = *model;
     TokenOrder order = o.order == "tile" ? TokenOrder::tile : TokenOrder::raster;
-    std::array<int, 3> tile = o.tile == std::array<int, 3>{0, 0, 0} ? std::array<int, 3>{4, 4, 4} : o.tile;
+    std::array<int, 3> tile =
+        o.tile == std::array<int, 3>{0, 0, 0} ? std::array<int, 3>{4, 4, 4} : o.tile;
     auto lr = make_layout(m, o.block_tokens, order, tile, path);
     if (!lr) return lr.error();
     L = std::move(*lr);
@@ -250,9 +256,9 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
   const int layers = m.layers;
   const int steps = info.ndim == 5 ? info.steps : std::max(1, o.steps > 0 ? o.steps : m.steps);
   const bool per_step = info.ndim == 5;
-  auto p = std::make_unique<StoredPattern>(m, L, steps, layers, m.heads, per_step,
-                                           "recorded " + fs::path(path).filename().string() +
-                                               " " + shape_str(info));
+  auto p = std::make_unique<StoredPattern>(
+      m, L, steps, layers, m.heads, per_step,
+      "recorded " + fs::path(path).filename().string() + " " + shape_str(info));
   MaskSource src;
   if (auto s = src.open(path); !s) return s.error();
   auto sink = [&](int st, int l, int h, BlockMask&& mk) -> Status {
@@ -310,7 +316,8 @@ Status write_native(Pattern& p, const std::string& path) {
   auto write_mask = [](std::ofstream& out, const BlockMask& m, std::vector<char>& buf) {
     const auto& w = m.words();
     for (size_t i = 0; i < w.size(); ++i)
-      for (int b = 0; b < 8; ++b) buf[i * 8 + static_cast<size_t>(b)] = static_cast<char>((w[i] >> (8 * b)) & 0xff);
+      for (int b = 0; b < 8; ++b)
+        buf[i * 8 + static_cast<size_t>(b)] = static_cast<char>((w[i] >> (8 * b)) & 0xff);
     out.write(buf.data(), static_cast<std::streamsize>(w.size() * 8));
   };
   if (auto* sp = dynamic_cast<StoredPattern*>(&p)) {
@@ -336,7 +343,8 @@ Status write_native(Pattern& p, const std::string& path) {
         auto it = group_ids.find(g);
         if (it == group_ids.end()) {
           std::vector<int> ids(static_cast<size_t>(p.heads()));
-          std::unordered_map<uint64_t, std::vector<std::pair<int, int>>> local;  // hash -> (head, id)
+          std::unordered_map<uint64_t, std::vector<std::pair<int, int>>>
+              local;  // hash -> (head, id)
           for (int h = 0; h < p.heads(); ++h) {
             const BlockMask& m = p.mask(s, l, h);
             const uint64_t hs = m.hash();
@@ -357,7 +365,8 @@ Status write_native(Pattern& p, const std::string& path) {
           }
         }
         std::copy(it->second.begin(), it->second.end(),
-                  index.begin() + static_cast<ptrdiff_t>((static_cast<size_t>(s) * p.layers() + l) * p.heads()));
+                  index.begin() + static_cast<ptrdiff_t>((static_cast<size_t>(s) * p.layers() + l) *
+                                                         p.heads()));
       }
     if (!pay) return Error{path + ": write failed", 1};
   }
@@ -407,7 +416,8 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
   if (size < 16 || std::memcmp(data, kMagic, 8) != 0)
     return input_error(src, "0", "not a sparsp pattern file (bad magic)");
   const uint64_t hlen = get_u64(data + 8);
-  if (hlen > size - 16) return input_error(src, "8", "truncated header (length " + std::to_string(hlen) + ")");
+  if (hlen > size - 16)
+    return input_error(src, "8", "truncated header (length " + std::to_string(hlen) + ")");
   json h;
   try {
     h = json::parse(data + 16, data + 16 + hlen);
@@ -446,12 +456,14 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
     tile[d] = lj["tile"][d].get<int>();
   }
   const std::string order_s = lj["order"].get<std::string>();
-  if (order_s != "raster" && order_s != "tile") return input_error(src, "/layout/order", "expected raster or tile");
+  if (order_s != "raster" && order_s != "tile")
+    return input_error(src, "/layout/order", "expected raster or tile");
   const int64_t bt = lj["block_tokens"].get<int64_t>();
   if (bt < 1 || bt > (1 << 24)) return input_error(src, "/layout/block_tokens", "out of range");
   if (static_cast<int64_t>(m->video_tokens()) / bt > 32768)
     return input_error(src, "/layout/block_tokens", "too many blocks");
-  auto L = make_layout(*m, static_cast<int>(bt), order_s == "tile" ? TokenOrder::tile : TokenOrder::raster, tile, src);
+  auto L = make_layout(*m, static_cast<int>(bt),
+                       order_s == "tile" ? TokenOrder::tile : TokenOrder::raster, tile, src);
   if (!L) return L.error();
   auto steps = get_int("steps", 1, 1000000);
   auto layers = get_int("layers", 1, 100000);
@@ -462,8 +474,11 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
   for (auto* r : {&steps, &layers, &heads, &blocks, &wpr, &masks})
     if (!*r) return r->error();
   if (*blocks != L->num_blocks)
-    return input_error(src, "/blocks", "header says " + std::to_string(*blocks) + " blocks, layout has " + std::to_string(L->num_blocks));
-  if (*wpr != (*blocks + 63) / 64) return input_error(src, "/words_per_row", "inconsistent with blocks");
+    return input_error(src, "/blocks",
+                       "header says " + std::to_string(*blocks) + " blocks, layout has " +
+                           std::to_string(L->num_blocks));
+  if (*wpr != (*blocks + 63) / 64)
+    return input_error(src, "/words_per_row", "inconsistent with blocks");
   if (*heads != m->heads) return input_error(src, "/heads", "does not match the model");
   auto ps = h.find("per_step");
   if (ps == h.end() || !ps->is_boolean()) return input_error(src, "/per_step", "missing boolean");
@@ -474,13 +489,15 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
     return input_error(src, "/index", "expected " + std::to_string(nidx) + " mask ids");
   const uint64_t mask_bytes = static_cast<uint64_t>(*blocks) * static_cast<uint64_t>(*wpr) * 8;
   const uint64_t payload = size - 16 - hlen;
-  if (static_cast<uint64_t>(*masks) > payload / mask_bytes || payload != static_cast<uint64_t>(*masks) * mask_bytes)
+  if (static_cast<uint64_t>(*masks) > payload / mask_bytes ||
+      payload != static_cast<uint64_t>(*masks) * mask_bytes)
     return input_error(src, "payload",
                        "payload is " + std::to_string(payload) + " bytes, header needs " +
                            std::to_string(*masks) + " x " + std::to_string(mask_bytes));
   const std::string desc = h.value("description", std::string("native"));
-  auto p = std::make_unique<StoredPattern>(*m, *L, static_cast<int>(*steps), static_cast<int>(*layers),
-                                           static_cast<int>(*heads), per_step, desc);
+  auto p =
+      std::make_unique<StoredPattern>(*m, *L, static_cast<int>(*steps), static_cast<int>(*layers),
+                                      static_cast<int>(*heads), per_step, desc);
   const int nb = static_cast<int>(*blocks), w = static_cast<int>(*wpr);
   const uint64_t tail_mask = (nb & 63) ? ~((uint64_t{1} << (nb & 63)) - 1) : 0;
   std::vector<int> id_map(static_cast<size_t>(*masks));
@@ -492,7 +509,8 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
     for (size_t k = 0; k < words.size(); ++k) words[k] = get_u64(base + 8 * k);
     for (int q = 0; q < nb; ++q)
       if (mk.row(q)[w - 1] & tail_mask)
-        return input_error(src, "payload[mask=" + std::to_string(i) + ",Qb=" + std::to_string(q) + "]",
+        return input_error(src,
+                           "payload[mask=" + std::to_string(i) + ",Qb=" + std::to_string(q) + "]",
                            "bits set past the last block");
     id_map[static_cast<size_t>(i)] = p->intern(std::move(mk));
   }
@@ -510,7 +528,8 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
   return std::unique_ptr<Pattern>(std::move(p));
 }
 
-// ---- Q/K-derived patterns ------------------------------------------------------------------------
+// ---- Q/K-derived patterns
+// ------------------------------------------------------------------------
 
 namespace {
 
@@ -523,22 +542,27 @@ Result<std::vector<double>> pool_blocks(const std::string& path, const ModelSpec
   auto hr = read_npy_header(reader, path);
   if (!hr) return hr.error();
   const NpyHeader& h = *hr;
-  const bool ok_dtype = (h.kind == 'f' && (h.item_bytes == 2 || h.item_bytes == 4 || h.item_bytes == 8)) ||
-                        (h.kind == 'u' && h.item_bytes == 2);
+  const bool ok_dtype =
+      (h.kind == 'f' && (h.item_bytes == 2 || h.item_bytes == 4 || h.item_bytes == 8)) ||
+      (h.kind == 'u' && h.item_bytes == 2);
   if (!ok_dtype)
-    return input_error(path, "header",
-                       "Q/K dtype must be float16, float32, float64 or bfloat16 stored as uint16, got '" +
-                           h.descr + "'");
+    return input_error(
+        path, "header",
+        "Q/K dtype must be float16, float32, float64 or bfloat16 stored as uint16, got '" +
+            h.descr + "'");
   if (h.fortran_order)
-    return input_error(path, "header", "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
-  if (h.shape.size() != 3 || h.shape[0] != m.heads || h.shape[1] != m.tokens() || h.shape[2] != m.head_dim)
     return input_error(path, "header",
-                       "Q/K shape must be [heads=" + std::to_string(m.heads) + ", tokens=" +
-                           std::to_string(m.tokens()) + ", head_dim=" + std::to_string(m.head_dim) +
-                           "] for " + m.name);
+                       "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  if (h.shape.size() != 3 || h.shape[0] != m.heads || h.shape[1] != m.tokens() ||
+      h.shape[2] != m.head_dim)
+    return input_error(path, "header",
+                       "Q/K shape must be [heads=" + std::to_string(m.heads) +
+                           ", tokens=" + std::to_string(m.tokens()) +
+                           ", head_dim=" + std::to_string(m.head_dim) + "] for " + m.name);
   const size_t need = static_cast<size_t>(h.elements()) * static_cast<size_t>(h.item_bytes);
   if (src.size() != SIZE_MAX && src.size() - std::min(src.size(), h.header_bytes) < need)
-    return input_error(path, "data", "truncated: the shape needs " + std::to_string(need) + " data bytes");
+    return input_error(path, "data",
+                       "truncated: the shape needs " + std::to_string(need) + " data bytes");
   const int H = m.heads, D = m.head_dim, nb = L.num_blocks;
   std::vector<double> pooled(static_cast<size_t>(H) * nb * D, 0.0);
   std::vector<uint8_t> raw(static_cast<size_t>(D) * static_cast<size_t>(h.item_bytes));
@@ -584,11 +608,13 @@ Result<std::unique_ptr<Pattern>> qk_pattern(const ModelSpec& m, const BlockLayou
   const int H = m.heads, D = m.head_dim, nb = L.num_blocks;
   int topk = o.topk > 0 ? o.topk : static_cast<int>(std::ceil(o.density * nb - 1e-9));
   if (!cdf && topk > nb)
-    return input_error(o.q_path, "topk", std::to_string(topk) + " exceeds the " + std::to_string(nb) + " blocks");
+    return input_error(o.q_path, "topk",
+                       std::to_string(topk) + " exceeds the " + std::to_string(nb) + " blocks");
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %s from Q/K %s block %d", cdf ? "cdf threshold" : "topk",
-                cdf ? std::to_string(o.threshold).substr(0, 5).c_str() : std::to_string(topk).c_str(),
-                fs::path(o.q_path).filename().string().c_str(), L.block_tokens);
+  std::snprintf(
+      buf, sizeof buf, "%s %s from Q/K %s block %d", cdf ? "cdf threshold" : "topk",
+      cdf ? std::to_string(o.threshold).substr(0, 5).c_str() : std::to_string(topk).c_str(),
+      fs::path(o.q_path).filename().string().c_str(), L.block_tokens);
   auto p = std::make_unique<StoredPattern>(m, L, steps, layers, H, false, buf);
   std::vector<float> scores(static_cast<size_t>(nb) * nb);
   std::vector<int> idx(static_cast<size_t>(nb));
@@ -603,14 +629,18 @@ Result<std::unique_ptr<Pattern>> qk_pattern(const ModelSpec& m, const BlockLayou
         for (int d = 0; d < D; ++d) s += qa[d] * kb[d];
         s *= scale;
         if (!std::isfinite(s) || std::fabs(s) > 3e38)
-          return input_error(o.q_path, "[H=" + std::to_string(hh) + ",Qb=" + std::to_string(a) + ",Kb=" + std::to_string(b) + "]",
+          return input_error(o.q_path,
+                             "[H=" + std::to_string(hh) + ",Qb=" + std::to_string(a) +
+                                 ",Kb=" + std::to_string(b) + "]",
                              "score is NaN or infinite");
         scores[static_cast<size_t>(a) * nb + b] = static_cast<float>(s);
       }
     }
     BlockMask mk(nb, nb);
-    if (cdf) select_cdf(scores.data(), nb, nb, o.threshold, idx.data(), idx.data(), mk);
-    else select_topk(scores.data(), nb, nb, topk, idx.data(), idx.data(), mk);
+    if (cdf)
+      select_cdf(scores.data(), nb, nb, o.threshold, idx.data(), idx.data(), mk);
+    else
+      select_topk(scores.data(), nb, nb, topk, idx.data(), idx.data(), mk);
     const int id = p->intern(std::move(mk));
     for (int l = 0; l < layers; ++l) p->assign(0, l, hh, id);
   }

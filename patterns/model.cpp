@@ -1,9 +1,8 @@
 // Model presets and model JSON parsing (schema in patterns/README.md).
 #include <algorithm>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "presets.hpp"
 #include "sparsp/pattern.hpp"
@@ -89,10 +88,14 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   } else if (m.text_tokens > 0) {
     return input_error(src, "/text_position", "missing (text_tokens > 0): expected start|end");
   }
-  if (pos == "start") m.text_position = TextPosition::start;
-  else if (pos == "end") m.text_position = TextPosition::end;
-  else if (pos == "none") m.text_position = TextPosition::none;
-  else return input_error(src, "/text_position", "expected start|end|none, got '" + pos + "'");
+  if (pos == "start")
+    m.text_position = TextPosition::start;
+  else if (pos == "end")
+    m.text_position = TextPosition::end;
+  else if (pos == "none")
+    m.text_position = TextPosition::none;
+  else
+    return input_error(src, "/text_position", "expected start|end|none, got '" + pos + "'");
   if (m.text_tokens > 0 && m.text_position == TextPosition::none)
     return input_error(src, "/text_position", "text_tokens > 0 needs start or end");
   if (m.text_tokens == 0) m.text_position = TextPosition::none;

@@ -95,17 +95,17 @@ class DictParser {
         return err("unsupported dtype '" + d + "'");
       size = size * 10 + (d[k] - '0');
     }
-    if (size != 1 && size != 2 && size != 4 && size != 8) return err("unsupported dtype '" + d + "'");
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+      return err("unsupported dtype '" + d + "'");
     h.item_bytes = size;
     return h;
   }
 
  private:
-  Error err(const std::string& what) const {
-    return input_error(src_, "header", what);
-  }
+  Error err(const std::string& what) const { return input_error(src_, "header", what); }
   void skip() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
   }
   bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
   bool eat(char c) {
@@ -114,7 +114,8 @@ class DictParser {
     return true;
   }
   Result<std::string> string_lit() {
-    if (i_ >= s_.size() || (s_[i_] != '\'' && s_[i_] != '"')) return err("expected a quoted string");
+    if (i_ >= s_.size() || (s_[i_] != '\'' && s_[i_] != '"'))
+      return err("expected a quoted string");
     const char q = s_[i_++];
     const size_t end = s_.find(q, i_);
     if (end == std::string::npos) return err("unterminated string");
@@ -272,9 +273,10 @@ Result<MaskArrayInfo> read_npy_masks(const ReadFn& read, const std::string& src,
   info.steps = n == 5 ? static_cast<int>(s[0]) : 1;
   const size_t expect = static_cast<size_t>(h.elements());
   if (available != SIZE_MAX && available - std::min(available, h.header_bytes) < expect)
-    return input_error(src, "data",
-                       "truncated: " + std::to_string(available - std::min(available, h.header_bytes)) +
-                           " data bytes, shape needs " + std::to_string(expect));
+    return input_error(
+        src, "data",
+        "truncated: " + std::to_string(available - std::min(available, h.header_bytes)) +
+            " data bytes, shape needs " + std::to_string(expect));
   std::vector<uint8_t> row(static_cast<size_t>(info.cols));
   size_t consumed = 0;
   for (int st = 0; st < info.steps; ++st)
@@ -286,8 +288,8 @@ Result<MaskArrayInfo> read_npy_masks(const ReadFn& read, const std::string& src,
           consumed += got;
           if (got < row.size())
             return input_error(src, "data",
-                               "truncated: data ends after " + std::to_string(consumed) +
-                                   " of " + std::to_string(expect) + " bytes");
+                               "truncated: data ends after " + std::to_string(consumed) + " of " +
+                                   std::to_string(expect) + " bytes");
           uint64_t* w = m.row(q);
           for (int k = 0; k < info.cols; ++k) {
             const uint8_t v = row[static_cast<size_t>(k)];
@@ -307,7 +309,8 @@ Result<MaskArrayInfo> read_npy_masks(const ReadFn& read, const std::string& src,
       }
   uint8_t extra;
   if (read(&extra, 1) != 0)
-    return input_error(src, "data", "trailing bytes after " + std::to_string(expect) + " data bytes");
+    return input_error(src, "data",
+                       "trailing bytes after " + std::to_string(expect) + " data bytes");
   return info;
 }
 

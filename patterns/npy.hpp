@@ -15,13 +15,13 @@
 namespace sparsp::patterns {
 
 struct NpyHeader {
-  std::string descr;            ///< e.g. "<f4", "|b1"
-  char byte_order = '|';        ///< '<', '>', '|' ('=' mapped to '<')
-  char kind = '?';              ///< 'b', 'u', 'i', 'f'
+  std::string descr;      ///< e.g. "<f4", "|b1"
+  char byte_order = '|';  ///< '<', '>', '|' ('=' mapped to '<')
+  char kind = '?';        ///< 'b', 'u', 'i', 'f'
   int item_bytes = 0;
   bool fortran_order = false;
   std::vector<int64_t> shape;
-  size_t header_bytes = 0;      ///< offset of the data
+  size_t header_bytes = 0;  ///< offset of the data
   int64_t elements() const;
 };
 
@@ -48,9 +48,9 @@ struct MaskArrayInfo {
 using MaskSink = std::function<Status(int step, int layer, int head, BlockMask&& mask)>;
 
 /// Reads a bool/uint8 mask array (3, 4 or 5 dims) from a reader positioned at the start.
-/// `available`: total bytes of the .npy stream, header included (SIZE_MAX: unknown); checked before any
-/// allocation. Errors: wrong dtype, Fortran order, bad rank, values other than 0/1, truncated data,
-/// trailing bytes.
+/// `available`: total bytes of the .npy stream, header included (SIZE_MAX: unknown); checked before
+/// any allocation. Errors: wrong dtype, Fortran order, bad rank, values other than 0/1, truncated
+/// data, trailing bytes.
 Result<MaskArrayInfo> read_npy_masks(const ReadFn& read, const std::string& src,
                                      const MaskSink& sink, size_t available = SIZE_MAX);
 

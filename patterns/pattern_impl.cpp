@@ -11,8 +11,13 @@ std::string join3(const std::array<int, 3>& v) {
 
 StoredPattern::StoredPattern(ModelSpec model, BlockLayout layout, int steps, int layers, int heads,
                              bool per_step, std::string description)
-    : model_(std::move(model)), layout_(std::move(layout)), steps_(steps), layers_(layers),
-      heads_(heads), per_step_(per_step), description_(std::move(description)),
+    : model_(std::move(model)),
+      layout_(std::move(layout)),
+      steps_(steps),
+      layers_(layers),
+      heads_(heads),
+      per_step_(per_step),
+      description_(std::move(description)),
       index_(static_cast<size_t>(per_step ? steps : 1) * layers * heads, 0) {}
 
 int StoredPattern::intern(BlockMask mask) {
@@ -41,8 +46,13 @@ void StoredPattern::finalize() {
 
 LazyPattern::LazyPattern(ModelSpec model, BlockLayout layout, int steps, int layers, int heads,
                          bool step_invariant, std::string description)
-    : model_(std::move(model)), layout_(std::move(layout)), steps_(steps), layers_(layers),
-      heads_(heads), step_invariant_(step_invariant), description_(std::move(description)),
+    : model_(std::move(model)),
+      layout_(std::move(layout)),
+      steps_(steps),
+      layers_(layers),
+      heads_(heads),
+      step_invariant_(step_invariant),
+      description_(std::move(description)),
       cache_(static_cast<size_t>(layers)) {}
 
 const BlockMask& LazyPattern::mask(int step, int layer, int head) {

@@ -40,9 +40,7 @@ class StoredPattern final : public Pattern {
   /// Adds a mask (or finds an identical one) and returns its id.
   int intern(BlockMask mask);
   /// REQUIRES: step == 0 unless per_step.
-  void assign(int step, int layer, int head, int id) {
-    index_[slot(step, layer, head)] = id;
-  }
+  void assign(int step, int layer, int head, int id) { index_[slot(step, layer, head)] = id; }
   /// Computes mask groups; call once after all assign() calls.
   void finalize();
 

@@ -36,7 +36,8 @@ void row_distance(const uint64_t* row, int lo, int hi, int q, double& sum, int64
     uint64_t bits = row[w];
     const int base = w << 6;
     if (base < lo) bits &= ~uint64_t{0} << (lo - base);
-    if (base + 64 > hi) bits &= (hi - base) >= 64 ? ~uint64_t{0} : ((uint64_t{1} << (hi - base)) - 1);
+    if (base + 64 > hi)
+      bits &= (hi - base) >= 64 ? ~uint64_t{0} : ((uint64_t{1} << (hi - base)) - 1);
     if (!bits) continue;
     // Split the word at q: positions < q and >= q.
     uint64_t below = 0, above = bits;
@@ -105,7 +106,8 @@ Result<PatternStats> compute_stats(Pattern& p, const StatsOptions& opt) {
   st.step_density.assign(static_cast<size_t>(st.steps), 0);
   st.layer_density.assign(static_cast<size_t>(st.layers), 0);
   st.head_density.assign(static_cast<size_t>(st.heads), 0);
-  if (opt.per_layer_head) st.layer_head_density.assign(static_cast<size_t>(st.layers) * st.heads, 0);
+  if (opt.per_layer_head)
+    st.layer_head_density.assign(static_cast<size_t>(st.layers) * st.heads, 0);
   std::map<int64_t, LayerCounts> cache;
   double sum_all = 0, sum_video = 0, sum_union = 0, dist_sum = 0, dist_cnt = 0;
   for (int s = 0; s < st.steps; ++s) {
@@ -177,9 +179,8 @@ Result<KvDemand> kv_demand(Pattern& p, int step, int layer, const DemandOptions&
                          "GPU " + std::to_string(o.block_owner[static_cast<size_t>(b)]) +
                              " out of range 0.." + std::to_string(P - 1));
   const ModelSpec& m = p.model();
-  const double bph = o.bytes_per_block_head > 0
-                         ? o.bytes_per_block_head
-                         : 2.0 * L.block_tokens * m.head_dim * m.dtype_bytes;
+  const double bph = o.bytes_per_block_head > 0 ? o.bytes_per_block_head
+                                                : 2.0 * L.block_tokens * m.head_dim * m.dtype_bytes;
   std::vector<double> weight(static_cast<size_t>(nb));
   for (int b = 0; b < nb; ++b)
     weight[static_cast<size_t>(b)] =
@@ -204,7 +205,8 @@ Result<KvDemand> kv_demand(Pattern& p, int step, int layer, const DemandOptions&
   auto or_rows = [&](const BlockMask& mk) {
     std::fill(need.begin(), need.end(), 0);
     for (int q = 0; q < nb; ++q) {
-      uint64_t* dst = need.data() + static_cast<size_t>(o.block_owner[static_cast<size_t>(q)]) * wpr;
+      uint64_t* dst =
+          need.data() + static_cast<size_t>(o.block_owner[static_cast<size_t>(q)]) * wpr;
       const uint64_t* src = mk.row(q);
       for (int w = 0; w < wpr; ++w) dst[w] |= src[w];
     }

@@ -40,7 +40,22 @@ int System::add_variable(std::span<const Use> uses, double bound) {
   m_.push_back(0);
   fixed_.push_back(0);
   vmark_.push_back(0);
+  vpos_.push_back(-1);
   return static_cast<int>(m_.size()) - 1;
+}
+
+void System::swap_elems(int c, int p, int q) {
+  if (p == q) return;
+  auto& el = elems_[c];
+  std::swap(el[p], el[q]);
+  for (int k : {p, q}) {
+    const int v = el[k].var;
+    for (int j = off_[v]; j < off_[v + 1]; ++j)
+      if (use_[j].constraint == c) {
+        pos_[j] = k;
+        break;
+      }
+  }
 }
 
 void System::set_multiplicity(int var, int64_t m) {
@@ -49,49 +64,64 @@ void System::set_multiplicity(int var, int64_t m) {
   if (old == m) return;
   m_[var] = m;
   const double md = static_cast<double>(m);
+  const bool on = old == 0 && m > 0, off = old > 0 && m == 0;
   const int b = off_[var], e = off_[var + 1];
+  bool new_edge = false;
   for (int i = b; i < e; ++i) {
     const int c = use_[i].constraint;
     auto& el = elems_[c];
     const double w = md * use_[i].coefficient;
     if (pos_[i] < 0) {  // first activation (or after a compaction): a new edge in the graph
       pos_[i] = static_cast<int>(el.size());
-      el.push_back(Elem{var, w});
-      structure_changed_ = true;
-    } else {
-      // An emptied class keeps its element with weight 0 (a "dormant" edge): the component
-      // structure stays valid (a superset of the exact one, which solves the same) and a class
-      // that refills costs no rebuild.
-      Elem& x = el[pos_[i]];
-      wsum_[c] -= x.weight;
-      x.weight = w;
+      el.push_back(Elem{var, 0.0});
+      new_edge = true;
     }
-    wsum_[c] += w;
-    nactive_[c] += (m > 0 ? 1 : 0) - (old > 0 ? 1 : 0);
+    // An emptied class keeps its element with weight 0 (a "dormant" edge, kept after the active
+    // ones): the component structure stays valid (a superset of the exact one, which solves the
+    // same) and a class that refills costs no rebuild.
+    Elem& x = el[pos_[i]];
+    wsum_[c] += w - x.weight;
+    x.weight = w;
+    if (on) swap_elems(c, pos_[i], nactive_[c]++);
+    if (off) swap_elems(c, pos_[i], --nactive_[c]);
     if (nactive_[c] == 0) wsum_[c] = 0;  // drop any rounding residue
     touch(c);
     // Compact when dormant elements dominate (amortised O(1) per deactivation).
     const int dormant = static_cast<int>(el.size()) - nactive_[c];
-    if (m == 0 && dormant > 1024 && dormant > 4 * nactive_[c]) compact(c);
+    if (off && dormant > 1024 && dormant > 4 * nactive_[c]) compact(c);
+  }
+  // New edges merge components at the next solve (merge_new_edges); otherwise keep the cached
+  // component's list of active variables current (a rebuild redoes it anyway). The list a
+  // variable sits in is always that of its first constraint's component.
+  if (new_edge) {
+    pending_new_.push_back(var);
+  } else if (!structure_changed_ && b != e) {
+    auto& act = comp_act_[ccomp_[use_[b].constraint]];
+    if (on && vpos_[var] < 0) {
+      vpos_[var] = static_cast<int>(act.size());
+      act.push_back(var);
+    } else if (off && vpos_[var] >= 0) {
+      const int p = vpos_[var];
+      act[p] = act.back();
+      vpos_[act[p]] = p;
+      act.pop_back();
+      vpos_[var] = -1;
+    }
   }
   if (m == 0 || b == e) touched_vars_.push_back(var);
 }
 
 void System::compact(int c) {
   auto& el = elems_[c];
-  size_t keep = 0;
-  for (size_t k = 0; k < el.size(); ++k) {
+  for (size_t k = static_cast<size_t>(nactive_[c]); k < el.size(); ++k) {
     const int v = el[k].var;
-    int j = off_[v];
-    while (use_[j].constraint != c) ++j;
-    if (m_[v] == 0) {
-      pos_[j] = -1;
-      continue;
-    }
-    pos_[j] = static_cast<int>(keep);
-    el[keep++] = el[k];
+    for (int j = off_[v]; j < off_[v + 1]; ++j)
+      if (use_[j].constraint == c) {
+        pos_[j] = -1;
+        break;
+      }
   }
-  el.resize(keep);
+  el.resize(static_cast<size_t>(nactive_[c]));
   structure_changed_ = true;
 }
 
@@ -105,14 +135,14 @@ void System::rebuild_components() {
     if (cmark_[seed] == mark) continue;
     if (ncomp == comp_c_.size()) {
       comp_c_.emplace_back();
-      comp_v_.emplace_back();
+      comp_act_.emplace_back();
       comp_mark_.push_back(0);
     }
     const int id = static_cast<int>(ncomp++);
     auto& cc = comp_c_[id];
-    auto& cv = comp_v_[id];
+    auto& act = comp_act_[id];
     cc.clear();
-    cv.clear();
+    act.clear();
     cmark_[seed] = mark;
     cc.push_back(seed);
     for (size_t qi = 0; qi < cc.size(); ++qi) {
@@ -122,7 +152,11 @@ void System::rebuild_components() {
         const int v = el.var;
         if (vmark_[v] == mark) continue;
         vmark_[v] = mark;
-        cv.push_back(v);
+        vpos_[v] = -1;
+        if (m_[v] > 0) {
+          vpos_[v] = static_cast<int>(act.size());
+          act.push_back(v);
+        }
         for (int i = off_[v], e = off_[v + 1]; i < e; ++i) {
           const int d = use_[i].constraint;
           if (cmark_[d] != mark) {
@@ -134,9 +168,45 @@ void System::rebuild_components() {
     }
   }
   comp_c_.resize(ncomp);
-  comp_v_.resize(ncomp);
+  comp_act_.resize(ncomp);
   comp_mark_.assign(ncomp, 0);
   structure_changed_ = false;
+  pending_new_.clear();
+}
+
+void System::merge_new_edges() {
+  // A new edge joins the components of its variable's constraints: append the smaller lists to
+  // the largest (ties: lower id). In a server everything is one component already, so this is
+  // usually just adding the variable to the active list. O(merged lists), no graph traversal.
+  for (int v : pending_new_) {
+    const int b = off_[v], e = off_[v + 1];
+    int target = -1;
+    for (int i = b; i < e; ++i) {
+      const int id = ccomp_[use_[i].constraint];
+      if (target < 0 || comp_c_[id].size() > comp_c_[target].size() ||
+          (comp_c_[id].size() == comp_c_[target].size() && id < target))
+        target = id;
+    }
+    for (int i = b; i < e; ++i) {
+      const int id = ccomp_[use_[i].constraint];
+      if (id == target) continue;
+      for (int c : comp_c_[id]) {
+        ccomp_[c] = target;
+        comp_c_[target].push_back(c);
+      }
+      for (int w : comp_act_[id]) {
+        vpos_[w] = static_cast<int>(comp_act_[target].size());
+        comp_act_[target].push_back(w);
+      }
+      comp_c_[id].clear();
+      comp_act_[id].clear();
+    }
+    if (m_[v] > 0 && vpos_[v] < 0) {
+      vpos_[v] = static_cast<int>(comp_act_[target].size());
+      comp_act_[target].push_back(v);
+    }
+  }
+  pending_new_.clear();
 }
 
 void System::fix(int var, double x) {
@@ -158,17 +228,24 @@ void System::solve() {
   comp_vars_.clear();
   comp_cons_.clear();
   if (touched_.empty() && touched_vars_.empty()) return;
-  if (structure_changed_) rebuild_components();
+  if (structure_changed_)
+    rebuild_components();
+  else if (!pending_new_.empty())
+    merge_new_edges();
   const uint32_t ep = ++epoch_;
   // 1. The components holding the touched constraints, from the cached component lists
   //    (rebuilt above only when an edge appeared or was compacted away; dormant edges of emptied
   //    classes keep the cache valid, at worst merging components, which solves the same).
+  //    Constraints of the component that carry no active variable and were not touched keep
+  //    their (zero) load and are skipped.
+  for (int c : touched_) cmark_[c] = ep;
   for (int seed : touched_) {
     const int id = ccomp_[seed];
     if (comp_mark_[id] == ep) continue;
     comp_mark_[id] = ep;
-    comp_cons_.insert(comp_cons_.end(), comp_c_[id].begin(), comp_c_[id].end());
-    for (int v : comp_v_[id]) {
+    for (int c : comp_c_[id])
+      if (nactive_[c] > 0 || cmark_[c] == ep) comp_cons_.push_back(c);
+    for (int v : comp_act_[id]) {
       vmark_[v] = ep;
       comp_vars_.push_back(v);
     }
@@ -225,8 +302,8 @@ void System::solve() {
       if (w.unfixed == 0) continue;
       if (w.usage <= 0) {  // rounding residue: recompute from the unfixed elements
         double u = 0;
-        for (const Elem& el : elems_[c])
-          if (!fixed_[el.var]) u += el.weight;
+        for (int k = 0; k < nactive_[c]; ++k)
+          if (!fixed_[elems_[c][k].var]) u += elems_[c][k].weight;
         w.usage = u;
       }
       work_cons_[keep++] = c;
@@ -257,8 +334,9 @@ void System::solve() {
       const Work& w = st_[c];
       if (w.unfixed == 0) continue;
       if (std::max(w.remaining, 0.0) > threshold * w.usage) continue;
-      for (const Elem& el : elems_[c])
-        if (!fixed_[el.var]) fix(el.var, level);
+      const auto& el = elems_[c];
+      for (int k = 0; k < nactive_[c]; ++k)
+        if (!fixed_[el[k].var]) fix(el[k].var, level);
     }
   }
 #ifndef NDEBUG

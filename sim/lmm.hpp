@@ -30,10 +30,11 @@
 // bipartite constraint-variable graph (edges: elements of the variables). After a change (a class's
 // multiplicity, a capacity) only the components holding the constraints touched by the change are
 // re-solved; the rest keep their rates. This mirrors SimGrid's maxmin/selective-update. The
-// components are cached and rebuilt only when an edge appears (a new class) or is compacted away:
-// a class that empties keeps its edges with weight 0 ("dormant"), which can only merge components
-// (solving two independent components together gives the same rates), so classes that empty and
-// refill, as classes do all the time in a server, never trigger a rebuild.
+// components are cached: a new edge (a new class) merges the components it joins; a class that
+// empties keeps its edges with weight 0 ("dormant", skipped by the solver), which can only keep
+// components merged (solving two independent components together gives the same rates), so
+// classes that empty and refill, as they do all the time in a server, cost no graph work. Only a
+// compaction of dormant edges triggers a full rebuild.
 //
 // Determinism: all loops run over index-ordered arrays whose order depends only on the sequence of
 // calls, never on addresses; same calls, same results bit for bit.
@@ -70,7 +71,7 @@ class System {
   /// Re-solves the components touched since the last solve. Afterwards value() holds each class's
   /// per-flow rate and changed_variables() / changed_constraints() list what was re-solved.
   void solve();
-  bool dirty() const { return !touched_.empty(); }
+  bool dirty() const { return !touched_.empty() || !touched_vars_.empty(); }
 
   /// Per-flow rate of a class (bytes/s); 0 for a class of multiplicity 0.
   double value(int var) const { return value_[var]; }
@@ -99,6 +100,8 @@ class System {
   void fix(int var, double x);
   void rebuild_components();
   void compact(int constraint);
+  void swap_elems(int constraint, int p, int q);
+  void merge_new_edges();
 
   // constraints
   struct Work {  // per-constraint solve state, packed: fix() touches one cache line per use
@@ -111,7 +114,8 @@ class System {
   std::vector<double> wsum_;              // sum of the elements' weights (incremental)
   std::vector<int> nactive_;              // elements with m > 0 (the rest are dormant, weight 0)
   std::vector<int> ccomp_;                // cached component of each constraint (-1: none yet)
-  std::vector<std::vector<Elem>> elems_;  // elements: active (m > 0) and dormant (m = 0)
+  std::vector<std::vector<Elem>> elems_;  // elements: nactive_ active (m > 0) ones first, then
+                                          // dormant (m = 0) ones
   // variables
   std::vector<int> off_;                  // uses of v: [off_[v], off_[v+1])
   std::vector<Use> use_;
@@ -122,7 +126,9 @@ class System {
   std::vector<uint32_t> vmark_;
 
   // cached connected components (constraints, variables), rebuilt when an edge appears/goes
-  std::vector<std::vector<int>> comp_c_, comp_v_;
+  std::vector<std::vector<int>> comp_c_, comp_act_;  // constraints; active variables
+  std::vector<int> vpos_;                             // variable -> index in its comp_act_ list
+  std::vector<int> pending_new_;                      // variables with new edges, not merged yet
   std::vector<uint32_t> comp_mark_;
   bool structure_changed_ = true;
 

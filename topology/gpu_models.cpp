@@ -1,6 +1,7 @@
 // GPU model table. Figures are from NVIDIA datasheets and architecture whitepapers (cited per
 // entry); peak_bf16_flops is the dense (no structured sparsity) tensor-core rate with FP32
-// accumulate; memory is the datasheet figure in decimal GB (1e9 bytes) as NVIDIA prints it;
+// accumulate; memory is the datasheet figure, which is binary (GiB): the H200's "141 GB" is
+// 143771 MiB = 140.4 GiB on the replay machine (nvidia-smi), an RTX 4090's "24 GB" 24564 MiB;
 // copy_engines is cudaDeviceProp::asyncEngineCount as deviceQuery prints it for that family.
 #include <algorithm>
 #include <cctype>
@@ -11,13 +12,13 @@
 namespace sparsp::topology {
 namespace {
 
-GpuSpec make(const char* model, int sms, int copy_engines, double memory_GB, double bf16_TFLOPs,
+GpuSpec make(const char* model, int sms, int copy_engines, double memory_GiB, double bf16_TFLOPs,
              double memory_GBps, bool p2p) {
   GpuSpec g;
   g.model = model;
   g.sm_count = sms;
   g.copy_engines = copy_engines;
-  g.memory_bytes = memory_GB * units::kGB;
+  g.memory_bytes = memory_GiB * units::kGiB;
   g.peak_bf16_flops = units::TFLOPs_to_FLOPs(bf16_TFLOPs);
   g.memory_bandwidth_Bps = units::GBps_to_Bps(memory_GBps);
   g.p2p_capable = p2p;
@@ -48,7 +49,8 @@ std::vector<GpuSpec> build_table() {
       // NVIDIA H100 datasheet (H100 SXM): 132 SMs, 80 GB HBM3 at 3350 GB/s, BF16 989.4 TFLOPS
       // dense (1979 with sparsity).
       make("NVIDIA H100 SXM", 132, 3, 80, 989.4, 3350, true),
-      // NVIDIA H200 datasheet (H200 SXM): 132 SMs, 141 GB HBM3e at 4800 GB/s, BF16 989 TFLOPS dense.
+      // NVIDIA H200 datasheet (H200 SXM): 132 SMs, 141 GB HBM3e at 4800 GB/s, BF16 989 TFLOPS
+      // dense.
       make("NVIDIA H200", 132, 3, 141, 989, 4800, true),
       // NVIDIA H200 datasheet (H200 NVL, PCIe card): 132 SMs, 141 GB at 4800 GB/s, BF16 835.5
       // TFLOPS dense (1671 with sparsity).
@@ -88,10 +90,14 @@ std::optional<GpuSpec> find_gpu_model(std::string_view name) {
   if (key.rfind("geforce", 0) == 0) key = key.substr(7);
   // Common short forms.
   static const std::pair<const char*, const char*> kAliases[] = {
-      {"a100pcie", "a10080gbpcie"},      {"a100pcie80gb", "a10080gbpcie"},
-      {"a100", "a10080gbpcie"},          {"h100sxm5", "h100sxm"},
-      {"h100sxm80gb", "h100sxm"},        {"h200sxm", "h200"},
-      {"h200sxm141gb", "h200"},          {"rtxpro6000", "rtxpro6000blackwellserveredition"},
+      {"a100pcie", "a10080gbpcie"},
+      {"a100pcie80gb", "a10080gbpcie"},
+      {"a100", "a10080gbpcie"},
+      {"h100sxm5", "h100sxm"},
+      {"h100sxm80gb", "h100sxm"},
+      {"h200sxm", "h200"},
+      {"h200sxm141gb", "h200"},
+      {"rtxpro6000", "rtxpro6000blackwellserveredition"},
       {"rtxpro6000blackwell", "rtxpro6000blackwellserveredition"},
   };
   for (const auto& [alias, target] : kAliases) {
@@ -112,7 +118,8 @@ std::optional<GpuSpec> find_gpu_model(std::string_view name) {
       std::string_view rest(key);
       rest.remove_prefix(m.size());
       // Only a memory-size suffix ("96gb", "80gb", "11gb", "80gbhgxbaseboard") may follow.
-      if (rest.find("gb") != std::string_view::npos && std::isdigit(static_cast<unsigned char>(rest[0]))) {
+      if (rest.find("gb") != std::string_view::npos &&
+          std::isdigit(static_cast<unsigned char>(rest[0]))) {
         return g;
       }
     }

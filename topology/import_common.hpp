@@ -28,7 +28,8 @@ struct GraphBuilder {
     nodes.push_back(std::move(n));
     node_places.push_back(std::to_string(line));
   }
-  void pcie(const std::string& a, const std::string& b, int gen, int width, int line, double capacity_Bps = 0) {
+  void pcie(const std::string& a, const std::string& b, int gen, int width, int line,
+            double capacity_Bps = 0) {
     Link l;
     l.a = a;
     l.b = b;
@@ -76,7 +77,9 @@ struct GraphBuilder {
 inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& file) {
   const std::string name = options.gpu_model.empty() ? "generic" : options.gpu_model;
   auto g = find_gpu_model(name);
-  if (!g) return input_error(file, "", "unknown GPU model '" + name + "' (--gpu-model; see topology/README.md)");
+  if (!g)
+    return input_error(file, "",
+                       "unknown GPU model '" + name + "' (--gpu-model; see `sparsp topo models`)");
   return *g;
 }
 

@@ -3,22 +3,22 @@
 //     <cpu numaid="0" vendor="GenuineIntel" ...>
 //       <pci busid="0000:17:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
 //         <pci busid="0000:18:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
-//           <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="..." count="12" tclass="0x068000"/></gpu>
+//           <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="..." count="12"
+//           tclass="0x068000"/></gpu>
 //         </pci>
 //         <pci busid="..." ...><nic><net name="mlx5_0" .../></nic></pci>
 //       </pci>
 //     </cpu>
 //   </system>
-// A pci element holding a gpu is that GPU, one holding a nic is a NIC, one holding pci elements is a
-// PCIe switch; each pci element's link_speed/link_width describe its upstream link. NVLinks to
+// A pci element holding a gpu is that GPU, one holding a nic is a NIC, one holding pci elements is
+// a PCIe switch; each pci element's link_speed/link_width describe its upstream link. NVLinks to
 // tclass 0x068000 targets are NVSwitches (one node per target bus id); NVLinks to GPU bus ids are
 // direct bonded links. GPUs are numbered by their `dev` attribute (must be 0..N-1).
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
-
 #include <pugixml.hpp>
+#include <set>
 
 #include "import_common.hpp"
 
@@ -33,25 +33,31 @@ struct Fail {
 
 class XmlImporter {
  public:
-  XmlImporter(std::string_view text, const std::string& file, const ImportOptions& options, const GpuSpec& spec)
+  XmlImporter(std::string_view text, const std::string& file, const ImportOptions& options,
+              const GpuSpec& spec)
       : text_(text), file_(file), options_(options), spec_(spec) {}
 
   Result<Topology> run() {
     pugi::xml_document doc;
-    const pugi::xml_parse_result res = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
+    const pugi::xml_parse_result res =
+        doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
     if (!res) {
-      return input_error(file_, std::to_string(line_at(static_cast<size_t>(std::max<std::ptrdiff_t>(res.offset, 0)))),
-                         std::string("invalid XML: ") + res.description());
+      return input_error(
+          file_,
+          std::to_string(line_at(static_cast<size_t>(std::max<std::ptrdiff_t>(res.offset, 0)))),
+          std::string("invalid XML: ") + res.description());
     }
     try {
       const pugi::xml_node system = doc.child("system");
-      if (!system) fail(doc.first_child() ? doc.first_child() : doc, "expected a <system> root element");
+      if (!system)
+        fail(doc.first_child() ? doc.first_child() : doc, "expected a <system> root element");
       std::vector<pugi::xml_node> cpus;
       for (pugi::xml_node c : system.children("cpu")) cpus.push_back(c);
       if (cpus.empty()) fail(system, "no <cpu> element");
       // NUMA ids renumbered 0..C-1 in ascending numaid order (ties by file order).
       std::vector<std::pair<long, size_t>> order;
-      for (size_t i = 0; i < cpus.size(); ++i) order.emplace_back(int_attr(cpus[i], "numaid", static_cast<long>(i)), i);
+      for (size_t i = 0; i < cpus.size(); ++i)
+        order.emplace_back(int_attr(cpus[i], "numaid", static_cast<long>(i)), i);
       std::stable_sort(order.begin(), order.end());
       std::vector<std::string> cpu_ids(cpus.size());
       bool amd = false;
@@ -86,13 +92,16 @@ class XmlImporter {
     for (size_t i = 0; i < offset && i < text_.size(); ++i) line += text_[i] == '\n';
     return line;
   }
-  int line_of(const pugi::xml_node& n) const { return line_at(static_cast<size_t>(std::max<std::ptrdiff_t>(n.offset_debug(), 0))); }
+  int line_of(const pugi::xml_node& n) const {
+    return line_at(static_cast<size_t>(std::max<std::ptrdiff_t>(n.offset_debug(), 0)));
+  }
 
   [[noreturn]] void fail(const pugi::xml_node& n, const std::string& what) const {
     throw Fail{input_error(file_, std::to_string(line_of(n)), what)};
   }
 
-  long int_attr(const pugi::xml_node& n, const char* name, std::optional<long> def = std::nullopt) const {
+  long int_attr(const pugi::xml_node& n, const char* name,
+                std::optional<long> def = std::nullopt) const {
     const pugi::xml_attribute a = n.attribute(name);
     if (!a) {
       if (def) return *def;
@@ -101,7 +110,8 @@ class XmlImporter {
     const std::string v = a.as_string();
     char* end = nullptr;
     const long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || x < 0 || x > 100000) fail(n, std::string(name) + "=\"" + v + "\" is not a valid number");
+    if (v.empty() || *end != '\0' || x < 0 || x > 100000)
+      fail(n, std::string(name) + "=\"" + v + "\" is not a valid number");
     return x;
   }
 
@@ -109,11 +119,14 @@ class XmlImporter {
   int gen_of(const pugi::xml_node& n) const {
     if (options_.pcie_gen > 0) return options_.pcie_gen;
     const pugi::xml_attribute a = n.attribute("link_speed");
-    if (!a || std::string(a.as_string()).empty() || std::string(a.as_string()).rfind("Unknown", 0) == 0) return detail::kImportDefaultGen;
+    if (!a || std::string(a.as_string()).empty() ||
+        std::string(a.as_string()).rfind("Unknown", 0) == 0)
+      return detail::kImportDefaultGen;
     const std::string v = a.as_string();
     char* end = nullptr;
     const double gt = std::strtod(v.c_str(), &end);
-    static const std::pair<double, int> kSpeeds[] = {{2.5, 1}, {5, 2}, {8, 3}, {16, 4}, {32, 5}, {64, 6}};
+    static const std::pair<double, int> kSpeeds[] = {{2.5, 1}, {5, 2},  {8, 3},
+                                                     {16, 4},  {32, 5}, {64, 6}};
     for (const auto& [rate, gen] : kSpeeds) {
       if (end != v.c_str() && std::fabs(gt - rate) < 1e-6) return gen;
     }
@@ -125,7 +138,8 @@ class XmlImporter {
     if (!n.attribute("link_width")) return detail::kImportDefaultWidth;
     const long w = int_attr(n, "link_width");
     if (w == 0) return detail::kImportDefaultWidth;  // NCCL writes 0 when unknown
-    if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16) fail(n, "link_width " + std::to_string(w) + " is not 1, 2, 4, 8 or 16");
+    if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
+      fail(n, "link_width " + std::to_string(w) + " is not 1, 2, 4, 8 or 16");
     return static_cast<int>(w);
   }
 
@@ -139,14 +153,16 @@ class XmlImporter {
         if (!busids_.insert(busid).second) fail(c, "duplicate busid " + busid);
         const int gen = gen_of(c), width = width_of(c);
         if (pugi::xml_node g = c.child("gpu")) {
-          GpuEntry e{static_cast<int>(int_attr(g, "dev")), busid, parent, gen, width, line_of(g), {}};
+          GpuEntry e{
+              static_cast<int>(int_attr(g, "dev")), busid, parent, gen, width, line_of(g), {}};
           for (pugi::xml_node nv : g.children("nvlink")) {
             const std::string target = nv.attribute("target").as_string();
             if (target.empty()) fail(nv, "<nvlink> without target");
             const long count = int_attr(nv, "count");
             if (count < 1 || count > 64) fail(nv, "NVLink count must be 1..64");
             const std::string tclass = nv.attribute("tclass").as_string();
-            e.nvlinks.emplace_back(target, static_cast<int>(count), tclass == "0x068000", line_of(nv));
+            e.nvlinks.emplace_back(target, static_cast<int>(count), tclass == "0x068000",
+                                   line_of(nv));
           }
           gpus_.push_back(std::move(e));
         } else if (c.child("nic")) {
@@ -160,19 +176,23 @@ class XmlImporter {
         // Other PCI functions (no gpu, nic or children) play no part in routing.
       } else if (name == "nic") {
         const std::string id = "nic" + std::to_string(nics_.size());
-        nics_.push_back({id, parent, detail::kImportDefaultGen, detail::kImportDefaultWidth, line_of(c)});
+        nics_.push_back(
+            {id, parent, detail::kImportDefaultGen, detail::kImportDefaultWidth, line_of(c)});
       }
     }
   }
 
-  Result<Topology> finish(const std::vector<std::string>& cpu_ids, LinkKind socket_kind, int system_line) {
+  Result<Topology> finish(const std::vector<std::string>& cpu_ids, LinkKind socket_kind,
+                          int system_line) {
     if (gpus_.empty()) return input_error(file_, std::to_string(system_line), "no <gpu> element");
-    std::sort(gpus_.begin(), gpus_.end(), [](const GpuEntry& a, const GpuEntry& b) { return a.dev < b.dev; });
+    std::sort(gpus_.begin(), gpus_.end(),
+              [](const GpuEntry& a, const GpuEntry& b) { return a.dev < b.dev; });
     std::map<std::string, int> gpu_of_bus;
     for (size_t i = 0; i < gpus_.size(); ++i) {
       if (gpus_[i].dev != static_cast<int>(i)) {
         return input_error(file_, std::to_string(gpus_[i].line),
-                           "GPU dev numbers must be 0.." + std::to_string(gpus_.size() - 1) + ", got dev=\"" + std::to_string(gpus_[i].dev) + "\"");
+                           "GPU dev numbers must be 0.." + std::to_string(gpus_.size() - 1) +
+                               ", got dev=\"" + std::to_string(gpus_[i].dev) + "\"");
       }
       gpu_of_bus[gpus_[i].busid] = static_cast<int>(i);
     }
@@ -192,7 +212,8 @@ class XmlImporter {
       n.kind = NodeKind::gpu;
       n.gpu = spec_;
       gb.node(std::move(n), gpus_[i].line);
-      gb.pcie(gpus_[i].parent, "gpu" + std::to_string(i), gpus_[i].gen, gpus_[i].width, gpus_[i].line);
+      gb.pcie(gpus_[i].parent, "gpu" + std::to_string(i), gpus_[i].gen, gpus_[i].width,
+              gpus_[i].line);
     }
     for (const auto& nic : nics_) {
       Node n;
@@ -217,8 +238,10 @@ class XmlImporter {
           }
           gb.nvlink("gpu" + std::to_string(i), it->second, count, line);
         } else if (auto g = gpu_of_bus.find(target); g != gpu_of_bus.end()) {
-          const int a = std::min(static_cast<int>(i), g->second), b = std::max(static_cast<int>(i), g->second);
-          if (a != b && gpu_pairs.emplace(a, b).second) gb.nvlink("gpu" + std::to_string(a), "gpu" + std::to_string(b), count, line);
+          const int a = std::min(static_cast<int>(i), g->second),
+                    b = std::max(static_cast<int>(i), g->second);
+          if (a != b && gpu_pairs.emplace(a, b).second)
+            gb.nvlink("gpu" + std::to_string(a), "gpu" + std::to_string(b), count, line);
         }
         // NVLinks to CPUs (POWER9) are not modelled.
       }
@@ -227,9 +250,11 @@ class XmlImporter {
     Topology::Options topt;
     topt.p2p = options_.p2p.value_or(spec_.p2p_capable);
     std::string name = file_;
-    if (auto slash = name.find_last_of('/'); slash != std::string::npos) name = name.substr(slash + 1);
-    return Topology::build(name, "imported from NCCL topology XML: " + file_, std::move(gb.nodes), std::move(gb.links), topt, file_,
-                           std::move(gb.node_places), std::move(gb.link_places));
+    if (auto slash = name.find_last_of('/'); slash != std::string::npos)
+      name = name.substr(slash + 1);
+    return Topology::build(name, "imported from NCCL topology XML: " + file_, std::move(gb.nodes),
+                           std::move(gb.links), topt, file_, std::move(gb.node_places),
+                           std::move(gb.link_places));
   }
 
   struct Device {
@@ -249,8 +274,10 @@ class XmlImporter {
 
 }  // namespace
 
-Result<Topology> import_nccl_xml(std::string_view text, const std::string& file, const ImportOptions& options) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return input_error(file, "1", "empty file");
+Result<Topology> import_nccl_xml(std::string_view text, const std::string& file,
+                                 const ImportOptions& options) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return input_error(file, "1", "empty file");
   auto spec = detail::import_gpu_spec(options, file);
   if (!spec) return spec.error();
   XmlImporter imp(text, file, options, *spec);

@@ -58,7 +58,8 @@ std::vector<std::string> cells(const std::string& line) {
     size_t start = 0;
     while (true) {
       const size_t t = line.find('\t', start);
-      out.push_back(trim(std::string_view(line).substr(start, t == std::string::npos ? std::string::npos : t - start)));
+      out.push_back(trim(std::string_view(line).substr(
+          start, t == std::string::npos ? std::string::npos : t - start)));
       if (t == std::string::npos) break;
       start = t + 1;
     }
@@ -71,8 +72,9 @@ std::vector<std::string> cells(const std::string& line) {
     while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
     if (i >= line.size()) break;
     size_t j = i;
-    while (j < line.size() && !(std::isspace(static_cast<unsigned char>(line[j])) && j + 1 < line.size() &&
-                                std::isspace(static_cast<unsigned char>(line[j + 1]))) &&
+    while (j < line.size() &&
+           !(std::isspace(static_cast<unsigned char>(line[j])) && j + 1 < line.size() &&
+             std::isspace(static_cast<unsigned char>(line[j + 1]))) &&
            line[j] != '\t') {
       ++j;
     }
@@ -121,7 +123,11 @@ std::optional<Cls> parse_token(const std::string& t) {
 struct UnionFind {
   std::vector<int> p;
   explicit UnionFind(size_t n) : p(n) { std::iota(p.begin(), p.end(), 0); }
-  int find(int x) { return p[static_cast<size_t>(x)] == x ? x : p[static_cast<size_t>(x)] = find(p[static_cast<size_t>(x)]); }
+  int find(int x) {
+    return p[static_cast<size_t>(x)] == x
+               ? x
+               : p[static_cast<size_t>(x)] = find(p[static_cast<size_t>(x)]);
+  }
   void unite(int a, int b) {
     a = find(a);
     b = find(b);
@@ -145,7 +151,8 @@ std::vector<std::vector<int>> groups(UnionFind& uf, const std::vector<int>& memb
 
 }  // namespace
 
-Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file, const ImportOptions& options) {
+Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file,
+                                   const ImportOptions& options) {
   const std::string text = strip_ansi(raw);
   std::vector<std::string> lines;
   {
@@ -168,11 +175,13 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       header = static_cast<int>(i);
       break;
     }
-    return input_error(file, std::to_string(i + 1), "expected the `nvidia-smi topo -m` header (GPU0 GPU1 ...)");
+    return input_error(file, std::to_string(i + 1),
+                       "expected the `nvidia-smi topo -m` header (GPU0 GPU1 ...)");
   }
   if (header < 0) {
     const bool empty = trim(text).empty();
-    return input_error(file, "1", empty ? "empty file" : "no `nvidia-smi topo -m` header (GPU0 GPU1 ...) found");
+    return input_error(
+        file, "1", empty ? "empty file" : "no `nvidia-smi topo -m` header (GPU0 GPU1 ...) found");
   }
   const int header_line = header + 1;
   const auto head = cells(lines[static_cast<size_t>(header)]);
@@ -185,7 +194,9 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     const std::string& h = head[col];
     if (device_index(h, "GPU") >= 0) {
       if (device_index(h, "GPU") != n_gpu || !nic_columns.empty()) {
-        return input_error(file, std::to_string(header_line), "header column '" + h + "' out of order (expected GPU" + std::to_string(n_gpu) + ")");
+        return input_error(
+            file, std::to_string(header_line),
+            "header column '" + h + "' out of order (expected GPU" + std::to_string(n_gpu) + ")");
       }
       ++n_gpu;
     } else if (device_index(h, "NIC") >= 0) {
@@ -198,7 +209,8 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   const size_t n_dev = columns.size();
   int numa_col = -1;
   for (size_t k = col; k < head.size(); ++k) {
-    if (head[k] == "NUMA Affinity") numa_col = static_cast<int>(k - col);
+    if (head[k] == "NUMA Affinity")
+      numa_col = static_cast<int>(k - col);
     else if (head[k] != "CPU Affinity" && head[k] != "GPU NUMA ID" && !head[k].empty()) {
       return input_error(file, std::to_string(header_line), "unknown column '" + head[k] + "'");
     }
@@ -220,38 +232,55 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       // NIC rows: the GPU rows' NIC columns carry the structure; only check the tokens here.
       for (size_t k = 1; k < c.size() && k <= n_dev; ++k) {
         if (!c[k].empty() && !parse_token(c[k])) {
-          return input_error(file, std::to_string(line), "unknown legend token '" + c[k] + "' in row " + label + ", column " + columns[k - 1]);
+          return input_error(
+              file, std::to_string(line),
+              "unknown legend token '" + c[k] + "' in row " + label + ", column " + columns[k - 1]);
         }
       }
       continue;
     }
     const int g = device_index(label, "GPU");
-    if (g < 0) return input_error(file, std::to_string(line), "expected a GPU or NIC row, got '" + label + "'");
+    if (g < 0)
+      return input_error(file, std::to_string(line),
+                         "expected a GPU or NIC row, got '" + label + "'");
     if (g != rows) {
-      return input_error(file, std::to_string(line), "row '" + label + "' out of order (expected GPU" + std::to_string(rows) + ")");
+      return input_error(
+          file, std::to_string(line),
+          "row '" + label + "' out of order (expected GPU" + std::to_string(rows) + ")");
     }
     if (g >= n_gpu) {
-      return input_error(file, std::to_string(line), "matrix is not square: " + std::to_string(n_gpu) + " GPU columns but row " + label);
+      return input_error(
+          file, std::to_string(line),
+          "matrix is not square: " + std::to_string(n_gpu) + " GPU columns but row " + label);
     }
     if (c.size() < n_dev + 1) {
-      return input_error(file, std::to_string(line), "matrix is not square: row " + label + " has " + std::to_string(c.size() - 1) +
-                                                         " entries, expected " + std::to_string(n_dev));
+      return input_error(file, std::to_string(line),
+                         "matrix is not square: row " + label + " has " +
+                             std::to_string(c.size() - 1) + " entries, expected " +
+                             std::to_string(n_dev));
     }
     for (size_t k = 0; k < n_dev; ++k) {
       auto cls = parse_token(c[k + 1]);
       if (!cls) {
-        return input_error(file, std::to_string(line), "unknown legend token '" + c[k + 1] + "' in row " + label + ", column " + columns[k]);
+        return input_error(
+            file, std::to_string(line),
+            "unknown legend token '" + c[k + 1] + "' in row " + label + ", column " + columns[k]);
       }
       const bool diagonal = static_cast<int>(k) == g;
       if (diagonal != (cls->c == PathClass::self)) {
-        return input_error(file, std::to_string(line), diagonal ? "diagonal entry of " + label + " must be X, got '" + c[k + 1] + "'"
-                                                                 : "'X' off the diagonal in row " + label + ", column " + columns[k]);
+        return input_error(file, std::to_string(line),
+                           diagonal
+                               ? "diagonal entry of " + label + " must be X, got '" + c[k + 1] + "'"
+                               : "'X' off the diagonal in row " + label + ", column " + columns[k]);
       }
       m[static_cast<size_t>(g)][k] = *cls;
     }
     if (numa_col >= 0 && c.size() > n_dev + 1 + static_cast<size_t>(numa_col)) {
       const std::string& v = c[n_dev + 1 + static_cast<size_t>(numa_col)];
-      if (!v.empty() && std::all_of(v.begin(), v.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) && v.size() < 6) {
+      if (!v.empty() &&
+          std::all_of(v.begin(), v.end(),
+                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+          v.size() < 6) {
         numa[static_cast<size_t>(g)] = std::stoi(v);
       }
     }
@@ -260,8 +289,9 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     ++rows;
   }
   if (rows != n_gpu) {
-    return input_error(file, std::to_string(last_line), "matrix is not square: " + std::to_string(n_gpu) + " GPU columns but " +
-                                                            std::to_string(rows) + " GPU rows");
+    return input_error(file, std::to_string(last_line),
+                       "matrix is not square: " + std::to_string(n_gpu) + " GPU columns but " +
+                           std::to_string(rows) + " GPU rows");
   }
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = 0; j < i; ++j) {
@@ -269,8 +299,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       const Cls& b = m[static_cast<size_t>(j)][static_cast<size_t>(i)];
       if (a.c != b.c || a.nv != b.nv) {
         return input_error(file, std::to_string(row_line[static_cast<size_t>(i)]),
-                           "asymmetric matrix: GPU" + std::to_string(i) + "-GPU" + std::to_string(j) + " is " + to_string(a.c, a.nv) +
-                               " but GPU" + std::to_string(j) + "-GPU" + std::to_string(i) + " is " + to_string(b.c, b.nv));
+                           "asymmetric matrix: GPU" + std::to_string(i) + "-GPU" +
+                               std::to_string(j) + " is " + to_string(a.c, a.nv) + " but GPU" +
+                               std::to_string(j) + "-GPU" + std::to_string(i) + " is " +
+                               to_string(b.c, b.nv));
       }
     }
   }
@@ -296,8 +328,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = 0; j < i; ++j) {
       const Cls c = rel(i, j);
-      if (is(c, {PathClass::pix, PathClass::pxb, PathClass::phb, PathClass::node})) sock.unite(i, j);
-      if (c.c == PathClass::nvlink && numa[static_cast<size_t>(i)] == numa[static_cast<size_t>(j)]) sock.unite(i, j);
+      if (is(c, {PathClass::pix, PathClass::pxb, PathClass::phb, PathClass::node}))
+        sock.unite(i, j);
+      if (c.c == PathClass::nvlink && numa[static_cast<size_t>(i)] == numa[static_cast<size_t>(j)])
+        sock.unite(i, j);
     }
   }
   std::vector<int> nic_anchor(static_cast<size_t>(n_nic), -1);  // GPU a NIC shares a socket with
@@ -331,10 +365,13 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     n.gpu = *spec;
     gb.node(std::move(n), row_line[static_cast<size_t>(g)]);
   }
-  auto dev_id = [&](int d) { return d < n_gpu ? "gpu" + std::to_string(d) : "nic" + std::to_string(d - n_gpu); };
+  auto dev_id = [&](int d) {
+    return d < n_gpu ? "gpu" + std::to_string(d) : "nic" + std::to_string(d - n_gpu);
+  };
   auto dev_line = [&](int d) { return d < n_gpu ? row_line[static_cast<size_t>(d)] : header_line; };
   std::vector<int> placed_nics;
-  UnionFind bridge(static_cast<size_t>(n_all)), subtree(static_cast<size_t>(n_all)), clique(static_cast<size_t>(n_all));
+  UnionFind bridge(static_cast<size_t>(n_all)), subtree(static_cast<size_t>(n_all)),
+      clique(static_cast<size_t>(n_all));
   for (int a = 0; a < n_all; ++a) {
     for (int b = 0; b < a; ++b) {
       if (a >= n_gpu && b >= n_gpu) continue;
@@ -361,12 +398,14 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
         rp.kind = NodeKind::root_port;
         gb.node(rp, dev_line(hb[0]));
         // Internal host-bridge link: as many device links as hang below it (never binds one flow).
-        gb.pcie(cpu, rp.id, gen, width, dev_line(hb[0]), static_cast<double>(subtrees.size()) * pcie_usable_Bps(gen, width));
+        gb.pcie(cpu, rp.id, gen, width, dev_line(hb[0]),
+                static_cast<double>(subtrees.size()) * pcie_usable_Bps(gen, width));
         top = rp.id;
       }
       for (const auto& st : subtrees) {
         const auto parts = groups(clique, st);
-        auto place = [&](const std::vector<int>& part, const std::string& parent, bool force_switch) {
+        auto place = [&](const std::vector<int>& part, const std::string& parent,
+                         bool force_switch) {
           if (part.size() == 1 && !force_switch) {
             gb.pcie(parent, dev_id(part[0]), gen, width, dev_line(part[0]));
             return;
@@ -404,13 +443,15 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     n.id = "nic" + std::to_string(k);
     n.kind = NodeKind::nic;
     gb.node(std::move(n), header_line);
-    if (nic_anchor[static_cast<size_t>(k)] < 0) gb.pcie(cpus[0], "nic" + std::to_string(k), gen, width, header_line);
+    if (nic_anchor[static_cast<size_t>(k)] < 0)
+      gb.pcie(cpus[0], "nic" + std::to_string(k), gen, width, header_line);
   }
   // NVLink: direct bonded links, or an NVSwitch fabric for GPUs whose NV counts exceed 18 in sum.
   constexpr int kMaxLinksPerGpu = 18;
   std::vector<int> nv_sum(static_cast<size_t>(n_gpu), 0);
   for (int i = 0; i < n_gpu; ++i) {
-    for (int j = 0; j < n_gpu; ++j) nv_sum[static_cast<size_t>(i)] += m[static_cast<size_t>(i)][static_cast<size_t>(j)].nv;
+    for (int j = 0; j < n_gpu; ++j)
+      nv_sum[static_cast<size_t>(i)] += m[static_cast<size_t>(i)][static_cast<size_t>(j)].nv;
   }
   std::vector<int> fabric;
   for (int i = 0; i < n_gpu; ++i) {
@@ -418,13 +459,16 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   }
   if (!fabric.empty()) {
     // Every pair within the fabric must show the same count k: each GPU then has k links into it.
-    const int k = m[static_cast<size_t>(fabric[0])][static_cast<size_t>(fabric[1 % fabric.size()])].nv;
+    const int k =
+        m[static_cast<size_t>(fabric[0])][static_cast<size_t>(fabric[1 % fabric.size()])].nv;
     for (int i : fabric) {
       for (int j : fabric) {
         if (i != j && m[static_cast<size_t>(i)][static_cast<size_t>(j)].nv != k) {
           return input_error(file, std::to_string(row_line[static_cast<size_t>(i)]),
-                             "NVLink counts of GPU" + std::to_string(i) + " exceed " + std::to_string(kMaxLinksPerGpu) +
-                                 " links but are not a uniform NVSwitch fabric (GPU" + std::to_string(i) + "-GPU" + std::to_string(j) + ")");
+                             "NVLink counts of GPU" + std::to_string(i) + " exceed " +
+                                 std::to_string(kMaxLinksPerGpu) +
+                                 " links but are not a uniform NVSwitch fabric (GPU" +
+                                 std::to_string(i) + "-GPU" + std::to_string(j) + ")");
         }
       }
     }
@@ -432,13 +476,17 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     nvs.id = "nvswitch0";
     nvs.kind = NodeKind::nvswitch;
     gb.node(std::move(nvs), header_line);
-    for (int i : fabric) gb.nvlink("gpu" + std::to_string(i), "nvswitch0", k, row_line[static_cast<size_t>(i)]);
+    for (int i : fabric)
+      gb.nvlink("gpu" + std::to_string(i), "nvswitch0", k, row_line[static_cast<size_t>(i)]);
   }
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = i + 1; j < n_gpu; ++j) {
       const int nv = m[static_cast<size_t>(i)][static_cast<size_t>(j)].nv;
-      const bool in_fabric = std::count(fabric.begin(), fabric.end(), i) && std::count(fabric.begin(), fabric.end(), j);
-      if (nv > 0 && !in_fabric) gb.nvlink("gpu" + std::to_string(i), "gpu" + std::to_string(j), nv, row_line[static_cast<size_t>(i)]);
+      const bool in_fabric = std::count(fabric.begin(), fabric.end(), i) &&
+                             std::count(fabric.begin(), fabric.end(), j);
+      if (nv > 0 && !in_fabric)
+        gb.nvlink("gpu" + std::to_string(i), "gpu" + std::to_string(j), nv,
+                  row_line[static_cast<size_t>(i)]);
     }
   }
   gb.sockets(cpus, LinkKind::upi, header_line);
@@ -446,9 +494,11 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   Topology::Options topt;
   topt.p2p = options.p2p.value_or(spec->p2p_capable);
   std::string name = file;
-  if (auto slash = name.find_last_of('/'); slash != std::string::npos) name = name.substr(slash + 1);
-  auto t = Topology::build(name, "imported from nvidia-smi topo -m: " + file, std::move(gb.nodes), std::move(gb.links), topt, file,
-                           std::move(gb.node_places), std::move(gb.link_places));
+  if (auto slash = name.find_last_of('/'); slash != std::string::npos)
+    name = name.substr(slash + 1);
+  auto t = Topology::build(name, "imported from nvidia-smi topo -m: " + file, std::move(gb.nodes),
+                           std::move(gb.links), topt, file, std::move(gb.node_places),
+                           std::move(gb.link_places));
   if (!t) return t;
   // The inferred tree must reproduce the input matrix exactly.
   for (int i = 0; i < n_gpu; ++i) {
@@ -457,9 +507,12 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       const PathClass got = t->path_class(i, j);
       const int got_nv = t->nvlink_count(i, j);
       if (got != want.c || got_nv != want.nv) {
-        return input_error(file, std::to_string(row_line[static_cast<size_t>(i)]),
-                           "GPU" + std::to_string(i) + "-GPU" + std::to_string(j) + " is " + to_string(want.c, want.nv) +
-                               " but no PCIe tree consistent with the other entries gives that (inferred " + to_string(got, got_nv) + ")");
+        return input_error(
+            file, std::to_string(row_line[static_cast<size_t>(i)]),
+            "GPU" + std::to_string(i) + "-GPU" + std::to_string(j) + " is " +
+                to_string(want.c, want.nv) +
+                " but no PCIe tree consistent with the other entries gives that (inferred " +
+                to_string(got, got_nv) + ")");
       }
     }
   }

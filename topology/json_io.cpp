@@ -2,10 +2,9 @@
 // Format reference: topology/README.md.
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "embedded_presets.hpp"
 #include "sparsp/units.hpp"
@@ -36,7 +35,8 @@ class Reader {
     if (!j.is_object()) fail(at, std::string("expected an object, got ") + j.type_name());
   }
 
-  void allow_keys(const json& obj, const Ptr& at, std::initializer_list<std::string_view> keys) const {
+  void allow_keys(const json& obj, const Ptr& at,
+                  std::initializer_list<std::string_view> keys) const {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       bool known = false;
       for (std::string_view k : keys) known = known || k == it.key();
@@ -55,7 +55,8 @@ class Reader {
     return *v;
   }
 
-  std::string string(const json& obj, const Ptr& at, const char* key, std::optional<std::string> def = std::nullopt) const {
+  std::string string(const json& obj, const Ptr& at, const char* key,
+                     std::optional<std::string> def = std::nullopt) const {
     const json* v = find(obj, key);
     if (!v) {
       if (def) return *def;
@@ -68,7 +69,8 @@ class Reader {
   bool boolean(const json& obj, const Ptr& at, const char* key, bool def) const {
     const json* v = find(obj, key);
     if (!v) return def;
-    if (!v->is_boolean()) fail(at / key, std::string("expected true or false, got ") + v->type_name());
+    if (!v->is_boolean())
+      fail(at / key, std::string("expected true or false, got ") + v->type_name());
     return v->get<bool>();
   }
 
@@ -90,27 +92,32 @@ class Reader {
     return number(*v, at / key);
   }
 
-  int integer(const json& obj, const Ptr& at, const char* key, std::optional<int> def = std::nullopt) const {
+  int integer(const json& obj, const Ptr& at, const char* key,
+              std::optional<int> def = std::nullopt) const {
     const json* v = find(obj, key);
     if (!v) {
       if (def) return *def;
       fail(at / key, std::string("missing required key '") + key + "'");
     }
-    if (!v->is_number_integer()) fail(at / key, std::string("expected an integer, got ") + v->type_name());
+    if (!v->is_number_integer())
+      fail(at / key, std::string("expected an integer, got ") + v->type_name());
     const auto x = v->get<std::int64_t>();
     if (x < -1000000 || x > 1000000) fail(at / key, "integer out of range");
     return static_cast<int>(x);
   }
 
   // A bandwidth given as <base>_Bps or <base>_GBps (not both); > 0 and finite.
-  std::optional<double> bandwidth(const json& obj, const Ptr& at, const std::string& base, bool allow_zero = false) const {
+  std::optional<double> bandwidth(const json& obj, const Ptr& at, const std::string& base,
+                                  bool allow_zero = false) const {
     const json* bps = find(obj, (base + "_Bps").c_str());
     const json* gbps = find(obj, (base + "_GBps").c_str());
-    if (bps && gbps) fail(at / (base + "_GBps"), "give " + base + "_Bps or " + base + "_GBps, not both");
+    if (bps && gbps)
+      fail(at / (base + "_GBps"), "give " + base + "_Bps or " + base + "_GBps, not both");
     if (!bps && !gbps) return std::nullopt;
     const Ptr p = at / (bps ? base + "_Bps" : base + "_GBps");
     const double v = number(bps ? *bps : *gbps, p);
-    if (v < 0 || (v == 0 && !allow_zero)) fail(p, "bandwidth must be > 0, got " + (bps ? bps : gbps)->dump());
+    if (v < 0 || (v == 0 && !allow_zero))
+      fail(p, "bandwidth must be > 0, got " + (bps ? bps : gbps)->dump());
     return bps ? v : units::GBps_to_Bps(v);
   }
 
@@ -133,10 +140,12 @@ class Reader {
 };
 
 NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
-  for (NodeKind k : {NodeKind::gpu, NodeKind::pcie_switch, NodeKind::root_port, NodeKind::cpu, NodeKind::nvswitch, NodeKind::nic}) {
+  for (NodeKind k : {NodeKind::gpu, NodeKind::pcie_switch, NodeKind::root_port, NodeKind::cpu,
+                     NodeKind::nvswitch, NodeKind::nic}) {
     if (to_string(k) == s) return k;
   }
-  r.fail(at, "unknown node kind '" + s + "' (expected gpu, pcie_switch, root_port, cpu, nvswitch or nic)");
+  r.fail(at, "unknown node kind '" + s +
+                 "' (expected gpu, pcie_switch, root_port, cpu, nvswitch or nic)");
 }
 
 LinkKind parse_link_kind(const Reader& r, const std::string& s, const Ptr& at) {
@@ -155,21 +164,25 @@ constexpr double kDefaultSocketLatency_s = 0.2e-6;
 
 double default_latency(LinkKind k) {
   switch (k) {
-    case LinkKind::pcie: return kDefaultPcieLatency_s;
-    case LinkKind::nvlink: return kDefaultNvlinkLatency_s;
-    default: return kDefaultSocketLatency_s;
+    case LinkKind::pcie:
+      return kDefaultPcieLatency_s;
+    case LinkKind::nvlink:
+      return kDefaultNvlinkLatency_s;
+    default:
+      return kDefaultSocketLatency_s;
   }
 }
 
 GpuSpec parse_gpu_spec(const Reader& r, const json& obj, const Ptr& at) {
   const std::string model = r.string(obj, at, "model");
   std::optional<GpuSpec> spec = find_gpu_model(model);
-  const bool custom = r.find(obj, "sm_count") && r.find(obj, "memory_bytes") && r.find(obj, "peak_bf16_flops") &&
-                      r.find(obj, "memory_bandwidth_Bps");
+  const bool custom = r.find(obj, "sm_count") && r.find(obj, "memory_bytes") &&
+                      r.find(obj, "peak_bf16_flops") && r.find(obj, "memory_bandwidth_Bps");
   if (!spec && !custom) {
-    r.fail(at / "model", "unknown GPU model '" + model +
-                             "' (see `sparsp topo show --models`; a custom model needs sm_count, memory_bytes, "
-                             "peak_bf16_flops and memory_bandwidth_Bps)");
+    r.fail(at / "model",
+           "unknown GPU model '" + model +
+               "' (see `sparsp topo models`; a custom model needs sm_count, memory_bytes, "
+               "peak_bf16_flops and memory_bandwidth_Bps)");
   }
   GpuSpec g = spec ? *spec : GpuSpec{};
   if (!spec) g.model = model;
@@ -200,7 +213,8 @@ struct Parsed {
 void parse_graph(const Reader& r, const json& root, Parsed& out) {
   const Ptr nodes_at = Ptr("/nodes");
   const json& nodes = r.require(root, Ptr(), "nodes");
-  if (!nodes.is_array()) r.fail(nodes_at, std::string("expected an array, got ") + nodes.type_name());
+  if (!nodes.is_array())
+    r.fail(nodes_at, std::string("expected an array, got ") + nodes.type_name());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Ptr at = nodes_at / i;
     const json& o = nodes[i];
@@ -210,8 +224,9 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
     n.kind = parse_node_kind(r, r.string(o, at, "kind"), at / "kind");
     switch (n.kind) {
       case NodeKind::gpu:
-        r.allow_keys(o, at, {"id", "kind", "model", "sm_count", "copy_engines", "memory_bytes", "peak_bf16_flops",
-                             "memory_bandwidth_Bps", "p2p_capable"});
+        r.allow_keys(o, at,
+                     {"id", "kind", "model", "sm_count", "copy_engines", "memory_bytes",
+                      "peak_bf16_flops", "memory_bandwidth_Bps", "p2p_capable"});
         n.gpu = parse_gpu_spec(r, o, at);
         break;
       case NodeKind::pcie_switch:
@@ -219,8 +234,9 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         n.acs_redirect = r.boolean(o, at, "acs_redirect", false);
         break;
       case NodeKind::cpu:
-        r.allow_keys(o, at, {"id", "kind", "numa_node", "host_memory_Bps", "host_memory_GBps", "root_complex_Bps",
-                             "root_complex_GBps", "peer_coefficient"});
+        r.allow_keys(o, at,
+                     {"id", "kind", "numa_node", "host_memory_Bps", "host_memory_GBps",
+                      "root_complex_Bps", "root_complex_GBps", "peer_coefficient"});
         n.numa_node = r.integer(o, at, "numa_node", -1);
         if (r.find(o, "numa_node") && n.numa_node < 0) r.fail(at / "numa_node", "must be >= 0");
         n.host_memory_Bps = r.bandwidth(o, at, "host_memory", true).value_or(0);
@@ -240,7 +256,8 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
   const Ptr links_at = Ptr("/links");
   const json* links = r.find(root, "links");
   if (!links) return;
-  if (!links->is_array()) r.fail(links_at, std::string("expected an array, got ") + links->type_name());
+  if (!links->is_array())
+    r.fail(links_at, std::string("expected an array, got ") + links->type_name());
   for (size_t i = 0; i < links->size(); ++i) {
     const Ptr at = links_at / i;
     const json& o = (*links)[i];
@@ -251,27 +268,37 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
     l.kind = parse_link_kind(r, r.string(o, at, "kind"), at / "kind");
     switch (l.kind) {
       case LinkKind::pcie:
-        r.allow_keys(o, at, {"a", "b", "kind", "gen", "width", "capacity_Bps", "capacity_GBps", "latency_s", "latency_us",
-                             "duplex_factor"});
+        r.allow_keys(o, at,
+                     {"a", "b", "kind", "gen", "width", "capacity_Bps", "capacity_GBps",
+                      "latency_s", "latency_us", "duplex_factor"});
         l.pcie_gen = r.integer(o, at, "gen");
-        if (l.pcie_gen < 1 || l.pcie_gen > 6) r.fail(at / "gen", "PCIe gen must be 1..6, got " + std::to_string(l.pcie_gen));
+        if (l.pcie_gen < 1 || l.pcie_gen > 6)
+          r.fail(at / "gen", "PCIe gen must be 1..6, got " + std::to_string(l.pcie_gen));
         l.pcie_width = r.integer(o, at, "width");
-        if (l.pcie_width != 1 && l.pcie_width != 2 && l.pcie_width != 4 && l.pcie_width != 8 && l.pcie_width != 16) {
-          r.fail(at / "width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(l.pcie_width));
+        if (l.pcie_width != 1 && l.pcie_width != 2 && l.pcie_width != 4 && l.pcie_width != 8 &&
+            l.pcie_width != 16) {
+          r.fail(at / "width",
+                 "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(l.pcie_width));
         }
         l.duplex_factor = pcie_default_duplex_factor();
         break;
       case LinkKind::nvlink:
-        r.allow_keys(o, at, {"a", "b", "kind", "count", "per_link_Bps", "per_link_GBps", "capacity_Bps", "capacity_GBps",
-                             "latency_s", "latency_us", "duplex_factor"});
+        r.allow_keys(o, at,
+                     {"a", "b", "kind", "count", "per_link_Bps", "per_link_GBps", "capacity_Bps",
+                      "capacity_GBps", "latency_s", "latency_us", "duplex_factor"});
         l.nvlink_count = r.integer(o, at, "count");
-        if (l.nvlink_count < 1 || l.nvlink_count > 64) r.fail(at / "count", "NVLink count must be 1..64");
-        l.nvlink_per_link_Bps = r.bandwidth(o, at, "per_link").value_or(nvlink_default_per_link_Bps());
+        if (l.nvlink_count < 1 || l.nvlink_count > 64)
+          r.fail(at / "count", "NVLink count must be 1..64");
+        l.nvlink_per_link_Bps =
+            r.bandwidth(o, at, "per_link").value_or(nvlink_default_per_link_Bps());
         break;
       default:
-        r.allow_keys(o, at, {"a", "b", "kind", "capacity_Bps", "capacity_GBps", "latency_s", "latency_us", "duplex_factor"});
+        r.allow_keys(o, at,
+                     {"a", "b", "kind", "capacity_Bps", "capacity_GBps", "latency_s", "latency_us",
+                      "duplex_factor"});
         if (!r.find(o, "capacity_Bps") && !r.find(o, "capacity_GBps")) {
-          r.fail(at / "capacity_GBps", "missing required key 'capacity_GBps' (or capacity_Bps) for " + to_string(l.kind));
+          r.fail(at / "capacity_GBps",
+                 "missing required key 'capacity_GBps' (or capacity_Bps) for " + to_string(l.kind));
         }
         break;
     }
@@ -296,10 +323,17 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   const Ptr at("/template");
   const json& t = root.at("template");
   r.expect_object(t, at);
-  r.allow_keys(t, at, {"sockets", "switches_per_socket", "gpus_per_switch", "gpus_per_socket", "gpu_model", "pcie_gen",
-                       "pcie_width", "uplink_gen", "uplink_width", "host_bridge", "acs_redirect", "p2p", "p2p_cross_socket",
-                       "nvlink", "inter_socket", "inter_socket_GBps", "host_memory_GBps", "root_complex_GBps",
-                       "peer_coefficient", "pcie_latency_us", "gpu_link_GBps", "uplink_GBps"});
+  r.allow_keys(t, at, {"sockets",          "switches_per_socket",
+                       "gpus_per_switch",  "gpus_per_socket",
+                       "gpu_model",        "pcie_gen",
+                       "pcie_width",       "uplink_gen",
+                       "uplink_width",     "host_bridge",
+                       "acs_redirect",     "p2p",
+                       "p2p_cross_socket", "nvlink",
+                       "inter_socket",     "inter_socket_GBps",
+                       "host_memory_GBps", "root_complex_GBps",
+                       "peer_coefficient", "pcie_latency_us",
+                       "gpu_link_GBps",    "uplink_GBps"});
   const int sockets = r.integer(t, at, "sockets", 1);
   if (sockets < 1 || sockets > 16) r.fail(at / "sockets", "must be 1..16");
   const int sw_per_socket = r.integer(t, at, "switches_per_socket", 0);
@@ -307,42 +341,52 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   int gpus_per_switch = 0, gpus_per_socket = 0;
   if (sw_per_socket > 0) {
     gpus_per_switch = r.integer(t, at, "gpus_per_switch");
-    if (gpus_per_switch < 1 || gpus_per_switch > 64) r.fail(at / "gpus_per_switch", "must be 1..64");
-    if (r.find(t, "gpus_per_socket")) r.fail(at / "gpus_per_socket", "give gpus_per_switch when switches_per_socket > 0");
+    if (gpus_per_switch < 1 || gpus_per_switch > 64)
+      r.fail(at / "gpus_per_switch", "must be 1..64");
+    if (r.find(t, "gpus_per_socket"))
+      r.fail(at / "gpus_per_socket", "give gpus_per_switch when switches_per_socket > 0");
   } else {
     gpus_per_socket = r.integer(t, at, "gpus_per_socket");
-    if (gpus_per_socket < 1 || gpus_per_socket > 64) r.fail(at / "gpus_per_socket", "must be 1..64");
+    if (gpus_per_socket < 1 || gpus_per_socket > 64)
+      r.fail(at / "gpus_per_socket", "must be 1..64");
   }
-  const long total = static_cast<long>(sockets) * (sw_per_socket > 0 ? sw_per_socket * gpus_per_switch : gpus_per_socket);
-  if (total > 128) r.fail(at, "template expands to " + std::to_string(total) + " GPUs (at most 128)");
+  const long total = static_cast<long>(sockets) *
+                     (sw_per_socket > 0 ? sw_per_socket * gpus_per_switch : gpus_per_socket);
+  if (total > 64) r.fail(at, "template expands to " + std::to_string(total) + " GPUs (at most 64)");
   const std::string model = r.string(t, at, "gpu_model");
   const auto spec = find_gpu_model(model);
   if (!spec) r.fail(at / "gpu_model", "unknown GPU model '" + model + "'");
   const int gen = r.integer(t, at, "pcie_gen", 4);
-  if (gen < 1 || gen > 6) r.fail(at / "pcie_gen", "PCIe gen must be 1..6, got " + std::to_string(gen));
+  if (gen < 1 || gen > 6)
+    r.fail(at / "pcie_gen", "PCIe gen must be 1..6, got " + std::to_string(gen));
   const int width = r.integer(t, at, "pcie_width", 16);
   if (width != 1 && width != 2 && width != 4 && width != 8 && width != 16) {
     r.fail(at / "pcie_width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(width));
   }
   const int up_gen = r.integer(t, at, "uplink_gen", gen);
-  if (up_gen < 1 || up_gen > 6) r.fail(at / "uplink_gen", "PCIe gen must be 1..6, got " + std::to_string(up_gen));
+  if (up_gen < 1 || up_gen > 6)
+    r.fail(at / "uplink_gen", "PCIe gen must be 1..6, got " + std::to_string(up_gen));
   const int up_width = r.integer(t, at, "uplink_width", width);
   if (up_width != 1 && up_width != 2 && up_width != 4 && up_width != 8 && up_width != 16) {
-    r.fail(at / "uplink_width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(up_width));
+    r.fail(at / "uplink_width",
+           "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(up_width));
   }
   const std::optional<double> gpu_link_Bps = r.bandwidth(t, at, "gpu_link");
   const std::optional<double> uplink_Bps = r.bandwidth(t, at, "uplink");
   const std::string host_bridge = r.string(t, at, "host_bridge", std::string("per_device"));
   if (host_bridge != "per_device" && host_bridge != "shared") {
-    r.fail(at / "host_bridge", "expected \"per_device\" or \"shared\", got \"" + host_bridge + "\"");
+    r.fail(at / "host_bridge",
+           "expected \"per_device\" or \"shared\", got \"" + host_bridge + "\"");
   }
   const bool acs = r.boolean(t, at, "acs_redirect", false);
   out.options.p2p = r.boolean(t, at, "p2p", spec->p2p_capable);
   out.options.p2p_cross_socket = r.boolean(t, at, "p2p_cross_socket", true);
-  const double latency_s = units::us_to_s(r.opt_number(t, at, "pcie_latency_us").value_or(units::s_to_us(kDefaultPcieLatency_s)));
+  const double latency_s = units::us_to_s(
+      r.opt_number(t, at, "pcie_latency_us").value_or(units::s_to_us(kDefaultPcieLatency_s)));
   if (latency_s < 0) r.fail(at / "pcie_latency_us", "latency must be >= 0");
   const std::string socket_kind = r.string(t, at, "inter_socket", std::string("upi"));
-  if (socket_kind != "upi" && socket_kind != "xgmi") r.fail(at / "inter_socket", "expected \"upi\" or \"xgmi\"");
+  if (socket_kind != "upi" && socket_kind != "xgmi")
+    r.fail(at / "inter_socket", "expected \"upi\" or \"xgmi\"");
   // Default inter-socket capacity per direction: 64 GB/s, i.e. two UPI 2.0 links at 16 GT/s
   // (Intel Xeon Scalable 4th gen) or one xGMI3 x16 link at 32 Gb/s (AMD EPYC 9004); see README.
   const double socket_Bps = r.bandwidth(t, at, "inter_socket").value_or(units::GBps_to_Bps(64));
@@ -356,7 +400,8 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
     out.nodes.push_back(std::move(n));
     out.node_places.push_back(place);
   };
-  auto add_pcie = [&](const std::string& a, const std::string& b, int g, int w, std::optional<double> cap) {
+  auto add_pcie = [&](const std::string& a, const std::string& b, int g, int w,
+                      std::optional<double> cap) {
     Link l;
     l.a = a;
     l.b = b;
@@ -394,8 +439,9 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
       add_node(std::move(rp));
       // The host bridge's link to the CPU carries every device below it: capacity = devices x the
       // per-device link so that it never binds a single flow (internal fabric, not a PCIe link).
-      const double per_device = sw_per_socket > 0 ? uplink_Bps.value_or(pcie_usable_Bps(up_gen, up_width))
-                                                  : gpu_link_Bps.value_or(pcie_usable_Bps(gen, width));
+      const double per_device = sw_per_socket > 0
+                                    ? uplink_Bps.value_or(pcie_usable_Bps(up_gen, up_width))
+                                    : gpu_link_Bps.value_or(pcie_usable_Bps(gen, width));
       add_pcie(cpu, "rp" + std::to_string(s), up_gen, 16, devices * per_device);
       top = "rp" + std::to_string(s);
     }
@@ -413,7 +459,8 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
           n2.kind = NodeKind::gpu;
           n2.gpu = *spec;
           add_node(std::move(n2));
-          add_pcie("sw" + std::to_string(sw), "gpu" + std::to_string(gpu), gen, width, gpu_link_Bps);
+          add_pcie("sw" + std::to_string(sw), "gpu" + std::to_string(gpu), gen, width,
+                   gpu_link_Bps);
         }
       }
     } else {
@@ -446,10 +493,12 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
     r.expect_object(*nv, nat);
     r.allow_keys(*nv, nat, {"kind", "count", "per_link_GBps", "per_link_Bps"});
     const std::string kind = r.string(*nv, nat, "kind");
-    if (kind != "direct" && kind != "nvswitch") r.fail(nat / "kind", "expected \"direct\" or \"nvswitch\"");
+    if (kind != "direct" && kind != "nvswitch")
+      r.fail(nat / "kind", "expected \"direct\" or \"nvswitch\"");
     const int count = r.integer(*nv, nat, "count");
     if (count < 1 || count > 64) r.fail(nat / "count", "NVLink count must be 1..64");
-    const double per_link = r.bandwidth(*nv, nat, "per_link").value_or(nvlink_default_per_link_Bps());
+    const double per_link =
+        r.bandwidth(*nv, nat, "per_link").value_or(nvlink_default_per_link_Bps());
     auto add_nvlink = [&](const std::string& a, const std::string& b) {
       Link l;
       l.a = a;
@@ -469,7 +518,8 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
       for (int g = 0; g < gpu; ++g) add_nvlink("gpu" + std::to_string(g), "nvswitch0");
     } else {
       for (int g = 0; g < gpu; ++g) {
-        for (int h = g + 1; h < gpu; ++h) add_nvlink("gpu" + std::to_string(g), "gpu" + std::to_string(h));
+        for (int h = g + 1; h < gpu; ++h)
+          add_nvlink("gpu" + std::to_string(g), "gpu" + std::to_string(h));
       }
     }
   }
@@ -482,7 +532,8 @@ size_t line_of(std::string_view text, size_t byte) {
 }
 
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return input_error(file, "1", "empty file");
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return input_error(file, "1", "empty file");
   json root;
   try {
     root = json::parse(text.begin(), text.end());
@@ -490,19 +541,21 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     // e.byte is the 1-based position where parsing stopped.
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return input_error(file, std::to_string(line_of(text, e.byte == 0 ? 0 : e.byte - 1)), "invalid JSON: " + what);
+    return input_error(file, std::to_string(line_of(text, e.byte == 0 ? 0 : e.byte - 1)),
+                       "invalid JSON: " + what);
   } catch (const json::exception& e) {
     return input_error(file, "", std::string("invalid JSON: ") + e.what());
   }
   Reader r(file);
   try {
     r.expect_object(root, Ptr());
-    r.allow_keys(root, Ptr(), {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides", "nodes",
-                               "links", "template"});
+    r.allow_keys(root, Ptr(),
+                 {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
+                  "nodes", "links", "template"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
-      r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) + " (expected " +
-                                         std::to_string(kSchemaVersion) + ")");
+      r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
+                                         " (expected " + std::to_string(kSchemaVersion) + ")");
     }
     Parsed p;
     p.name = r.string(root, Ptr(), "name", std::string());
@@ -514,7 +567,8 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     if (has_template) {
       expand_template(r, root, p);
       if (r.find(root, "p2p")) p.options.p2p = r.boolean(root, Ptr(), "p2p", true);
-      if (r.find(root, "p2p_cross_socket")) p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
+      if (r.find(root, "p2p_cross_socket"))
+        p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
     } else {
       parse_graph(r, root, p);
       p.options.p2p = r.boolean(root, Ptr(), "p2p", true);
@@ -546,8 +600,8 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         p.options.p2p_overrides.push_back({{a, b}, r.boolean(o, oat, "p2p", true)});
       }
     }
-    return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options, file,
-                           std::move(p.node_places), std::move(p.link_places));
+    return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options,
+                           file, std::move(p.node_places), std::move(p.link_places));
   } catch (const Fail& f) {
     return f.error;
   } catch (const json::exception& e) {
@@ -572,14 +626,16 @@ Result<Topology> Topology::from_json_file(const std::string& path) {
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> out;
-  for (size_t i = 0; i < detail::kEmbeddedPresetCount; ++i) out.emplace_back(detail::kEmbeddedPresets[i].name);
+  for (size_t i = 0; i < detail::kEmbeddedPresetCount; ++i)
+    out.emplace_back(detail::kEmbeddedPresets[i].name);
   std::sort(out.begin(), out.end());
   return out;
 }
 
 Result<Topology> Topology::load(const std::string& name_or_path) {
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+  const bool looks_like_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
   if (!looks_like_path) {
     for (size_t i = 0; i < detail::kEmbeddedPresetCount; ++i) {
       if (name_or_path == detail::kEmbeddedPresets[i].name) {
@@ -588,7 +644,9 @@ Result<Topology> Topology::load(const std::string& name_or_path) {
     }
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    return Error{name_or_path + ": no such preset (presets: " + names + "; or give a path to a .json file)", 2};
+    return Error{
+        name_or_path + ": no such preset (presets: " + names + "; or give a path to a .json file)",
+        2};
   }
   return from_json_file(name_or_path);
 }
@@ -603,9 +661,12 @@ std::string Topology::to_json() const {
   root["p2p_cross_socket"] = impl_->options.p2p_cross_socket;
   ojson overrides = ojson::array();
   for (const auto& [pair, allowed] : impl_->options.p2p_overrides) {
-    overrides.push_back(ojson{{"a", impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.first)])].id},
-                              {"b", impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.second)])].id},
-                              {"p2p", allowed}});
+    overrides.push_back(ojson{
+        {"a",
+         impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.first)])].id},
+        {"b",
+         impl_->nodes[static_cast<size_t>(impl_->gpu_nodes[static_cast<size_t>(pair.second)])].id},
+        {"p2p", allowed}});
   }
   root["p2p_overrides"] = overrides;
   ojson nodes = ojson::array();

@@ -5,9 +5,8 @@
 #include <cstdio>
 #include <limits>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "sparsp/units.hpp"
 #include "topology_impl.hpp"
@@ -42,44 +41,59 @@ std::string fmt(double v, int decimals = 1) {
   return buf;
 }
 
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
+}
 
 }  // namespace
 
-std::vector<double> max_min_rates(const Topology& topo, const std::vector<std::vector<ResourceUse>>& flows) {
+std::vector<double> max_min_rates(const Topology& topo,
+                                  const std::vector<std::vector<ResourceUse>>& flows) {
+  // Progressive filling over the resources the flows actually use (compact local indices).
   const auto& res = topo.resources();
+  std::map<int, size_t> local;
+  for (const auto& f : flows) {
+    for (const ResourceUse& u : f) local.emplace(u.resource, 0);
+  }
+  std::vector<double> capacity;
+  for (auto& [r, idx] : local) {
+    idx = capacity.size();
+    capacity.push_back(res[static_cast<size_t>(r)].capacity_Bps);
+  }
+  std::vector<std::vector<std::pair<size_t, double>>> fl(flows.size());
+  for (size_t f = 0; f < flows.size(); ++f) {
+    for (const ResourceUse& u : flows[f]) fl[f].emplace_back(local.at(u.resource), u.coefficient);
+  }
   std::vector<double> rate(flows.size(), 0.0);
   std::vector<bool> active(flows.size(), false);
   size_t n_active = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
-    if (flows[f].empty()) {
+    if (fl[f].empty()) {
       rate[f] = kInf;
     } else {
       active[f] = true;
       ++n_active;
     }
   }
-  std::vector<double> remaining(res.size());
-  for (size_t r = 0; r < res.size(); ++r) remaining[r] = res[r].capacity_Bps;
+  std::vector<double> remaining = capacity;
   while (n_active > 0) {
-    std::vector<double> load(res.size(), 0.0);
+    std::vector<double> load(capacity.size(), 0.0);
     for (size_t f = 0; f < flows.size(); ++f) {
       if (!active[f]) continue;
-      for (const ResourceUse& u : flows[f]) load[static_cast<size_t>(u.resource)] += u.coefficient;
+      for (const auto& [r, c] : fl[f]) load[r] += c;
     }
     double delta = kInf;
-    for (size_t r = 0; r < res.size(); ++r) {
+    for (size_t r = 0; r < capacity.size(); ++r) {
       if (load[r] > 0) delta = std::min(delta, remaining[r] / load[r]);
     }
     for (size_t f = 0; f < flows.size(); ++f) {
       if (active[f]) rate[f] += delta;
     }
-    for (size_t r = 0; r < res.size(); ++r) remaining[r] -= load[r] * delta;
+    for (size_t r = 0; r < capacity.size(); ++r) remaining[r] -= load[r] * delta;
     for (size_t f = 0; f < flows.size(); ++f) {
       if (!active[f]) continue;
-      for (const ResourceUse& u : flows[f]) {
-        const auto r = static_cast<size_t>(u.resource);
-        if (remaining[r] <= 1e-9 * res[r].capacity_Bps) {
+      for (const auto& [r, c] : fl[f]) {
+        if (remaining[r] <= 1e-9 * capacity[r]) {
           active[f] = false;
           --n_active;
           break;
@@ -133,17 +147,41 @@ std::string show_text(const Topology& topo) {
   std::ostringstream out;
   out << "Topology " << (topo.name().empty() ? "(unnamed)" : topo.name()) << "\n";
   if (!topo.source().empty()) out << "Source: " << topo.source() << "\n";
-  out << "GPUs: " << g << "   sockets: " << topo.num_sockets() << "   PCIe switches: " << topo.num_switches()
+  out << "GPUs: " << g << "   sockets: " << topo.num_sockets()
+      << "   PCIe switches: " << topo.num_switches()
       << "   P2P: " << (topo.p2p_enabled() ? "on" : "off")
       << (topo.p2p_cross_socket() ? "" : " (not across sockets)") << "\n\n";
-  out << "GPU     NUMA  model                                  SMs  memory GB  bf16 TFLOP/s  path to CPU\n";
+  // Sockets and switches with the GPUs below them.
+  for (int k = 0; k < topo.num_sockets(); ++k) {
+    std::string gpus;
+    for (int i = 0; i < g; ++i) {
+      if (topo.gpu_numa_node(i) == k) gpus += " gpu" + std::to_string(i);
+    }
+    out << "socket host" << k << " (NUMA " << k << "):" << (gpus.empty() ? " no GPUs" : gpus)
+        << "\n";
+  }
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::pcie_switch && n.kind != NodeKind::root_port) continue;
+    std::string gpus;
+    for (int i = 0; i < g; ++i) {
+      const auto a = topo.ancestors(i);
+      if (std::find(a.begin(), a.end(), n.id) != a.end()) gpus += " gpu" + std::to_string(i);
+    }
+    out << (n.kind == NodeKind::pcie_switch ? "switch " : "host bridge ") << n.id
+        << (n.acs_redirect ? " (ACS redirect)" : "") << ":" << (gpus.empty() ? " no GPUs" : gpus)
+        << "\n";
+  }
+  out << "\n";
+  out << "GPU     NUMA  model                                  SMs memory GiB  bf16 TFLOP/s  path "
+         "to CPU\n";
   for (int i = 0; i < g; ++i) {
     const GpuSpec& s = topo.gpu(i);
     std::string path;
     for (const auto& a : topo.ancestors(i)) path += (path.empty() ? "" : " > ") + a;
     char line[256];
-    std::snprintf(line, sizeof line, "gpu%-4d %4d  %-37s %4d  %9.0f  %12.1f  %s\n", i, topo.gpu_numa_node(i),
-                  s.model.c_str(), s.sm_count, s.memory_bytes / units::kGB, s.peak_bf16_flops / 1e12, path.c_str());
+    std::snprintf(line, sizeof line, "gpu%-4d %4d  %-37s %4d  %9.0f  %12.1f  %s\n", i,
+                  topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGiB,
+                  s.peak_bf16_flops / 1e12, path.c_str());
     out << line;
   }
   auto header = [&](size_t w) {
@@ -177,27 +215,31 @@ std::string show_text(const Topology& topo) {
       out << "\n";
     }
   };
-  matrix("Single-flow bandwidth, GB/s (row = source, column = destination; * = host-staged):", rep.bandwidth_Bps);
-  matrix("Bidirectional single-flow bandwidth, GB/s (both directions summed; * = host-staged):", rep.bidir_bandwidth_Bps);
+  matrix("Single-flow bandwidth, GB/s (row = source, column = destination; * = host-staged):",
+         rep.bandwidth_Bps);
+  matrix("Bidirectional single-flow bandwidth, GB/s (both directions summed; * = host-staged):",
+         rep.bidir_bandwidth_Bps);
   out << "\nHost <-> GPU (host memory of the GPU's NUMA node), GB/s:\n";
   out << "GPU     host    H2D     D2H    both\n";
   for (int i = 0; i < g; ++i) {
     const auto ii = static_cast<size_t>(i);
     char line[160];
     std::snprintf(line, sizeof line, "gpu%-4d host%-2d %6s  %6s  %6s\n", i, topo.gpu_numa_node(i),
-                  fmt(units::Bps_to_GBps(rep.h2d_Bps[ii])).c_str(), fmt(units::Bps_to_GBps(rep.d2h_Bps[ii])).c_str(),
+                  fmt(units::Bps_to_GBps(rep.h2d_Bps[ii])).c_str(),
+                  fmt(units::Bps_to_GBps(rep.d2h_Bps[ii])).c_str(),
                   fmt(units::Bps_to_GBps(rep.h2d_bidir_Bps[ii])).c_str());
     out << line;
   }
   out << "\nLinks (capacity per direction):\n";
   for (const Link& l : topo.links()) {
     std::string what = to_string(l.kind);
-    if (l.kind == LinkKind::pcie) what += " gen" + std::to_string(l.pcie_gen) + " x" + std::to_string(l.pcie_width);
+    if (l.kind == LinkKind::pcie)
+      what += " gen" + std::to_string(l.pcie_gen) + " x" + std::to_string(l.pcie_width);
     if (l.kind == LinkKind::nvlink) what += " x" + std::to_string(l.nvlink_count);
     char line[256];
-    std::snprintf(line, sizeof line, "  %-12s -- %-12s %-16s %7.1f GB/s%s  %.2f us\n", l.a.c_str(), l.b.c_str(),
-                  what.c_str(), units::Bps_to_GBps(l.capacity_Bps), l.capacity_measured ? " (given)" : "",
-                  units::s_to_us(l.latency_s));
+    std::snprintf(line, sizeof line, "  %-12s -- %-12s %-16s %7.1f GB/s%s  %.2f us\n", l.a.c_str(),
+                  l.b.c_str(), what.c_str(), units::Bps_to_GBps(l.capacity_Bps),
+                  l.capacity_measured ? " (given)" : "", units::s_to_us(l.latency_s));
     out << line;
   }
   return out.str();
@@ -222,9 +264,11 @@ std::string show_json(const Topology& topo) {
   }
   root["gpu_models"] = models;
   root["gpu_numa_node"] = numa;
-  ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(), lat = ojson::array();
+  ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(),
+        lat = ojson::array();
   for (int i = 0; i < g; ++i) {
-    ojson r1 = ojson::array(), r2 = ojson::array(), r3 = ojson::array(), r4 = ojson::array(), r5 = ojson::array();
+    ojson r1 = ojson::array(), r2 = ojson::array(), r3 = ojson::array(), r4 = ojson::array(),
+          r5 = ojson::array();
     for (int j = 0; j < g; ++j) {
       const auto ii = static_cast<size_t>(i), jj = static_cast<size_t>(j);
       r1.push_back(to_string(rep.path_class[ii][jj], rep.nvlink_count[ii][jj]));
@@ -250,7 +294,8 @@ std::string show_json(const Topology& topo) {
   root["p2p_bandwidth_Bps"] = bw;
   root["p2p_bidir_bandwidth_Bps"] = bidir;
   root["p2p_latency_s"] = lat;
-  root["host_bandwidth_Bps"] = ojson{{"h2d", rep.h2d_Bps}, {"d2h", rep.d2h_Bps}, {"bidir", rep.h2d_bidir_Bps}};
+  root["host_bandwidth_Bps"] =
+      ojson{{"h2d", rep.h2d_Bps}, {"d2h", rep.d2h_Bps}, {"bidir", rep.h2d_bidir_Bps}};
   ojson links = ojson::array();
   for (const Link& l : topo.links()) {
     ojson o;

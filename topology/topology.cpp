@@ -24,35 +24,52 @@ namespace sparsp::topology {
 
 std::string to_string(PathClass c, int nvlink_count) {
   switch (c) {
-    case PathClass::self: return "X";
-    case PathClass::nvlink: return "NV" + std::to_string(nvlink_count);
-    case PathClass::pix: return "PIX";
-    case PathClass::pxb: return "PXB";
-    case PathClass::phb: return "PHB";
-    case PathClass::node: return "NODE";
-    case PathClass::sys: return "SYS";
+    case PathClass::self:
+      return "X";
+    case PathClass::nvlink:
+      return "NV" + std::to_string(nvlink_count);
+    case PathClass::pix:
+      return "PIX";
+    case PathClass::pxb:
+      return "PXB";
+    case PathClass::phb:
+      return "PHB";
+    case PathClass::node:
+      return "NODE";
+    case PathClass::sys:
+      return "SYS";
   }
   return "?";
 }
 
 std::string to_string(NodeKind k) {
   switch (k) {
-    case NodeKind::gpu: return "gpu";
-    case NodeKind::pcie_switch: return "pcie_switch";
-    case NodeKind::root_port: return "root_port";
-    case NodeKind::cpu: return "cpu";
-    case NodeKind::nvswitch: return "nvswitch";
-    case NodeKind::nic: return "nic";
+    case NodeKind::gpu:
+      return "gpu";
+    case NodeKind::pcie_switch:
+      return "pcie_switch";
+    case NodeKind::root_port:
+      return "root_port";
+    case NodeKind::cpu:
+      return "cpu";
+    case NodeKind::nvswitch:
+      return "nvswitch";
+    case NodeKind::nic:
+      return "nic";
   }
   return "?";
 }
 
 std::string to_string(LinkKind k) {
   switch (k) {
-    case LinkKind::pcie: return "pcie";
-    case LinkKind::nvlink: return "nvlink";
-    case LinkKind::upi: return "upi";
-    case LinkKind::xgmi: return "xgmi";
+    case LinkKind::pcie:
+      return "pcie";
+    case LinkKind::nvlink:
+      return "nvlink";
+    case LinkKind::upi:
+      return "upi";
+    case LinkKind::xgmi:
+      return "xgmi";
   }
   return "?";
 }
@@ -77,9 +94,9 @@ bool Topology::p2p_cross_socket() const { return impl_->options.p2p_cross_socket
 int Topology::num_gpus() const { return static_cast<int>(impl_->gpu_nodes.size()); }
 int Topology::num_sockets() const { return static_cast<int>(impl_->cpu_of_numa.size()); }
 int Topology::num_switches() const {
-  return static_cast<int>(std::count_if(impl_->nodes.begin(), impl_->nodes.end(), [](const Node& n) {
-    return n.kind == NodeKind::pcie_switch;
-  }));
+  return static_cast<int>(
+      std::count_if(impl_->nodes.begin(), impl_->nodes.end(),
+                    [](const Node& n) { return n.kind == NodeKind::pcie_switch; }));
 }
 
 std::vector<std::string> Topology::gpu_endpoints() const {
@@ -137,9 +154,12 @@ int parse_indexed(std::string_view s, std::string_view prefix) {
 
 int mode_index(RouteMode m) {
   switch (m) {
-    case RouteMode::automatic: return 0;
-    case RouteMode::p2p: return 1;
-    case RouteMode::host_staged: return 2;
+    case RouteMode::automatic:
+      return 0;
+    case RouteMode::p2p:
+      return 1;
+    case RouteMode::host_staged:
+      return 2;
   }
   return 0;
 }
@@ -148,7 +168,8 @@ int mode_index(RouteMode m) {
 
 int Topology::endpoint_index(std::string_view endpoint) const {
   if (int g = parse_indexed(endpoint, "gpu"); g >= 0) return g < num_gpus() ? g : -1;
-  if (int h = parse_indexed(endpoint, "host"); h >= 0) return h < num_sockets() ? num_gpus() + h : -1;
+  if (int h = parse_indexed(endpoint, "host"); h >= 0)
+    return h < num_sockets() ? num_gpus() + h : -1;
   return -1;
 }
 
@@ -163,11 +184,13 @@ Result<Route> Topology::route(std::string_view src, std::string_view dst, RouteM
   const std::string where = "topology '" + impl_->name + "'";
   if (s < 0) {
     return Error{where + ": unknown endpoint '" + std::string(src) + "' (expected gpu0..gpu" +
-                 std::to_string(num_gpus() - 1) + " or host0..host" + std::to_string(num_sockets() - 1) + ")"};
+                 std::to_string(num_gpus() - 1) + " or host0..host" +
+                 std::to_string(num_sockets() - 1) + ")"};
   }
   if (d < 0) {
     return Error{where + ": unknown endpoint '" + std::string(dst) + "' (expected gpu0..gpu" +
-                 std::to_string(num_gpus() - 1) + " or host0..host" + std::to_string(num_sockets() - 1) + ")"};
+                 std::to_string(num_gpus() - 1) + " or host0..host" +
+                 std::to_string(num_sockets() - 1) + ")"};
   }
   return route_ref(s, d, mode);
 }
@@ -204,10 +227,12 @@ class Builder {
     return i < link_places_.size() ? link_places_[i] : "/links/" + std::to_string(i);
   }
   Error node_error(size_t i, const std::string& field, const std::string& what) const {
-    return input_error(file_, field.empty() ? node_place(i) : field_place(node_place(i), field), what);
+    return input_error(file_, field.empty() ? node_place(i) : field_place(node_place(i), field),
+                       what);
   }
   Error link_error(size_t i, const std::string& field, const std::string& what) const {
-    return input_error(file_, field.empty() ? link_place(i) : field_place(link_place(i), field), what);
+    return input_error(file_, field.empty() ? link_place(i) : field_place(link_place(i), field),
+                       what);
   }
 
   std::optional<Error> check_nodes() {
@@ -219,8 +244,9 @@ class Builder {
       if (n.id.empty()) return node_error(i, "id", "empty node id");
       auto [it, fresh] = t_.index.emplace(n.id, static_cast<int>(i));
       if (!fresh) {
-        return node_error(i, "id", "duplicate node id '" + n.id + "' (first at " +
-                                       node_place(static_cast<size_t>(it->second)) + ")");
+        return node_error(i, "id",
+                          "duplicate node id '" + n.id + "' (first at " +
+                              node_place(static_cast<size_t>(it->second)) + ")");
       }
       if (n.kind == NodeKind::gpu) {
         if (!n.gpu) return node_error(i, "model", "gpu '" + n.id + "' has no model");
@@ -234,15 +260,18 @@ class Builder {
           return node_error(i, "host_memory_Bps", "host memory bandwidth must be >= 0 and finite");
         }
         if (!std::isfinite(n.root_complex_Bps) || n.root_complex_Bps < 0) {
-          return node_error(i, "root_complex_Bps", "root complex bandwidth must be >= 0 and finite");
+          return node_error(i, "root_complex_Bps",
+                            "root complex bandwidth must be >= 0 and finite");
         }
         if (!finite_positive(n.peer_coefficient)) {
           return node_error(i, "peer_coefficient", "peer coefficient must be > 0 and finite");
         }
       }
     }
-    if (t_.gpu_nodes.empty()) return input_error(file_, node_places_.empty() ? "/nodes" : "", "no gpu nodes");
-    if (cpus.empty()) return input_error(file_, node_places_.empty() ? "/nodes" : "", "no cpu nodes");
+    if (t_.gpu_nodes.empty())
+      return input_error(file_, node_places_.empty() ? "/nodes" : "", "no gpu nodes");
+    if (cpus.empty())
+      return input_error(file_, node_places_.empty() ? "/nodes" : "", "no cpu nodes");
     // NUMA nodes: default to the cpu order, must be 0..C-1 without repeats.
     t_.cpu_of_numa.assign(cpus.size(), -1);
     for (size_t c = 0; c < cpus.size(); ++c) {
@@ -250,9 +279,9 @@ class Builder {
       if (n.numa_node < 0) n.numa_node = static_cast<int>(c);
       if (n.numa_node >= static_cast<int>(cpus.size())) {
         return node_error(static_cast<size_t>(cpus[c]), "numa_node",
-                          "NUMA node " + std::to_string(n.numa_node) + " out of range: " +
-                              std::to_string(cpus.size()) + " cpus must use NUMA nodes 0.." +
-                              std::to_string(cpus.size() - 1));
+                          "NUMA node " + std::to_string(n.numa_node) +
+                              " out of range: " + std::to_string(cpus.size()) +
+                              " cpus must use NUMA nodes 0.." + std::to_string(cpus.size() - 1));
       }
       if (t_.cpu_of_numa[static_cast<size_t>(n.numa_node)] >= 0) {
         return node_error(static_cast<size_t>(cpus[c]), "numa_node",
@@ -261,7 +290,8 @@ class Builder {
       t_.cpu_of_numa[static_cast<size_t>(n.numa_node)] = cpus[c];
     }
     t_.gpu_of_node.assign(nodes.size(), -1);
-    for (size_t g = 0; g < t_.gpu_nodes.size(); ++g) t_.gpu_of_node[static_cast<size_t>(t_.gpu_nodes[g])] = static_cast<int>(g);
+    for (size_t g = 0; g < t_.gpu_nodes.size(); ++g)
+      t_.gpu_of_node[static_cast<size_t>(t_.gpu_nodes[g])] = static_cast<int>(g);
     return std::nullopt;
   }
 
@@ -281,7 +311,8 @@ class Builder {
       if (!seen.emplace(std::min(a, b), std::max(a, b)).second) {
         return link_error(i, "", "duplicate link between '" + l.a + "' and '" + l.b + "'");
       }
-      const NodeKind ka = t_.nodes[static_cast<size_t>(a)].kind, kb = t_.nodes[static_cast<size_t>(b)].kind;
+      const NodeKind ka = t_.nodes[static_cast<size_t>(a)].kind,
+                     kb = t_.nodes[static_cast<size_t>(b)].kind;
       switch (l.kind) {
         case LinkKind::pcie: {
           if (l.pcie_gen < 1 || l.pcie_gen > 6) {
@@ -289,24 +320,31 @@ class Builder {
           }
           const int w = l.pcie_width;
           if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16) {
-            return link_error(i, "width", "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(w));
+            return link_error(i, "width",
+                              "PCIe width must be 1, 2, 4, 8 or 16, got " + std::to_string(w));
           }
           if (ka == NodeKind::gpu || ka == NodeKind::nic) {
-            return link_error(i, "a", "'" + l.a + "' (" + to_string(ka) + ") cannot be the upstream side of a PCIe link");
+            return link_error(
+                i, "a",
+                "'" + l.a + "' (" + to_string(ka) + ") cannot be the upstream side of a PCIe link");
           }
           if (kb == NodeKind::cpu) {
-            return link_error(i, "b", "cpu '" + l.b + "' cannot be the downstream side of a PCIe link");
+            return link_error(i, "b",
+                              "cpu '" + l.b + "' cannot be the downstream side of a PCIe link");
           }
           if (ka == NodeKind::nvswitch || kb == NodeKind::nvswitch) {
             return link_error(i, "kind", "nvswitch nodes connect by nvlink only");
           }
           if (t_.up_link[static_cast<size_t>(b)] >= 0) {
-            return link_error(i, "b", "'" + l.b + "' already has an upstream PCIe link (" +
-                                          link_place(static_cast<size_t>(t_.up_link[static_cast<size_t>(b)])) + ")");
+            return link_error(
+                i, "b",
+                "'" + l.b + "' already has an upstream PCIe link (" +
+                    link_place(static_cast<size_t>(t_.up_link[static_cast<size_t>(b)])) + ")");
           }
           t_.up_link[static_cast<size_t>(b)] = static_cast<int>(i);
           t_.parent[static_cast<size_t>(b)] = a;
-          if (l.capacity_Bps == 0 && !l.capacity_measured) l.capacity_Bps = pcie_usable_Bps(l.pcie_gen, l.pcie_width);
+          if (l.capacity_Bps == 0 && !l.capacity_measured)
+            l.capacity_Bps = pcie_usable_Bps(l.pcie_gen, l.pcie_width);
           break;
         }
         case LinkKind::nvlink: {
@@ -316,13 +354,16 @@ class Builder {
             return link_error(i, "kind", "nvlink joins two gpus or a gpu and an nvswitch");
           }
           if (l.nvlink_count < 1 || l.nvlink_count > 64) {
-            return link_error(i, "count", "NVLink count must be 1..64, got " + std::to_string(l.nvlink_count));
+            return link_error(i, "count",
+                              "NVLink count must be 1..64, got " + std::to_string(l.nvlink_count));
           }
           if (l.nvlink_per_link_Bps == 0) l.nvlink_per_link_Bps = nvlink_default_per_link_Bps();
           if (!finite_positive(l.nvlink_per_link_Bps)) {
-            return link_error(i, "per_link_Bps", "NVLink per-link bandwidth must be > 0 and finite");
+            return link_error(i, "per_link_Bps",
+                              "NVLink per-link bandwidth must be > 0 and finite");
           }
-          if (l.capacity_Bps == 0 && !l.capacity_measured) l.capacity_Bps = nvlink_usable_Bps(l.nvlink_count, l.nvlink_per_link_Bps);
+          if (l.capacity_Bps == 0 && !l.capacity_measured)
+            l.capacity_Bps = nvlink_usable_Bps(l.nvlink_count, l.nvlink_per_link_Bps);
           break;
         }
         case LinkKind::upi:
@@ -366,7 +407,8 @@ class Builder {
       if (v >= 0 && state[static_cast<size_t>(v)] == 1) {
         // Cycle: v is on the current walk. Name it from v around.
         std::string cycle = t_.nodes[static_cast<size_t>(v)].id;
-        for (int u = t_.parent[static_cast<size_t>(v)]; u != v; u = t_.parent[static_cast<size_t>(u)]) {
+        for (int u = t_.parent[static_cast<size_t>(v)]; u != v;
+             u = t_.parent[static_cast<size_t>(u)]) {
           cycle = t_.nodes[static_cast<size_t>(u)].id + " -> " + cycle;
         }
         cycle = t_.nodes[static_cast<size_t>(v)].id + " -> " + cycle;
@@ -387,7 +429,8 @@ class Builder {
     for (size_t i = 0; i < n; ++i) {
       const Node& node = t_.nodes[i];
       if (node.kind == NodeKind::nvswitch || t_.node_cpu[i] >= 0) continue;
-      return node_error(i, "", to_string(node.kind) + " '" + node.id + "' has no PCIe path to a cpu");
+      return node_error(i, "",
+                        to_string(node.kind) + " '" + node.id + "' has no PCIe path to a cpu");
     }
     for (size_t i = 0; i < n; ++i) {
       if (t_.nodes[i].kind != NodeKind::nvswitch) continue;
@@ -421,7 +464,8 @@ class Builder {
       const int cpu = t_.cpu_of_numa[k];
       if (!reached[static_cast<size_t>(cpu)]) {
         return node_error(static_cast<size_t>(cpu), "",
-                          "cpu '" + t_.nodes[static_cast<size_t>(cpu)].id + "' has no inter-socket (upi/xgmi) path to cpu '" +
+                          "cpu '" + t_.nodes[static_cast<size_t>(cpu)].id +
+                              "' has no inter-socket (upi/xgmi) path to cpu '" +
                               t_.nodes[static_cast<size_t>(t_.cpu_of_numa[0])].id + "'");
       }
     }
@@ -440,12 +484,14 @@ class Builder {
     t_.res_duplex.assign(nl, -1);
     for (size_t i = 0; i < nl; ++i) {
       const Link& l = t_.links[i];
-      const ResourceKind dir_kind =
-          (l.kind == LinkKind::upi || l.kind == LinkKind::xgmi) ? ResourceKind::inter_socket : ResourceKind::link_direction;
+      const ResourceKind dir_kind = (l.kind == LinkKind::upi || l.kind == LinkKind::xgmi)
+                                        ? ResourceKind::inter_socket
+                                        : ResourceKind::link_direction;
       t_.res_forward[i] = add_resource(l.a + "->" + l.b, dir_kind, l.capacity_Bps);
       t_.res_backward[i] = add_resource(l.b + "->" + l.a, dir_kind, l.capacity_Bps);
       if (l.duplex_factor < 1.0) {
-        t_.res_duplex[i] = add_resource(l.a + "<->" + l.b, ResourceKind::link_duplex, 2.0 * l.duplex_factor * l.capacity_Bps);
+        t_.res_duplex[i] = add_resource(l.a + "<->" + l.b, ResourceKind::link_duplex,
+                                        2.0 * l.duplex_factor * l.capacity_Bps);
       }
     }
     t_.res_root_complex.assign(t_.nodes.size(), -1);
@@ -453,14 +499,16 @@ class Builder {
       const auto cpu = static_cast<size_t>(t_.cpu_of_numa[k]);
       const Node& n = t_.nodes[cpu];
       if (n.root_complex_Bps > 0) {
-        t_.res_root_complex[cpu] = add_resource(n.id + ".rc", ResourceKind::root_complex, n.root_complex_Bps);
+        t_.res_root_complex[cpu] =
+            add_resource(n.id + ".rc", ResourceKind::root_complex, n.root_complex_Bps);
       }
     }
     t_.res_host_memory.assign(t_.cpu_of_numa.size(), -1);
     for (size_t k = 0; k < t_.cpu_of_numa.size(); ++k) {
       const Node& n = t_.nodes[static_cast<size_t>(t_.cpu_of_numa[k])];
       if (n.host_memory_Bps > 0) {
-        t_.res_host_memory[k] = add_resource("host" + std::to_string(k) + ".mem", ResourceKind::host_memory, n.host_memory_Bps);
+        t_.res_host_memory[k] = add_resource("host" + std::to_string(k) + ".mem",
+                                             ResourceKind::host_memory, n.host_memory_Bps);
       }
     }
   }
@@ -473,8 +521,10 @@ class Builder {
   }
 
   PathClass pcie_class(int gi, int gj) const {
-    const int ni = t_.gpu_nodes[static_cast<size_t>(gi)], nj = t_.gpu_nodes[static_cast<size_t>(gj)];
-    if (t_.node_cpu[static_cast<size_t>(ni)] != t_.node_cpu[static_cast<size_t>(nj)]) return PathClass::sys;
+    const int ni = t_.gpu_nodes[static_cast<size_t>(gi)],
+              nj = t_.gpu_nodes[static_cast<size_t>(gj)];
+    if (t_.node_cpu[static_cast<size_t>(ni)] != t_.node_cpu[static_cast<size_t>(nj)])
+      return PathClass::sys;
     const auto ci = chain(ni), cj = chain(nj);
     int lca = -1;
     for (int v : ci) {
@@ -487,7 +537,8 @@ class Builder {
     if (k == NodeKind::cpu) return PathClass::node;
     if (k == NodeKind::root_port) return PathClass::phb;
     // Below a switch: PIX when both hang directly off it (one bridge), PXB otherwise.
-    const bool direct = t_.parent[static_cast<size_t>(ni)] == lca && t_.parent[static_cast<size_t>(nj)] == lca;
+    const bool direct =
+        t_.parent[static_cast<size_t>(ni)] == lca && t_.parent[static_cast<size_t>(nj)] == lca;
     return direct ? PathClass::pix : PathClass::pxb;
   }
 
@@ -498,7 +549,8 @@ class Builder {
     for (const Link& l : t_.links) {
       if (l.kind != LinkKind::nvlink) continue;
       const int a = t_.index.at(l.a), b = t_.index.at(l.b);
-      const int ga = t_.gpu_of_node[static_cast<size_t>(a)], gb = t_.gpu_of_node[static_cast<size_t>(b)];
+      const int ga = t_.gpu_of_node[static_cast<size_t>(a)],
+                gb = t_.gpu_of_node[static_cast<size_t>(b)];
       if (ga >= 0 && gb >= 0) {
         t_.nvlinks[static_cast<size_t>(ga)][static_cast<size_t>(gb)] += l.nvlink_count;
         t_.nvlinks[static_cast<size_t>(gb)][static_cast<size_t>(ga)] += l.nvlink_count;
@@ -511,7 +563,8 @@ class Builder {
     for (const auto& [sw, gpus] : to_switch) {
       for (const auto& [x, cx] : gpus) {
         for (const auto& [y, cy] : gpus) {
-          if (x != y) t_.nvlinks[static_cast<size_t>(x)][static_cast<size_t>(y)] += std::min(cx, cy);
+          if (x != y)
+            t_.nvlinks[static_cast<size_t>(x)][static_cast<size_t>(y)] += std::min(cx, cy);
         }
       }
     }
@@ -555,15 +608,20 @@ class Builder {
   // Traverse link `li` from node `from` to the other end.
   void traverse(LegBuilder& leg, int li, int from) const {
     const Link& l = t_.links[static_cast<size_t>(li)];
-    const bool forward = t_.index.at(l.a) == from;
-    use(leg, forward ? t_.res_forward[static_cast<size_t>(li)] : t_.res_backward[static_cast<size_t>(li)], 1.0);
+    const bool forward = end_a_[static_cast<size_t>(li)] == from;
+    use(leg,
+        forward ? t_.res_forward[static_cast<size_t>(li)]
+                : t_.res_backward[static_cast<size_t>(li)],
+        1.0);
     use(leg, t_.res_duplex[static_cast<size_t>(li)], 1.0);
     leg.latency_s += l.latency_s;
     leg.hops.push_back(forward ? l.b : l.a);
   }
 
-  // Shortest inter-socket path of links between two cpus (BFS, links in file order).
-  std::vector<int> socket_path(int from, int to) const {
+  // Shortest inter-socket path of links between two cpus (BFS, links in file order), cached.
+  const std::vector<int>& socket_path(int from, int to) const {
+    auto cached = socket_paths_.find({from, to});
+    if (cached != socket_paths_.end()) return cached->second;
     std::map<int, int> via;  // node -> link used to reach it
     std::deque<int> q{from};
     via[from] = -1;
@@ -571,13 +629,11 @@ class Builder {
       const int u = q.front();
       q.pop_front();
       if (u == to) break;
-      for (size_t li = 0; li < t_.links.size(); ++li) {
-        const Link& l = t_.links[li];
-        if (l.kind != LinkKind::upi && l.kind != LinkKind::xgmi) continue;
-        const int a = t_.index.at(l.a), b = t_.index.at(l.b);
+      for (int li : socket_links_) {
+        const int a = end_a_[static_cast<size_t>(li)], b = end_b_[static_cast<size_t>(li)];
         const int w = a == u ? b : (b == u ? a : -1);
         if (w >= 0 && !via.count(w)) {
-          via[w] = static_cast<int>(li);
+          via[w] = li;
           q.push_back(w);
         }
       }
@@ -586,11 +642,11 @@ class Builder {
     for (int v = to; v != from;) {
       const int li = via.at(v);
       out.push_back(li);
-      const Link& l = t_.links[static_cast<size_t>(li)];
-      v = t_.index.at(l.a) == v ? t_.index.at(l.b) : t_.index.at(l.a);
+      v = end_a_[static_cast<size_t>(li)] == v ? end_b_[static_cast<size_t>(li)]
+                                               : end_a_[static_cast<size_t>(li)];
     }
     std::reverse(out.begin(), out.end());
-    return out;
+    return socket_paths_.emplace(std::make_pair(from, to), std::move(out)).first->second;
   }
 
   // Walk from cpu `from` to cpu `to` over inter-socket links, charging root complexes.
@@ -598,8 +654,8 @@ class Builder {
     int at = from;
     for (int li : socket_path(from, to)) {
       traverse(leg, li, at);
-      const Link& l = t_.links[static_cast<size_t>(li)];
-      at = t_.index.at(l.a) == at ? t_.index.at(l.b) : t_.index.at(l.a);
+      at = end_a_[static_cast<size_t>(li)] == at ? end_b_[static_cast<size_t>(li)]
+                                                 : end_a_[static_cast<size_t>(li)];
       use(leg, t_.res_root_complex[static_cast<size_t>(at)], rc_coefficient);
     }
   }
@@ -623,7 +679,8 @@ class Builder {
     LegBuilder leg;
     if (to_host) {
       leg.hops.push_back(t_.nodes[static_cast<size_t>(gn)].id);
-      for (int v = gn; t_.parent[static_cast<size_t>(v)] >= 0; v = t_.parent[static_cast<size_t>(v)]) {
+      for (int v = gn; t_.parent[static_cast<size_t>(v)] >= 0;
+           v = t_.parent[static_cast<size_t>(v)]) {
         traverse(leg, t_.up_link[static_cast<size_t>(v)], v);
       }
       use(leg, t_.res_root_complex[static_cast<size_t>(cpu)], 1.0);
@@ -645,39 +702,36 @@ class Builder {
   }
 
   RouteLeg p2p_leg(int gi, int gj) const {
-    const int ni = t_.gpu_nodes[static_cast<size_t>(gi)], nj = t_.gpu_nodes[static_cast<size_t>(gj)];
+    const int ni = t_.gpu_nodes[static_cast<size_t>(gi)],
+              nj = t_.gpu_nodes[static_cast<size_t>(gj)];
     const std::string si = "gpu" + std::to_string(gi), sj = "gpu" + std::to_string(gj);
     LegBuilder leg;
     leg.hops.push_back(t_.nodes[static_cast<size_t>(ni)].id);
     if (t_.nvlinks[static_cast<size_t>(gi)][static_cast<size_t>(gj)] > 0) {
       // Direct NVLink if present, else spread over the NVSwitches both GPUs reach, in proportion
       // to min(links_i, links_j) per switch (NVSwitch fabrics stripe traffic over all links).
-      for (size_t li = 0; li < t_.links.size(); ++li) {
-        const Link& l = t_.links[li];
-        if (l.kind != LinkKind::nvlink) continue;
-        const int a = t_.index.at(l.a), b = t_.index.at(l.b);
-        if ((a == ni && b == nj) || (a == nj && b == ni)) {
-          traverse(leg, static_cast<int>(li), ni);
-          return finish(std::move(leg), si, sj);
-        }
+      if (auto direct = nvlink_between_.find({std::min(ni, nj), std::max(ni, nj)});
+          direct != nvlink_between_.end()) {
+        traverse(leg, direct->second, ni);
+        return finish(std::move(leg), si, sj);
       }
-      struct Via { int sw; int up; int down; int weight; };
+      struct Via {
+        int sw;
+        int up;
+        int down;
+        int weight;
+      };
       std::vector<Via> vias;
       int total = 0;
-      for (size_t s = 0; s < t_.nodes.size(); ++s) {
-        if (t_.nodes[s].kind != NodeKind::nvswitch) continue;
-        int up = -1, down = -1;
-        for (size_t li = 0; li < t_.links.size(); ++li) {
-          const Link& l = t_.links[li];
-          if (l.kind != LinkKind::nvlink) continue;
-          const int a = t_.index.at(l.a), b = t_.index.at(l.b);
-          const int other = a == static_cast<int>(s) ? b : (b == static_cast<int>(s) ? a : -1);
-          if (other == ni) up = static_cast<int>(li);
-          if (other == nj) down = static_cast<int>(li);
-        }
-        if (up >= 0 && down >= 0) {
-          const int w = std::min(t_.links[static_cast<size_t>(up)].nvlink_count, t_.links[static_cast<size_t>(down)].nvlink_count);
-          vias.push_back(Via{static_cast<int>(s), up, down, w});
+      for (const auto& [sw, gpu_links] : nvswitch_links_) {
+        const int s = sw;
+        auto iu = gpu_links.find(ni), id = gpu_links.find(nj);
+        if (iu == gpu_links.end() || id == gpu_links.end()) continue;
+        const int up = iu->second, down = id->second;
+        {
+          const int w = std::min(t_.links[static_cast<size_t>(up)].nvlink_count,
+                                 t_.links[static_cast<size_t>(down)].nvlink_count);
+          vias.push_back(Via{s, up, down, w});
           total += w;
         }
       }
@@ -709,16 +763,20 @@ class Builder {
         }
       }
       // ACS redirect: a switch that redirects peer requests sends them to the root port above.
-      if (t_.nodes[static_cast<size_t>(turn)].kind == NodeKind::pcie_switch && t_.nodes[static_cast<size_t>(turn)].acs_redirect) {
-        while (t_.nodes[static_cast<size_t>(turn)].kind == NodeKind::pcie_switch) turn = t_.parent[static_cast<size_t>(turn)];
+      if (t_.nodes[static_cast<size_t>(turn)].kind == NodeKind::pcie_switch &&
+          t_.nodes[static_cast<size_t>(turn)].acs_redirect) {
+        while (t_.nodes[static_cast<size_t>(turn)].kind == NodeKind::pcie_switch)
+          turn = t_.parent[static_cast<size_t>(turn)];
       }
     } else {
       turn = ci;
     }
-    for (int v = ni; v != turn; v = t_.parent[static_cast<size_t>(v)]) traverse(leg, t_.up_link[static_cast<size_t>(v)], v);
+    for (int v = ni; v != turn; v = t_.parent[static_cast<size_t>(v)])
+      traverse(leg, t_.up_link[static_cast<size_t>(v)], v);
     const NodeKind tk = t_.nodes[static_cast<size_t>(turn)].kind;
     const double pc = t_.nodes[static_cast<size_t>(ci)].peer_coefficient;
-    if (tk == NodeKind::cpu || tk == NodeKind::root_port) use(leg, t_.res_root_complex[static_cast<size_t>(ci)], pc);
+    if (tk == NodeKind::cpu || tk == NodeKind::root_port)
+      use(leg, t_.res_root_complex[static_cast<size_t>(ci)], pc);
     int down_from = turn;
     if (ci != cj) {
       cross_sockets(leg, ci, cj, t_.nodes[static_cast<size_t>(cj)].peer_coefficient);
@@ -741,7 +799,9 @@ class Builder {
   Result<Route> make_route(int s, int d, RouteMode mode) const {
     const int g = static_cast<int>(t_.gpu_nodes.size());
     const std::string where = "topology '" + t_.name + "'";
-    auto ep = [g](int e) { return e < g ? "gpu" + std::to_string(e) : "host" + std::to_string(e - g); };
+    auto ep = [g](int e) {
+      return e < g ? "gpu" + std::to_string(e) : "host" + std::to_string(e - g);
+    };
     Route r;
     if (s >= g && d >= g) {
       return Error{where + ": " + ep(s) + "->" + ep(d) + ": host-to-host copies are not modelled"};
@@ -757,22 +817,29 @@ class Builder {
     if (s >= g || d >= g) {
       const int gpu = s < g ? s : d;
       const int k = (s < g ? d : s) - g;
-      r.path_class = t_.nodes[static_cast<size_t>(t_.node_cpu[static_cast<size_t>(t_.gpu_nodes[static_cast<size_t>(gpu)])])].numa_node == k
-                         ? PathClass::phb
-                         : PathClass::sys;
+      r.path_class =
+          t_.nodes[static_cast<size_t>(
+                       t_.node_cpu[static_cast<size_t>(t_.gpu_nodes[static_cast<size_t>(gpu)])])]
+                      .numa_node == k
+              ? PathClass::phb
+              : PathClass::sys;
       r.legs.push_back(host_leg(gpu, k, s < g));
       return r;
     }
     r.path_class = t_.path_class[static_cast<size_t>(s)][static_cast<size_t>(d)];
     const bool allowed = t_.p2p[static_cast<size_t>(s)][static_cast<size_t>(d)];
     if (mode == RouteMode::p2p && !allowed) {
-      return Error{where + ": " + ep(s) + "->" + ep(d) + ": P2P is not available (" + why_no_p2p(s, d) + ")"};
+      return Error{where + ": " + ep(s) + "->" + ep(d) + ": P2P is not available (" +
+                   why_no_p2p(s, d) + ")"};
     }
     if (mode == RouteMode::p2p || (mode == RouteMode::automatic && allowed)) {
       r.legs.push_back(p2p_leg(s, d));
       return r;
     }
-    const int k = t_.nodes[static_cast<size_t>(t_.node_cpu[static_cast<size_t>(t_.gpu_nodes[static_cast<size_t>(s)])])].numa_node;
+    const int k =
+        t_.nodes[static_cast<size_t>(
+                     t_.node_cpu[static_cast<size_t>(t_.gpu_nodes[static_cast<size_t>(s)])])]
+            .numa_node;
     r.host_staged = true;
     r.staging_host = "host" + std::to_string(k);
     r.legs.push_back(host_leg(s, k, true));
@@ -782,7 +849,8 @@ class Builder {
 
   std::string why_no_p2p(int i, int j) const {
     for (const auto& [pair, allowed] : t_.options.p2p_overrides) {
-      if (!allowed && ((pair.first == i && pair.second == j) || (pair.first == j && pair.second == i))) {
+      if (!allowed &&
+          ((pair.first == i && pair.second == j) || (pair.first == j && pair.second == i))) {
         return "per-pair override";
       }
     }
@@ -795,6 +863,26 @@ class Builder {
   }
 
   void build_routes() {
+    end_a_.clear();
+    end_b_.clear();
+    for (size_t li = 0; li < t_.links.size(); ++li) {
+      const Link& l = t_.links[li];
+      const int a = t_.index.at(l.a), b = t_.index.at(l.b);
+      end_a_.push_back(a);
+      end_b_.push_back(b);
+      if (l.kind == LinkKind::upi || l.kind == LinkKind::xgmi)
+        socket_links_.push_back(static_cast<int>(li));
+      if (l.kind != LinkKind::nvlink) continue;
+      const NodeKind ka = t_.nodes[static_cast<size_t>(a)].kind;
+      const NodeKind kb = t_.nodes[static_cast<size_t>(b)].kind;
+      if (ka == NodeKind::gpu && kb == NodeKind::gpu) {
+        nvlink_between_[{std::min(a, b), std::max(a, b)}] = static_cast<int>(li);
+      } else if (ka == NodeKind::nvswitch) {
+        nvswitch_links_[a][b] = static_cast<int>(li);
+      } else {
+        nvswitch_links_[b][a] = static_cast<int>(li);
+      }
+    }
     const int e = t_.num_endpoints();
     t_.routes.clear();
     t_.routes.reserve(static_cast<size_t>(3 * e * e));
@@ -806,6 +894,12 @@ class Builder {
   }
 
   Topology::Impl& t_;
+  // Lookup tables for route building (filled at the start of build_routes).
+  std::vector<int> end_a_, end_b_;                     ///< link -> node index of a / b
+  std::vector<int> socket_links_;                      ///< upi/xgmi links
+  std::map<std::pair<int, int>, int> nvlink_between_;  ///< gpu node pair -> nvlink
+  std::map<int, std::map<int, int>> nvswitch_links_;   ///< nvswitch -> gpu node -> link
+  mutable std::map<std::pair<int, int>, std::vector<int>> socket_paths_;
   const std::string& file_;
   const std::vector<std::string>& node_places_;
   const std::vector<std::string>& link_places_;
@@ -814,8 +908,10 @@ class Builder {
 }  // namespace
 
 Result<Topology> Topology::build(std::string name, std::string source, std::vector<Node> nodes,
-                                 std::vector<Link> links, Options options, const std::string& source_name,
-                                 std::vector<std::string> node_places, std::vector<std::string> link_places) {
+                                 std::vector<Link> links, Options options,
+                                 const std::string& source_name,
+                                 std::vector<std::string> node_places,
+                                 std::vector<std::string> link_places) {
   Topology t;
   Impl& impl = *t.impl_;
   impl.name = std::move(name);
@@ -828,16 +924,22 @@ Result<Topology> Topology::build(std::string name, std::string source, std::vect
     if (pair.first > pair.second) std::swap(pair.first, pair.second);
   }
   std::sort(impl.options.p2p_overrides.begin(), impl.options.p2p_overrides.end());
-  const auto gpus = std::count_if(impl.nodes.begin(), impl.nodes.end(), [](const Node& n) { return n.kind == NodeKind::gpu; });
+  const auto gpus = std::count_if(impl.nodes.begin(), impl.nodes.end(),
+                                  [](const Node& n) { return n.kind == NodeKind::gpu; });
   // One server: routes are precomputed for every endpoint pair, so the size is bounded.
-  constexpr long kMaxGpus = 128, kMaxNodes = 4096, kMaxLinks = 16384;
-  if (gpus > kMaxGpus) return input_error(source_name, "", "more than " + std::to_string(kMaxGpus) + " GPUs in one topology");
-  if (static_cast<long>(impl.nodes.size()) > kMaxNodes) return input_error(source_name, "", "more than 4096 nodes");
-  if (static_cast<long>(impl.links.size()) > kMaxLinks) return input_error(source_name, "", "more than 16384 links");
+  constexpr long kMaxGpus = 64, kMaxNodes = 4096, kMaxLinks = 16384;
+  if (gpus > kMaxGpus)
+    return input_error(source_name, "",
+                       "more than " + std::to_string(kMaxGpus) + " GPUs in one topology");
+  if (static_cast<long>(impl.nodes.size()) > kMaxNodes)
+    return input_error(source_name, "", "more than 4096 nodes");
+  if (static_cast<long>(impl.links.size()) > kMaxLinks)
+    return input_error(source_name, "", "more than 16384 links");
   for (const auto& [pair, allowed] : impl.options.p2p_overrides) {
     (void)allowed;
     if (pair.first < 0 || pair.second >= gpus || pair.first == pair.second) {
-      return input_error(source_name, "/p2p_overrides", "override names a GPU pair outside 0.." + std::to_string(gpus - 1));
+      return input_error(source_name, "/p2p_overrides",
+                         "override names a GPU pair outside 0.." + std::to_string(gpus - 1));
     }
   }
   Builder b(impl, source_name, node_places, link_places);

@@ -17,12 +17,12 @@ struct Topology::Impl {
 
   // ---- derived at build time ----
   std::map<std::string, int, std::less<>> index;  ///< node id -> node index
-  std::vector<int> gpu_nodes;                      ///< GPU order -> node index
-  std::vector<int> gpu_of_node;                    ///< node index -> GPU index or -1
-  std::vector<int> cpu_of_numa;                    ///< NUMA node -> cpu node index
-  std::vector<int> up_link;                        ///< node -> upstream PCIe link or -1
-  std::vector<int> parent;                         ///< node -> upstream PCIe node or -1
-  std::vector<int> node_cpu;                       ///< node -> cpu node at the top of its tree
+  std::vector<int> gpu_nodes;                     ///< GPU order -> node index
+  std::vector<int> gpu_of_node;                   ///< node index -> GPU index or -1
+  std::vector<int> cpu_of_numa;                   ///< NUMA node -> cpu node index
+  std::vector<int> up_link;                       ///< node -> upstream PCIe link or -1
+  std::vector<int> parent;                        ///< node -> upstream PCIe node or -1
+  std::vector<int> node_cpu;                      ///< node -> cpu node at the top of its tree
   std::vector<Resource> resources;
   std::vector<int> res_forward, res_backward;      ///< link -> resource of a->b / b->a
   std::vector<int> res_duplex;                     ///< link -> duplex resource or -1

@@ -24,16 +24,16 @@ enum class TextPosition { none, start, end };
 /// JSON (configs/models/*.json, field "source").
 struct ModelSpec {
   std::string name;
-  std::array<int, 3> latent{};    ///< [T, H, W] video tokens after VAE and patchify
-  int text_tokens = 0;            ///< text tokens taking part in self-attention
+  std::array<int, 3> latent{};  ///< [T, H, W] video tokens after VAE and patchify
+  int text_tokens = 0;          ///< text tokens taking part in self-attention
   TextPosition text_position = TextPosition::none;
   int heads = 0;
   int head_dim = 0;
   int layers = 0;
-  int hidden = 0;                 ///< model width
-  int mlp_hidden = 0;             ///< MLP inner width (0: 4 * hidden)
+  int hidden = 0;      ///< model width
+  int mlp_hidden = 0;  ///< MLP inner width (0: 4 * hidden)
   int dtype_bytes = 2;
-  int steps = 0;                  ///< denoising steps
+  int steps = 0;  ///< denoising steps
   int video_tokens() const { return latent[0] * latent[1] * latent[2]; }
   int tokens() const { return video_tokens() + text_tokens; }
 };
@@ -63,17 +63,17 @@ enum class TokenOrder { raster, tile };
 struct BlockLayout {
   int block_tokens = 128;
   TokenOrder order = TokenOrder::raster;
-  std::array<int, 3> tile{1, 1, 1};      ///< tile shape (t, h, w) for TokenOrder::tile
+  std::array<int, 3> tile{1, 1, 1};  ///< tile shape (t, h, w) for TokenOrder::tile
   int num_blocks = 0;
   int num_video_blocks = 0;
-  int first_text_block = -1;             ///< -1 when there is no text block
-  std::vector<int> tokens_in_block;      ///< [num_blocks]; the last blocks may be partial
+  int first_text_block = -1;         ///< -1 when there is no text block
+  std::vector<int> tokens_in_block;  ///< [num_blocks]; the last blocks may be partial
   // --- added by the patterns module ---
-  std::array<int, 3> grid{};             ///< latent [T, H, W]
-  std::array<int, 3> tile_grid{1, 1, 1}; ///< tiles per dimension, ceil(grid / tile) (tile order)
-  int first_video_block = 0;             ///< 0, or the number of text blocks when text is first
+  std::array<int, 3> grid{};              ///< latent [T, H, W]
+  std::array<int, 3> tile_grid{1, 1, 1};  ///< tiles per dimension, ceil(grid / tile) (tile order)
+  int first_video_block = 0;              ///< 0, or the number of text blocks when text is first
   int num_text_blocks = 0;
-  int tokens_per_frame = 0;              ///< H * W
+  int tokens_per_frame = 0;  ///< H * W
   /// [num_video_blocks] tile coordinate (tile order) of video block first_video_block + i.
   std::vector<std::array<int, 3>> block_tile;
   /// [num_video_blocks] mean latent coordinate (t, h, w) of the block's tokens.
@@ -82,7 +82,9 @@ struct BlockLayout {
   /// first and one-past-last video token (raster order only; empty for tile order).
   std::vector<std::array<int, 2>> block_raster_range;
 
-  bool is_text(int b) const { return b < first_video_block || b >= first_video_block + num_video_blocks; }
+  bool is_text(int b) const {
+    return b < first_video_block || b >= first_video_block + num_video_blocks;
+  }
   bool is_video(int b) const { return !is_text(b); }
 };
 
@@ -104,17 +106,19 @@ class BlockMask {
     return (bits_[static_cast<size_t>(q) * words_per_row_ + (k >> 6)] >> (k & 63)) & 1u;
   }
   void set(int q, int k, bool v = true);
-  const uint64_t* row(int q) const { return bits_.data() + static_cast<size_t>(q) * words_per_row_; }
+  const uint64_t* row(int q) const {
+    return bits_.data() + static_cast<size_t>(q) * words_per_row_;
+  }
   uint64_t* row(int q) { return bits_.data() + static_cast<size_t>(q) * words_per_row_; }
-  int64_t count() const;                 ///< active (q, k) pairs
-  int row_count(int q) const;            ///< active KV blocks of query block q
-  void fill(bool v);                     ///< all bits to v
-  void set_row(int q);                   ///< row q all ones
-  void set_col(int k);                   ///< column k all ones
-  void or_with(const BlockMask& o);      ///< REQUIRES: same shape
+  int64_t count() const;             ///< active (q, k) pairs
+  int row_count(int q) const;        ///< active KV blocks of query block q
+  void fill(bool v);                 ///< all bits to v
+  void set_row(int q);               ///< row q all ones
+  void set_col(int k);               ///< column k all ones
+  void or_with(const BlockMask& o);  ///< REQUIRES: same shape
   const std::vector<uint64_t>& words() const { return bits_; }
   std::vector<uint64_t>& words() { return bits_; }
-  uint64_t hash() const;                 ///< content hash (FNV-1a over words and shape)
+  uint64_t hash() const;  ///< content hash (FNV-1a over words and shape)
   bool operator==(const BlockMask& o) const = default;
 
  private:
@@ -156,33 +160,33 @@ struct PatternOptions {
   std::string kind = "dense";
   int block_tokens = 128;
   /// "" (kind default: tile for sta, raster otherwise), "raster" or "tile".
-  std::string order;
+  std::string order{};
   /// Tile shape (t, h, w); {0,0,0}: kind default (sta: 6,8,8 as in STA; tile order otherwise:
   /// 4,4,4 as in VSA; raster: unused).
   std::array<int, 3> tile{0, 0, 0};
   /// STA window in tiles (t, h, w), odd or even, centred and clamped inside the tile grid.
   std::array<int, 3> window{3, 3, 3};
   /// Per-(layer, head) STA windows, [layers * heads] (layer-major); empty: `window` everywhere.
-  std::vector<std::array<int, 3>> head_windows;
+  std::vector<std::array<int, 3>> head_windows{};
   /// JSON table file for per-layer/per-head settings (sta: {"windows": [[[t,h,w] per head] per
   /// layer]}; svg: {"heads": ["s"|"t" strings per layer]}). Empty: none.
-  std::string table_path;
-  double density = 0.1;        ///< random: keep probability; topk with topk == 0: k = ceil(density*Kb)
-  uint64_t seed = 0;           ///< the one RNG seed (random, svg ratio assignment, synthetic scores)
-  int topk = 0;                ///< topk: KV blocks kept per query block (0: from density)
-  double threshold = 0.9;      ///< cdf: softmax mass to reach (SpargeAttn-style), in (0, 1]
-  double decay = 1.0;          ///< radial: decay factor of the band width (Radial Attention)
+  std::string table_path{};
+  double density = 0.1;    ///< random: keep probability; topk with topk == 0: k = ceil(density*Kb)
+  uint64_t seed = 0;       ///< the one RNG seed (random, svg ratio assignment, synthetic scores)
+  int topk = 0;            ///< topk: KV blocks kept per query block (0: from density)
+  double threshold = 0.9;  ///< cdf: softmax mass to reach (SpargeAttn-style), in (0, 1]
+  double decay = 1.0;      ///< radial: decay factor of the band width (Radial Attention)
   double svg_band_frames = 1.5;    ///< svg: total band width in frames (half each side)
   double svg_spatial_ratio = 0.5;  ///< svg: fraction of heads that are spatial (no table)
-  std::vector<char> svg_spatial;   ///< svg: [layers * heads] 1 = spatial head, 0 = temporal
-  bool sink = true;            ///< radial/svg: first-frame attention sink
-  bool text_dense = true;      ///< generators: text rows and columns dense
-  double score_noise = 0.5;    ///< synthetic scores: noise amplitude (per step)
-  double score_length = 1.5;   ///< synthetic scores: decay length in tiles/blocks (mean)
-  int steps = 0;               ///< 0: model steps
-  int layers = 0;              ///< 0: model layers
-  std::string input;           ///< kind "file": recorded mask (.npy/.npz/.spm)
-  std::string q_path, k_path;  ///< topk/cdf from real Q/K dumps (.npy [H, tokens, head_dim])
+  std::vector<char> svg_spatial{};   ///< svg: [layers * heads] 1 = spatial head, 0 = temporal
+  bool sink = true;                ///< radial/svg: first-frame attention sink
+  bool text_dense = true;          ///< generators: text rows and columns dense
+  double score_noise = 0.5;        ///< synthetic scores: noise amplitude (per step)
+  double score_length = 1.5;       ///< synthetic scores: decay length in tiles/blocks (mean)
+  int steps = 0;                   ///< 0: model steps
+  int layers = 0;                  ///< 0: model layers
+  std::string input{};               ///< kind "file": recorded mask (.npy/.npz/.spm)
+  std::string q_path{}, k_path{};      ///< topk/cdf from real Q/K dumps (.npy [H, tokens, head_dim])
 };
 
 /// Registered kinds with a one-line description each, sorted by name.
@@ -191,7 +195,8 @@ std::vector<std::pair<std::string, std::string>> pattern_kinds();
 /// Builds a pattern. Errors (exit 2): unknown kind, bad parameter (window larger than the tile
 /// grid, block not dividing the tile, density outside [0, 1], ...), unreadable / malformed input
 /// files (message names the file and the problem).
-Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const PatternOptions& options);
+Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model,
+                                              const PatternOptions& options);
 
 /// Loads a recorded pattern: .spm (native; self-describing, `model` may be null), .npy / .npz
 /// (bool or uint8, shapes [H,Qb,Kb], [L,H,Qb,Kb] or [S,L,H,Qb,Kb]; needs `model` for the layout,
@@ -222,10 +227,10 @@ struct StatsOptions {
 /// equally.
 struct PatternStats {
   int steps = 0, layers = 0, heads = 0, num_blocks = 0, num_video_blocks = 0;
-  double density = 0;            ///< whole mask, averaged over steps, layers, heads
-  double video_density = 0;      ///< video-query x video-KV part only
-  double union_density = 0;      ///< OR over heads per (step, layer), averaged
-  double mean_kv_blocks = 0;     ///< active KV blocks per query block, averaged
+  double density = 0;         ///< whole mask, averaged over steps, layers, heads
+  double video_density = 0;   ///< video-query x video-KV part only
+  double union_density = 0;   ///< OR over heads per (step, layer), averaged
+  double mean_kv_blocks = 0;  ///< active KV blocks per query block, averaged
   /// Mean |q - k| in video block index over active video-video pairs (a locality measure: small
   /// for STA/radial, ~Qb/3 for random).
   double mean_block_distance = 0;
@@ -261,13 +266,13 @@ enum class DemandGranularity {
 };
 
 struct DemandOptions {
-  int gpus = 0;                          ///< sequence-parallel degree P
-  std::vector<int> block_owner;          ///< [num_blocks] owning GPU of each query/KV block
+  int gpus = 0;                  ///< sequence-parallel degree P
+  std::vector<int> block_owner;  ///< [num_blocks] owning GPU of each query/KV block
   DemandGranularity granularity = DemandGranularity::block;
   /// Bytes of K and V of one full block for one head (2 * block_tokens * head_dim * dtype_bytes);
   /// partial blocks are scaled by tokens_in_block / block_tokens. 0: from the model.
   double bytes_per_block_head = 0;
-  bool list_blocks = false;              ///< fill KvDemand::blocks
+  bool list_blocks = false;  ///< fill KvDemand::blocks
 };
 
 /// What each GPU needs from each other GPU for one (step, layer). A GPU fetches a KV block once

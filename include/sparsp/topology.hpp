@@ -39,62 +39,62 @@ enum class RouteMode {
 /// Properties of one GPU model. Defaults are per model in the preset table (topology/gpu_models.*),
 /// each with its datasheet source.
 struct GpuSpec {
-  std::string model;                 ///< e.g. "NVIDIA GeForce RTX 4090"
-  int sm_count = 0;                  ///< streaming multiprocessors
-  int copy_engines = 2;              ///< asynchronous copy engines usable for transfers
-  double memory_bytes = 0;           ///< device memory
-  double peak_bf16_flops = 0;        ///< dense bf16 tensor-core peak, FLOP/s
-  double memory_bandwidth_Bps = 0;   ///< device memory bandwidth, bytes/s
-  bool p2p_capable = true;           ///< false for GeForce models under the stock driver
+  std::string model;                ///< e.g. "NVIDIA GeForce RTX 4090"
+  int sm_count = 0;                 ///< streaming multiprocessors
+  int copy_engines = 2;             ///< asynchronous copy engines usable for transfers
+  double memory_bytes = 0;          ///< device memory
+  double peak_bf16_flops = 0;       ///< dense bf16 tensor-core peak, FLOP/s
+  double memory_bandwidth_Bps = 0;  ///< device memory bandwidth, bytes/s
+  bool p2p_capable = true;          ///< false for GeForce models under the stock driver
 };
 
 struct Node {
   std::string id;
   NodeKind kind = NodeKind::gpu;
-  std::optional<GpuSpec> gpu;        ///< set iff kind == gpu
-  bool acs_redirect = false;         ///< pcie_switch: peer traffic hairpins through the root port
-  int numa_node = -1;                ///< cpu: its NUMA node; others: -1 (derived from the tree)
-  double host_memory_Bps = 0;        ///< cpu: host DRAM bandwidth of its NUMA node, reads and
-                                     ///< writes together (one shared capacity)
-  double root_complex_Bps = 0;       ///< cpu: aggregate root-complex capacity, 0 = unlimited
-  double peer_coefficient = 1.0;     ///< cpu: cost per byte of peer traffic turning at this root
-                                     ///< complex (NCCL charges Intel root complexes 1.2x)
+  std::optional<GpuSpec> gpu;     ///< set iff kind == gpu
+  bool acs_redirect = false;      ///< pcie_switch: peer traffic hairpins through the root port
+  int numa_node = -1;             ///< cpu: its NUMA node; others: -1 (derived from the tree)
+  double host_memory_Bps = 0;     ///< cpu: host DRAM bandwidth of its NUMA node, reads and
+                                  ///< writes together (one shared capacity)
+  double root_complex_Bps = 0;    ///< cpu: aggregate root-complex capacity, 0 = unlimited
+  double peer_coefficient = 1.0;  ///< cpu: cost per byte of peer traffic turning at this root
+                                  ///< complex (NCCL charges Intel root complexes 1.2x)
 };
 
 struct Link {
-  std::string a, b;                  ///< node ids; for PCIe, a is the upstream side
+  std::string a, b;  ///< node ids; for PCIe, a is the upstream side
   LinkKind kind = LinkKind::pcie;
-  int pcie_gen = 0;                  ///< 1..6 for pcie
-  int pcie_width = 0;                ///< 1, 2, 4, 8 or 16 for pcie
-  int nvlink_count = 0;              ///< bonded links for nvlink
-  double nvlink_per_link_Bps = 0;    ///< nvlink: nominal data rate of one link per direction
-  double capacity_Bps = 0;           ///< usable per direction (derived or measured override)
-  double latency_s = 0;              ///< one-way latency of this hop
-  double duplex_factor = 1.0;        ///< both directions together carry at most
-                                     ///< 2 * duplex_factor * capacity_Bps
-  bool capacity_measured = false;    ///< capacity_Bps is a measured override, not derived
+  int pcie_gen = 0;                ///< 1..6 for pcie
+  int pcie_width = 0;              ///< 1, 2, 4, 8 or 16 for pcie
+  int nvlink_count = 0;            ///< bonded links for nvlink
+  double nvlink_per_link_Bps = 0;  ///< nvlink: nominal data rate of one link per direction
+  double capacity_Bps = 0;         ///< usable per direction (derived or measured override)
+  double latency_s = 0;            ///< one-way latency of this hop
+  double duplex_factor = 1.0;      ///< both directions together carry at most
+                                   ///< 2 * duplex_factor * capacity_Bps
+  bool capacity_measured = false;  ///< capacity_Bps is a measured override, not derived
 };
 
 enum class ResourceKind { link_direction, link_duplex, root_complex, inter_socket, host_memory };
 
 /// One shared capacity: sum over flows f using it of coefficient_f * rate_f <= capacity_Bps.
 struct Resource {
-  std::string name;                  ///< e.g. "gpu0->sw0", "gpu0<->sw0", "cpu0.rc", "host0.mem"
+  std::string name;  ///< e.g. "gpu0->sw0", "gpu0<->sw0", "cpu0.rc", "host0.mem"
   ResourceKind kind = ResourceKind::link_direction;
   double capacity_Bps = 0;
 };
 
 struct ResourceUse {
-  int resource = -1;                 ///< index into Topology::resources()
-  double coefficient = 1.0;          ///< bytes of capacity consumed per byte moved
+  int resource = -1;         ///< index into Topology::resources()
+  double coefficient = 1.0;  ///< bytes of capacity consumed per byte moved
 };
 
 /// One leg of a route: a single flow from `src` to `dst` endpoints.
 struct RouteLeg {
   std::string src, dst;
-  std::vector<std::string> hops;     ///< node ids visited, src first, dst last
-  std::vector<ResourceUse> uses;     ///< sorted by resource index, no duplicates
-  double latency_s = 0;              ///< sum of hop latencies
+  std::vector<std::string> hops;  ///< node ids visited, src first, dst last
+  std::vector<ResourceUse> uses;  ///< sorted by resource index, no duplicates
+  double latency_s = 0;           ///< sum of hop latencies
 };
 
 /// How data travels from one endpoint to another. A direct route has one leg; a host-staged
@@ -103,7 +103,7 @@ struct RouteLeg {
 struct Route {
   PathClass path_class = PathClass::sys;  ///< between GPUs; for GPU<->host: phb/node/sys
   bool host_staged = false;
-  std::string staging_host;          ///< "host<k>" when host_staged
+  std::string staging_host;  ///< "host<k>" when host_staged
   std::vector<RouteLeg> legs;
 };
 
@@ -164,8 +164,8 @@ class Topology {
   bool p2p_enabled() const;
   /// Whether PCIe P2P may cross sockets (many Intel platforms disable it).
   bool p2p_cross_socket() const;
-  int num_switches() const;          ///< pcie_switch nodes
-  int num_sockets() const;           ///< cpu nodes
+  int num_switches() const;  ///< pcie_switch nodes
+  int num_sockets() const;   ///< cpu nodes
   /// Index of a node by id, -1 if absent.
   int node_index(std::string_view id) const;
   /// Node index of GPU `index` (GPU order = order of gpu nodes in nodes()).
@@ -180,8 +180,8 @@ class Topology {
   /// `link_places` (same length as nodes/links, or empty) name where each came from for errors,
   /// e.g. "/nodes/3" or "12"; `source_name` is the file. Validates exactly as from_json_text.
   struct Options {
-    bool p2p = true;                 ///< topology-level P2P switch
-    bool p2p_cross_socket = true;    ///< PCIe P2P across sockets allowed
+    bool p2p = true;               ///< topology-level P2P switch
+    bool p2p_cross_socket = true;  ///< PCIe P2P across sockets allowed
     /// Per-pair overrides (GPU indices i < j, allowed?), applied after every other rule.
     std::vector<std::pair<std::pair<int, int>, bool>> p2p_overrides;
   };
@@ -226,15 +226,16 @@ std::optional<GpuSpec> find_gpu_model(std::string_view name);
 /// Names of the built-in presets (file stems of configs/topologies/*.json), sorted.
 std::vector<std::string> preset_names();
 
-// ---- importers and exporters (topology/import_*.cpp, topology/export.cpp) ------------------------
+// ---- importers and exporters (topology/import_*.cpp, topology/export.cpp)
+// ------------------------
 
 /// What an importer input cannot say. Empty/unset fields take the documented defaults.
 struct ImportOptions {
-  std::string gpu_model;             ///< model name (find_gpu_model); default "generic"
-  int pcie_gen = 0;                  ///< 0: the input's figure, else 4
-  int pcie_width = 0;                ///< 0: the input's figure, else 16
-  std::optional<bool> p2p;           ///< default: the GPU model's p2p_capable
-  bool acs_redirect = false;         ///< set on every inferred PCIe switch
+  std::string gpu_model;      ///< model name (find_gpu_model); default "generic"
+  int pcie_gen = 0;           ///< 0: the input's figure, else 4
+  int pcie_width = 0;         ///< 0: the input's figure, else 16
+  std::optional<bool> p2p;    ///< default: the GPU model's p2p_capable
+  bool acs_redirect = false;  ///< set on every inferred PCIe switch
 };
 
 /// `nvidia-smi topo -m` text (ANSI escapes, affinity columns, NIC rows/legend tolerated). GPU k of
@@ -257,12 +258,12 @@ std::string to_dot(const Topology& topo);
 struct SingleFlowReport {
   std::vector<std::vector<PathClass>> path_class;
   std::vector<std::vector<int>> nvlink_count;
-  std::vector<std::vector<bool>> p2p;              ///< automatic mode uses direct P2P
-  std::vector<std::vector<double>> bandwidth_Bps;  ///< one flow i->j alone (automatic mode)
+  std::vector<std::vector<bool>> p2p;                    ///< automatic mode uses direct P2P
+  std::vector<std::vector<double>> bandwidth_Bps;        ///< one flow i->j alone (automatic mode)
   std::vector<std::vector<double>> bidir_bandwidth_Bps;  ///< i->j and j->i together, summed
-  std::vector<std::vector<double>> latency_s;      ///< sum of hop latencies (all legs)
-  std::vector<double> h2d_Bps, d2h_Bps;            ///< GPU <-> host of its own NUMA node
-  std::vector<double> h2d_bidir_Bps;               ///< H2D and D2H together, summed
+  std::vector<std::vector<double>> latency_s;            ///< sum of hop latencies (all legs)
+  std::vector<double> h2d_Bps, d2h_Bps;                  ///< GPU <-> host of its own NUMA node
+  std::vector<double> h2d_bidir_Bps;                     ///< H2D and D2H together, summed
 };
 SingleFlowReport single_flow_report(const Topology& topo);
 /// Max-min fair rates (bytes/s) of flows given as resource uses, solved by progressive filling

@@ -21,7 +21,8 @@ struct Run {
 };
 
 Run run(const std::string& args) {
-  const std::string err_file = (fs::temp_directory_path() / ("sparsp_cli_err_" + std::to_string(::getpid()))).string();
+  const std::string err_file =
+      (fs::temp_directory_path() / ("sparsp_cli_err_" + std::to_string(::getpid()))).string();
   const std::string cmd = std::string(SPARSP_CLI_PATH) + " " + args + " 2>" + err_file;
   Run r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -44,14 +45,17 @@ const std::string kDir = std::string(SPARSP_TEST_DATA_DIR) + "/patterns/";
 const std::string kTiny = "--model " + kDir + "tiny_model.json --block 2";
 
 std::string tmp(const std::string& name) {
-  return (fs::temp_directory_path() / ("sparsp_cli_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("sparsp_cli_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 }  // namespace
 
 TEST_CASE("pattern stats --json: STA (3,3,3) on the STA canvas has video density 0.09") {
   // (3/5)(3/6)(3/10) = 0.09 (see test_generators.cpp for the tile-pair count).
-  Run r = run("pattern stats --model hunyuanvideo-sta --kind sta --block 384 --window 3,3,3 --json --max-steps 2");
+  Run r =
+      run("pattern stats --model hunyuanvideo-sta --kind sta --block 384 --window 3,3,3 --json "
+          "--max-steps 2");
   REQUIRE(r.rc == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["video_density"].get<double>() == doctest::Approx(0.09).epsilon(1e-12));
@@ -96,11 +100,13 @@ TEST_CASE("bad input: exit 2, one line naming the file and the problem, no outpu
   CHECK(tl.err.find("--tile: expected t,h,w integers, got '6,8'") != std::string::npos);
   Run b = run("pattern stats --model hunyuanvideo-sta --kind sta --block 100");
   CHECK(b.rc == 2);
-  CHECK(b.err.find("block size 100 does not divide the tile volume 6x8x8 = 384") != std::string::npos);
+  CHECK(b.err.find("block size 100 does not divide the tile volume 6x8x8 = 384") !=
+        std::string::npos);
   Run d = run("pattern stats " + kDir + "mask_f32.npy " + kTiny);
   CHECK(d.rc == 2);
   CHECK(d.err.find("mask_f32.npy:header: mask dtype must be bool or uint8") != std::string::npos);
-  Run q = run("pattern stats " + kTiny + " --kind topk --topk 1 --q " + kDir + "q_nan.npy --k " + kDir + "k_f32.npy");
+  Run q = run("pattern stats " + kTiny + " --kind topk --topk 1 --q " + kDir + "q_nan.npy --k " +
+              kDir + "k_f32.npy");
   CHECK(q.rc == 2);
   CHECK(q.err.find("q_nan.npy:[H=1,block=2]: NaN or infinite values") != std::string::npos);
 }

@@ -90,7 +90,8 @@ TEST_CASE("sta with text at the end: text rows and columns dense") {
   CHECK(p->mask(0, 0, 0).get(3, 8));
 }
 
-TEST_CASE("sta window (3,3,3) on the 30x48x80 HunyuanVideo STA canvas: density by counting tile pairs") {
+TEST_CASE(
+    "sta window (3,3,3) on the 30x48x80 HunyuanVideo STA canvas: density by counting tile pairs") {
   // Tile grid 30/6 x 48/8 x 80/8 = 5 x 6 x 10 = 300 tiles. Count, independently of the library,
   // the (query tile, key tile) pairs where the key lies in the query's clamped window.
   const int n[3] = {5, 6, 10}, w[3] = {3, 3, 3};
@@ -121,7 +122,7 @@ TEST_CASE("sta window (3,3,3) on the 30x48x80 HunyuanVideo STA canvas: density b
     so.max_steps = 2;
     auto st = compute_stats(*p, so);
     REQUIRE(st.ok());
-    CHECK(st->video_density == doctest::Approx(pairs / 90000.0).epsilon(1e-12));
+    CHECK(st->video_density == doctest::Approx(static_cast<double>(pairs) / 90000.0).epsilon(1e-12));
     if (block == 384) {
       // 300 video blocks + 1 text block (256 tokens): (8100 + 301 + 301 - 1) / 301^2.
       CHECK(st->density == doctest::Approx(8701.0 / (301.0 * 301.0)).epsilon(1e-12));
@@ -148,10 +149,12 @@ TEST_CASE("sta errors: window larger than the canvas, block not dividing the til
   REQUIRE(m.ok());
   auto p = make_pattern(*m, {.kind = "sta", .block_tokens = 384, .window = {7, 3, 3}});
   REQUIRE(!p.ok());
-  CHECK(p.error().message.find("window 7,3,3 larger than the tile grid 5,6,10") != std::string::npos);
+  CHECK(p.error().message.find("window 7,3,3 larger than the tile grid 5,6,10") !=
+        std::string::npos);
   auto p2 = make_pattern(*m, {.kind = "sta", .block_tokens = 100});
   REQUIRE(!p2.ok());
-  CHECK(p2.error().message.find("does not divide the tile volume 6x8x8 = 384") != std::string::npos);
+  CHECK(p2.error().message.find("does not divide the tile volume 6x8x8 = 384") !=
+        std::string::npos);
 }
 
 TEST_CASE("radial: band halving with frame distance (S=16, B=4, 8 frames)") {
@@ -170,9 +173,12 @@ TEST_CASE("radial: band halving with frame distance (S=16, B=4, 8 frames)") {
     for (int k = 0; k < 32; ++k) {
       const int i = q / 4, j = k / 4, d = std::abs(i - j), dr = std::abs(q % 4 - k % 4);
       bool expect;
-      if (j == 0 || d <= 1) expect = true;
-      else if (d <= 3) expect = dr <= 2;
-      else expect = dr <= 1;
+      if (j == 0 || d <= 1)
+        expect = true;
+      else if (d <= 3)
+        expect = dr <= 2;
+      else
+        expect = dr <= 1;
       INFO("q=" << q << " k=" << k);
       CHECK(mk.get(q, k) == expect);
     }
@@ -224,7 +230,7 @@ TEST_CASE("random: density 0 and 1 exact, 0.3 within 5 sigma, deterministic per 
   auto b = make(m, {.kind = "random", .block_tokens = 4, .density = 0.3, .seed = 1});
   auto c = make(m, {.kind = "random", .block_tokens = 4, .density = 0.3, .seed = 2});
   // Binomial(65536, 0.3): mean 19660.8, sd sqrt(65536 * 0.21) = 117.3 -> +-5 sd = +-587.
-  CHECK(std::abs(a->mask(0, 0, 0).count() - 19660.8) < 587);
+  CHECK(std::abs(static_cast<double>(a->mask(0, 0, 0).count()) - 19660.8) < 587);
   CHECK(a->mask(2, 1, 1) == b->mask(2, 1, 1));
   CHECK(!(a->mask(0, 0, 0) == c->mask(0, 0, 0)));
   CHECK(!(a->mask(0, 0, 0) == a->mask(0, 0, 1)));
@@ -237,8 +243,8 @@ TEST_CASE("topk synthetic: k per row, nearest blocks without noise, varies by st
   PatternOptions o{.kind = "topk", .block_tokens = 1, .topk = 1, .score_noise = 0};
   auto p1 = make(m, o);
   CHECK(rows_of(p1->mask(0, 0, 0)) == std::vector<std::string>{"10000000", "01000000", "00100000",
-                                                                "00010000", "00001000", "00000100",
-                                                                "00000010", "00000001"});
+                                                               "00010000", "00001000", "00000100",
+                                                               "00000010", "00000001"});
   o.topk = 3;
   auto p3 = make(m, o);
   // q0: {0,1,2}; q7: {5,6,7}; q3: {2,3,4}.

@@ -29,7 +29,8 @@ PatternOptions block2() {
   return o;
 }
 
-std::unique_ptr<Pattern> load_ok(const std::string& file, const ModelSpec* m, const PatternOptions& o) {
+std::unique_ptr<Pattern> load_ok(const std::string& file, const ModelSpec* m,
+                                 const PatternOptions& o) {
   auto p = load_pattern(file, m, o);
   if (!p.ok()) FAIL(p.error().message);
   return std::move(p.value());
@@ -52,7 +53,8 @@ bool same_masks(Pattern& a, Pattern& b) {
 }
 
 std::string tmp(const std::string& name) {
-  return (fs::temp_directory_path() / ("sparsp_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("sparsp_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 }  // namespace
@@ -133,17 +135,27 @@ TEST_CASE("round trips: npy -> native -> npy") {
 
 TEST_CASE("bad npy/npz input: message names the file and the problem") {
   ModelSpec m = tiny();
-  CHECK(load_err(kDir + "mask_fortran.npy", &m, block2()).find("Fortran-order arrays are not supported") != std::string::npos);
-  CHECK(load_err(kDir + "mask_f32.npy", &m, block2()).find("mask dtype must be bool or uint8, got '<f4'") != std::string::npos);
+  CHECK(load_err(kDir + "mask_fortran.npy", &m, block2())
+            .find("Fortran-order arrays are not supported") != std::string::npos);
+  CHECK(load_err(kDir + "mask_f32.npy", &m, block2())
+            .find("mask dtype must be bool or uint8, got '<f4'") != std::string::npos);
   const std::string shape = load_err(kDir + "mask_badshape.npy", &m, block2());
-  CHECK(shape.find(kDir + "mask_badshape.npy:header: shape [2,5,5] does not match the layout of tiny") == 0);
+  CHECK(shape.find(kDir +
+                   "mask_badshape.npy:header: shape [2,5,5] does not match the layout of tiny") ==
+        0);
   CHECK(shape.find("4 x 4 blocks expected") != std::string::npos);
-  CHECK(load_err(kDir + "mask_value2.npy", &m, block2()).find("[L=1,H=0,Qb=2,Kb=3]: mask value 2 is not 0 or 1") != std::string::npos);
-  CHECK(load_err(kDir + "mask_truncated.npy", &m, block2()).find("mask_truncated.npy:data: truncated") != std::string::npos);
-  CHECK(load_err(kDir + "mask_badheader.npy", &m, block2()).find("mask_badheader.npy:header: unknown header key 'shapf'") != std::string::npos);
-  CHECK(load_err(kDir + "mask_two.npz", &m, block2()).find("expected one array or an array named 'mask'") != std::string::npos);
-  CHECK(load_err(kDir + "missing.npy", &m, block2()).find("missing.npy: cannot open file") != std::string::npos);
-  CHECK(load_err(kDir + "tiny_model.json", &m, block2()).find("unknown pattern file type") != std::string::npos);
+  CHECK(load_err(kDir + "mask_value2.npy", &m, block2())
+            .find("[L=1,H=0,Qb=2,Kb=3]: mask value 2 is not 0 or 1") != std::string::npos);
+  CHECK(load_err(kDir + "mask_truncated.npy", &m, block2())
+            .find("mask_truncated.npy:data: truncated") != std::string::npos);
+  CHECK(load_err(kDir + "mask_badheader.npy", &m, block2())
+            .find("mask_badheader.npy:header: unknown header key 'shapf'") != std::string::npos);
+  CHECK(load_err(kDir + "mask_two.npz", &m, block2())
+            .find("expected one array or an array named 'mask'") != std::string::npos);
+  CHECK(load_err(kDir + "missing.npy", &m, block2()).find("missing.npy: cannot open file") !=
+        std::string::npos);
+  CHECK(load_err(kDir + "tiny_model.json", &m, block2()).find("unknown pattern file type") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad native input") {
@@ -220,8 +232,10 @@ TEST_CASE("bad Q/K input") {
     CHECK(p.error().exit_code == 2);
     return p.error().message;
   };
-  CHECK(err("q_nan.npy").find("q_nan.npy:[H=1,block=2]: NaN or infinite values") != std::string::npos);
-  CHECK(err("q_badshape.npy").find("Q/K shape must be [heads=2, tokens=8, head_dim=4] for tiny") != std::string::npos);
+  CHECK(err("q_nan.npy").find("q_nan.npy:[H=1,block=2]: NaN or infinite values") !=
+        std::string::npos);
+  CHECK(err("q_badshape.npy").find("Q/K shape must be [heads=2, tokens=8, head_dim=4] for tiny") !=
+        std::string::npos);
   CHECK(err("q_fortran.npy").find("Fortran-order") != std::string::npos);
   CHECK(err("mask_h.npy").find("Q/K dtype must be") != std::string::npos);
 }

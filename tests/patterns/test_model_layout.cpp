@@ -70,7 +70,8 @@ TEST_CASE("model from a path; errors name the file and the field") {
   REQUIRE(!bad.ok());
   CHECK(bad.error().message == "m.json:/heads: missing required field");
   CHECK(bad.error().exit_code == 2);
-  auto bad2 = parse_model(R"({"name":"x","latent":[1,0,3],"heads":1,"head_dim":4,"layers":1})", "m.json");
+  auto bad2 =
+      parse_model(R"({"name":"x","latent":[1,0,3],"heads":1,"head_dim":4,"layers":1})", "m.json");
   REQUIRE(!bad2.ok());
   CHECK(bad2.error().message.find("m.json:/latent/1") == 0);
   auto none = load_model("no-such-model");
@@ -112,7 +113,8 @@ TEST_CASE("raster layout: consecutive chunks, partial last block, text at the en
 
 TEST_CASE("raster layout with text at the start and a partial video block") {
   // 1x3x3 = 9 video tokens, block 4 -> 3 video blocks (4,4,1); 5 text tokens first -> 2 blocks.
-  auto L = make_layout(grid_model(1, 3, 3, 5, TextPosition::start), 4, TokenOrder::raster, {1, 1, 1});
+  auto L =
+      make_layout(grid_model(1, 3, 3, 5, TextPosition::start), 4, TokenOrder::raster, {1, 1, 1});
   REQUIRE(L.ok());
   CHECK(L->num_blocks == 5);
   CHECK(L->first_text_block == 0);

@@ -21,7 +21,8 @@ class FakePattern : public Pattern {
     masks_[0] = BlockMask(4, 4);
     masks_[1] = BlockMask(4, 4);
     // head 0: q0 -> {0,2}, q1 -> {1}, q2 -> {2,3}, q3 -> {0}; head 1: q1 -> {3}.
-    for (auto [q, k] : {std::pair{0, 0}, {0, 2}, {1, 1}, {2, 2}, {2, 3}, {3, 0}}) masks_[0].set(q, k);
+    for (auto [q, k] : {std::pair{0, 0}, {0, 2}, {1, 1}, {2, 2}, {2, 3}, {3, 0}})
+      masks_[0].set(q, k);
     masks_[1].set(1, 3);
   }
   const ModelSpec& model() const override { return model_; }

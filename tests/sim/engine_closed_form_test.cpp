@@ -300,3 +300,40 @@ TEST_CASE("engine: same input, same output bit for bit") {
     CHECK(a.tasks[i].end_s == b.tasks[i].end_s);
   }
 }
+
+TEST_CASE("engine: a chunked direct transfer pays the latency per chunk") {
+  // 64 MB in 16 MB chunks over 10 GB/s with 1 us latency, launch 2 us, chunks one after the
+  // other: 2e-6 + 4 * (1e-6 + 16e6 / 1e10) = 2e-6 + 4 * 1.601e-3 = 0.006406 s.
+  // A last partial chunk: 60 MB -> 16 + 16 + 16 + 12 MB: 2e-6 + 4e-6 + 60e6 / 1e10 = 0.006006 s.
+  Problem p;
+  p.capacity_Bps = {10 * kGB};
+  Task t = transfer({{0, 1}}, 64e6, 1e-6);
+  t.chunk_bytes = 16e6;
+  t.launch_s = 2e-6;
+  p.tasks.push_back(t);
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(0.006406).epsilon(1e-12));
+  p.tasks[0].bytes = 60e6;
+  const Outcome o = run(p);
+  CHECK(o.tasks[0].end_s == doctest::Approx(0.006006).epsilon(1e-12));
+  CHECK(o.bytes[0] == doctest::Approx(60e6));
+}
+
+TEST_CASE("engine: release times and zero-byte transfers") {
+  // A transfer released at 0.5 s on an idle 10 GB/s link: 0.5 + 1e9 / 1e10 = 0.6 s. A zero-byte
+  // transfer takes only its latency (1 us). A transfer with no resources (empty route) takes
+  // only its launch overhead.
+  Problem p;
+  p.capacity_Bps = {10 * kGB};
+  Task a = transfer({{0, 1}}, 1 * kGB);
+  a.release_s = 0.5;
+  p.tasks.push_back(a);
+  p.tasks.push_back(transfer({{0, 1}}, 0, 1e-6));
+  Task c = transfer({}, 1e6);
+  c.launch_s = 3e-6;
+  p.tasks.push_back(c);
+  const Outcome o = run(p);
+  CHECK(o.tasks[0].start_s == doctest::Approx(0.5));
+  CHECK(o.tasks[0].end_s == doctest::Approx(0.6));
+  CHECK(o.tasks[1].end_s == doctest::Approx(1e-6));
+  CHECK(o.tasks[2].end_s == doctest::Approx(3e-6));
+}

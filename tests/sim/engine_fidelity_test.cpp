@@ -267,7 +267,9 @@ TEST_CASE("fidelity: 8x H100 SXM, NVSwitch") {
 
 TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
   auto& tab = table();
-  REQUIRE(tab.rows.size() > 100);
+  // Under CTest each test case runs in its own process: the table is then empty here.
+  if (tab.rows.empty()) return;
+  CHECK(tab.rows.size() == 282);  // every figure of the five cases (all tests above ran)
   double sum = 0, worst = 0;
   for (const auto& r : tab.rows) {
     sum += std::abs(r["rel_error"].get<double>());

@@ -27,7 +27,8 @@ std::vector<std::vector<std::string>> class_matrix(const Topology& t) {
   std::vector<std::vector<std::string>> m;
   for (int i = 0; i < t.num_gpus(); ++i) {
     m.emplace_back();
-    for (int j = 0; j < t.num_gpus(); ++j) m.back().push_back(to_string(t.path_class(i, j), t.nvlink_count(i, j)));
+    for (int j = 0; j < t.num_gpus(); ++j)
+      m.back().push_back(to_string(t.path_class(i, j), t.nvlink_count(i, j)));
   }
   return m;
 }
@@ -96,8 +97,9 @@ TEST_CASE("GPU model table lookups") {
 
 TEST_CASE("every preset loads by name, and its canonical JSON round-trips") {
   const auto names = preset_names();
-  CHECK(names == std::vector<std::string>{"1x-h200-pcie", "2x-h200-nvlink", "4x-a100-pcie-phb", "8x-gen5-2switch-per-socket",
-                                          "8x-h100-sxm-nvswitch", "8x-l40s-gen4-4switch", "8x-rtx4090-epyc-nop2p"});
+  CHECK(names == std::vector<std::string>{"1x-h200-pcie", "2x-h200-nvlink", "4x-a100-pcie-phb",
+                                          "8x-gen5-2switch-per-socket", "8x-h100-sxm-nvswitch",
+                                          "8x-l40s-gen4-4switch", "8x-rtx4090-epyc-nop2p"});
   for (const auto& n : names) {
     CAPTURE(n);
     Topology t = must_load(n);
@@ -110,7 +112,9 @@ TEST_CASE("every preset loads by name, and its canonical JSON round-trips") {
     CHECK(class_matrix(back) == class_matrix(t));
   }
   // Also loadable by path from the source tree.
-  CHECK(Topology::load(std::string(SPARSP_SOURCE_DIR) + "/configs/topologies/8x-l40s-gen4-4switch.json").ok());
+  CHECK(Topology::load(std::string(SPARSP_SOURCE_DIR) +
+                       "/configs/topologies/8x-l40s-gen4-4switch.json")
+            .ok());
   auto missing = Topology::load("no-such-preset");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message.find("no such preset") != std::string::npos);
@@ -140,7 +144,10 @@ TEST_CASE("preset path-class matrices match hand-written ones") {
   CHECK(class_matrix(must_load("8x-l40s-gen4-4switch")) == sw);
   CHECK(class_matrix(must_load("8x-gen5-2switch-per-socket")) == sw);
   // One host bridge: PHB everywhere.
-  const M phb = {{"X", "PHB", "PHB", "PHB"}, {"PHB", "X", "PHB", "PHB"}, {"PHB", "PHB", "X", "PHB"}, {"PHB", "PHB", "PHB", "X"}};
+  const M phb = {{"X", "PHB", "PHB", "PHB"},
+                 {"PHB", "X", "PHB", "PHB"},
+                 {"PHB", "PHB", "X", "PHB"},
+                 {"PHB", "PHB", "PHB", "X"}};
   CHECK(class_matrix(must_load("4x-a100-pcie-phb")) == phb);
   CHECK(class_matrix(must_load("2x-h200-nvlink")) == M{{"X", "NV18"}, {"NV18", "X"}});
   CHECK(class_matrix(must_load("1x-h200-pcie")) == M{{"X"}});
@@ -160,9 +167,11 @@ TEST_CASE("PIX route through one switch: hops, uses sorted, latency") {
   CHECK(leg.hops == std::vector<std::string>{"gpu0", "sw0", "gpu1"});
   // gpu0->sw0 direction, sw0<->gpu0 duplex, sw0->gpu1 direction, sw0<->gpu1 duplex: 4 uses.
   REQUIRE(leg.uses.size() == 4);
-  CHECK(std::is_sorted(leg.uses.begin(), leg.uses.end(), [](auto& a, auto& b) { return a.resource < b.resource; }));
+  CHECK(std::is_sorted(leg.uses.begin(), leg.uses.end(),
+                       [](auto& a, auto& b) { return a.resource < b.resource; }));
   std::vector<std::string> names;
-  for (const auto& u : leg.uses) names.push_back(t.resources()[static_cast<size_t>(u.resource)].name);
+  for (const auto& u : leg.uses)
+    names.push_back(t.resources()[static_cast<size_t>(u.resource)].name);
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"gpu0->sw0", "sw0->gpu1", "sw0<->gpu0", "sw0<->gpu1"});
   // Two PCIe hops of 0.1 us each.
@@ -170,7 +179,8 @@ TEST_CASE("PIX route through one switch: hops, uses sorted, latency") {
   // Single flow: Gen4 x16 = 26.50 GB/s.
   CHECK(single_flow_GBps(t, "gpu0", "gpu1") == doctest::Approx(26.5025).epsilon(1e-4));
   // route_ref gives the same route without copying.
-  CHECK(t.route_ref(t.endpoint_index("gpu0"), t.endpoint_index("gpu1")).value().legs[0].hops == leg.hops);
+  CHECK(t.route_ref(t.endpoint_index("gpu0"), t.endpoint_index("gpu1")).value().legs[0].hops ==
+        leg.hops);
 }
 
 TEST_CASE("switch uplink is shared by flows leaving the switch") {
@@ -272,7 +282,8 @@ TEST_CASE("host staging: GeForce pairs go GPU -> host<numa of source> -> GPU") {
 }
 
 TEST_CASE("ACS redirect hairpins switch-local peer traffic through the root port") {
-  const std::string j = R"({"schema_version": 1, "name": "acs", "template": {"sockets": 1, "switches_per_socket": 1,
+  const std::string j =
+      R"({"schema_version": 1, "name": "acs", "template": {"sockets": 1, "switches_per_socket": 1,
       "gpus_per_switch": 2, "gpu_model": "L40S", "pcie_gen": 4, "pcie_width": 16, "acs_redirect": true}})";
   Topology t = must_parse(j);
   CHECK(t.path_class(0, 1) == PathClass::pix);  // nvidia-smi still says PIX
@@ -283,7 +294,8 @@ TEST_CASE("ACS redirect hairpins switch-local peer traffic through the root port
   for (const auto& u : r->legs[0].uses) {
     if (u.resource == duplex) CHECK(u.coefficient == doctest::Approx(2.0));
   }
-  // One flow: the uplink duplex limit 2 * (99 / 110.7) * 26.5025 / 2 = 23.701 GB/s binds (not 26.50).
+  // One flow: the uplink duplex limit 2 * (99 / 110.7) * 26.5025 / 2 = 23.701 GB/s binds
+  // (not 26.50).
   CHECK(single_flow_GBps(t, "gpu0", "gpu1") == doctest::Approx(23.7014).epsilon(1e-4));
 }
 
@@ -324,7 +336,8 @@ TEST_CASE("endpoints and errors of route()") {
 }
 
 TEST_CASE("P2P rules: topology switch, cross-socket flag and per-pair overrides") {
-  const std::string j = R"({"schema_version": 1, "name": "o", "p2p_overrides": [{"a": "gpu0", "b": "gpu1", "p2p": false}],
+  const std::string j =
+      R"({"schema_version": 1, "name": "o", "p2p_overrides": [{"a": "gpu0", "b": "gpu1", "p2p": false}],
     "template": {"sockets": 2, "switches_per_socket": 1, "gpus_per_switch": 2, "gpu_model": "L40S",
                  "p2p_cross_socket": false}})";
   Topology t = must_parse(j);
@@ -347,7 +360,8 @@ TEST_CASE("resources: one per link direction, duplex where factor < 1, host memo
   for (const auto& r : t.resources()) names.push_back(r.name);
   CHECK(names == std::vector<std::string>{"cpu0->gpu0", "gpu0->cpu0", "cpu0<->gpu0", "host0.mem"});
   CHECK(t.resources()[2].kind == ResourceKind::link_duplex);
-  CHECK(t.resources()[2].capacity_Bps / 1e9 == doctest::Approx(2 * 0.89431 * 53.0049).epsilon(1e-4));
+  CHECK(t.resources()[2].capacity_Bps / 1e9 ==
+        doctest::Approx(2 * 0.89431 * 53.0049).epsilon(1e-4));
   CHECK(t.resources()[3].capacity_Bps / 1e9 == doctest::Approx(307.2));
   // H2D and D2H together: duplex bound 2 * 0.8943 * 53.00 = 94.80 GB/s (measured 99 GB/s, -4%).
   const auto rep = single_flow_report(t);

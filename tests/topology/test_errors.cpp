@@ -25,7 +25,8 @@ std::string error_of(const std::string& text) {
 
 // A valid two-GPU graph whose pieces the cases below replace.
 std::string graph(const std::string& nodes, const std::string& links) {
-  return R"({"schema_version": 1, "name": "t", "nodes": [)" + nodes + R"(], "links": [)" + links + "]}";
+  return R"({"schema_version": 1, "name": "t", "nodes": [)" + nodes + R"(], "links": [)" + links +
+         "]}";
 }
 
 const std::string kNodes =
@@ -35,7 +36,9 @@ const std::string kLink1 = R"({"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 
 
 }  // namespace
 
-TEST_CASE("the valid base case loads") { CHECK(error_of(graph(kNodes, kLink0 + "," + kLink1)) == "<ok>"); }
+TEST_CASE("the valid base case loads") {
+  CHECK(error_of(graph(kNodes, kLink0 + "," + kLink1)) == "<ok>");
+}
 
 TEST_CASE("empty file") {
   CHECK(error_of("") == "test.json:1: empty file");
@@ -53,54 +56,73 @@ TEST_CASE("truncated JSON names the line") {
 TEST_CASE("unknown node kind") {
   const std::string nodes = R"({"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind": "tpu"})";
   CHECK(error_of(graph(nodes, kLink0)) ==
-        "test.json:/nodes/1/kind: unknown node kind 'tpu' (expected gpu, pcie_switch, root_port, cpu, nvswitch or nic)");
+        "test.json:/nodes/1/kind: unknown node kind 'tpu' (expected gpu, pcie_switch, root_port, "
+        "cpu, nvswitch or nic)");
 }
 
 TEST_CASE("duplicate id") {
   const std::string nodes = kNodes + R"(, {"id": "gpu0", "kind": "gpu", "model": "L40S"})";
-  CHECK(error_of(graph(nodes, kLink0 + "," + kLink1)) == "test.json:/nodes/3/id: duplicate node id 'gpu0' (first at /nodes/1)");
+  CHECK(error_of(graph(nodes, kLink0 + "," + kLink1)) ==
+        "test.json:/nodes/3/id: duplicate node id 'gpu0' (first at /nodes/1)");
 }
 
 TEST_CASE("link to a missing node") {
   const std::string bad = R"({"a": "cpu0", "b": "gpu9", "kind": "pcie", "gen": 4, "width": 16})";
-  CHECK(error_of(graph(kNodes, kLink0 + "," + bad)) == "test.json:/links/1/b: link to missing node 'gpu9'");
+  CHECK(error_of(graph(kNodes, kLink0 + "," + bad)) ==
+        "test.json:/links/1/b: link to missing node 'gpu9'");
   const std::string bad_a = R"({"a": "cpu7", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})";
-  CHECK(error_of(graph(kNodes, kLink0 + "," + bad_a)) == "test.json:/links/1/a: link to missing node 'cpu7'");
+  CHECK(error_of(graph(kNodes, kLink0 + "," + bad_a)) ==
+        "test.json:/links/1/a: link to missing node 'cpu7'");
 }
 
 TEST_CASE("a cycle in the PCIe tree") {
-  const std::string nodes = R"({"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind": "gpu", "model": "L40S"},
+  const std::string nodes =
+      R"({"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind": "gpu", "model": "L40S"},
       {"id": "sw0", "kind": "pcie_switch"}, {"id": "sw1", "kind": "pcie_switch"}, {"id": "sw2", "kind": "pcie_switch"})";
   const std::string links = R"({"a": "sw0", "b": "gpu0", "kind": "pcie", "gen": 4, "width": 16},
       {"a": "sw0", "b": "sw1", "kind": "pcie", "gen": 4, "width": 16},
       {"a": "sw1", "b": "sw2", "kind": "pcie", "gen": 4, "width": 16},
       {"a": "sw2", "b": "sw0", "kind": "pcie", "gen": 4, "width": 16})";
-  CHECK(error_of(graph(nodes, links)) == "test.json:/links/3: cycle in the PCIe tree: sw0 -> sw1 -> sw2 -> sw0");
+  CHECK(error_of(graph(nodes, links)) ==
+        "test.json:/links/3: cycle in the PCIe tree: sw0 -> sw1 -> sw2 -> sw0");
 }
 
 TEST_CASE("a second upstream link (not a tree)") {
   const std::string nodes = kNodes + R"(, {"id": "sw0", "kind": "pcie_switch"})";
-  const std::string links = kLink0 + "," + kLink1 + R"(, {"a": "cpu0", "b": "sw0", "kind": "pcie", "gen": 4, "width": 16},
+  const std::string links =
+      kLink0 + "," + kLink1 + R"(, {"a": "cpu0", "b": "sw0", "kind": "pcie", "gen": 4, "width": 16},
       {"a": "sw0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})";
-  CHECK(error_of(graph(nodes, links)) == "test.json:/links/3/b: 'gpu1' already has an upstream PCIe link (/links/1)");
+  CHECK(error_of(graph(nodes, links)) ==
+        "test.json:/links/3/b: 'gpu1' already has an upstream PCIe link (/links/1)");
 }
 
 TEST_CASE("a GPU with no path to any CPU") {
-  CHECK(error_of(graph(kNodes, kLink0)) == "test.json:/nodes/2: gpu 'gpu1' has no PCIe path to a cpu");
+  CHECK(error_of(graph(kNodes, kLink0)) ==
+        "test.json:/nodes/2: gpu 'gpu1' has no PCIe path to a cpu");
   // Hanging from a switch that itself hangs from nothing.
   const std::string nodes = kNodes + R"(, {"id": "sw0", "kind": "pcie_switch"})";
-  const std::string links = kLink0 + R"(, {"a": "sw0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})";
-  CHECK(error_of(graph(nodes, links)) == "test.json:/nodes/2: gpu 'gpu1' has no PCIe path to a cpu");
+  const std::string links =
+      kLink0 + R"(, {"a": "sw0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})";
+  CHECK(error_of(graph(nodes, links)) ==
+        "test.json:/nodes/2: gpu 'gpu1' has no PCIe path to a cpu");
 }
 
 TEST_CASE("zero, negative, infinite and NaN bandwidth") {
   auto with_capacity = [&](const std::string& cap) {
-    return graph(kNodes, kLink0 + R"(, {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": )" + cap + "}");
+    return graph(
+        kNodes,
+        kLink0 +
+            R"(, {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": )" +
+            cap + "}");
   };
-  CHECK(error_of(with_capacity("0")) == "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got 0");
-  CHECK(error_of(with_capacity("-5")) == "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got -5");
-  CHECK(error_of(with_capacity("1e999")).rfind("test.json: invalid JSON: ", 0) == 0);  // number overflow
-  CHECK(error_of(with_capacity("\"fast\"")) == "test.json:/links/1/capacity_GBps: expected a number, got string");
+  CHECK(error_of(with_capacity("0")) ==
+        "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got 0");
+  CHECK(error_of(with_capacity("-5")) ==
+        "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got -5");
+  CHECK(error_of(with_capacity("1e999")).rfind("test.json: invalid JSON: ", 0) ==
+        0);  // number overflow
+  CHECK(error_of(with_capacity("\"fast\"")) ==
+        "test.json:/links/1/capacity_GBps: expected a number, got string");
   // JSON has no NaN literal: it is a syntax error on its line.
   CHECK(error_of(with_capacity("NaN")).rfind("test.json:1: invalid JSON: ", 0) == 0);
   // NaN through the in-memory builder (importers) is caught as well.
@@ -121,42 +143,60 @@ TEST_CASE("zero, negative, infinite and NaN bandwidth") {
   REQUIRE_FALSE(t.ok());
   CHECK(t.error().message == "mem:/links/0/capacity_Bps: bandwidth must be > 0 and finite");
   // Host memory bandwidth in a cpu node.
-  const std::string neg_mem = R"({"id": "cpu0", "kind": "cpu", "host_memory_GBps": -1}, {"id": "gpu0", "kind": "gpu", "model": "L40S"})";
-  CHECK(error_of(graph(neg_mem, kLink0)) == "test.json:/nodes/0/host_memory_GBps: bandwidth must be > 0, got -1");
+  const std::string neg_mem =
+      R"({"id": "cpu0", "kind": "cpu", "host_memory_GBps": -1}, {"id": "gpu0", "kind": "gpu", "model": "L40S"})";
+  CHECK(error_of(graph(neg_mem, kLink0)) ==
+        "test.json:/nodes/0/host_memory_GBps: bandwidth must be > 0, got -1");
 }
 
 TEST_CASE("PCIe width 3 and gen 9") {
   const std::string w3 = R"({"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 3})";
-  CHECK(error_of(graph(kNodes, kLink0 + "," + w3)) == "test.json:/links/1/width: PCIe width must be 1, 2, 4, 8 or 16, got 3");
+  CHECK(error_of(graph(kNodes, kLink0 + "," + w3)) ==
+        "test.json:/links/1/width: PCIe width must be 1, 2, 4, 8 or 16, got 3");
   const std::string g9 = R"({"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 9, "width": 16})";
-  CHECK(error_of(graph(kNodes, kLink0 + "," + g9)) == "test.json:/links/1/gen: PCIe gen must be 1..6, got 9");
-  const std::string tmpl = R"({"schema_version": 1, "template": {"gpus_per_socket": 2, "gpu_model": "L40S", "pcie_gen": 9}})";
+  CHECK(error_of(graph(kNodes, kLink0 + "," + g9)) ==
+        "test.json:/links/1/gen: PCIe gen must be 1..6, got 9");
+  const std::string tmpl =
+      R"({"schema_version": 1, "template": {"gpus_per_socket": 2, "gpu_model": "L40S", "pcie_gen": 9}})";
   CHECK(error_of(tmpl) == "test.json:/template/pcie_gen: PCIe gen must be 1..6, got 9");
 }
 
 TEST_CASE("other structural errors name their place") {
   CHECK(error_of("[1, 2]") == "test.json: expected an object, got array");
-  CHECK(error_of(R"({"schema_version": 2, "nodes": []})") == "test.json:/schema_version: unsupported schema_version 2 (expected 1)");
-  CHECK(error_of(R"({"nodes": []})") == "test.json:/schema_version: missing required key 'schema_version'");
+  CHECK(error_of(R"({"schema_version": 2, "nodes": []})") ==
+        "test.json:/schema_version: unsupported schema_version 2 (expected 1)");
+  CHECK(error_of(R"({"nodes": []})") ==
+        "test.json:/schema_version: missing required key 'schema_version'");
   CHECK(error_of(graph(kNodes, kLink0 + "," + kLink1).replace(1, 0, R"("colour": "red", )")) ==
         "test.json:/colour: unknown key 'colour'");
-  const std::string bad_model = R"({"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind": "gpu", "model": "rtx4900"})";
-  CHECK(error_of(graph(bad_model, kLink0)).rfind("test.json:/nodes/1/model: unknown GPU model 'rtx4900'", 0) == 0);
+  const std::string bad_model =
+      R"({"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind": "gpu", "model": "rtx4900"})";
+  CHECK(error_of(graph(bad_model, kLink0))
+            .rfind("test.json:/nodes/1/model: unknown GPU model 'rtx4900'", 0) == 0);
   const std::string up_gpu = R"({"a": "gpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})";
   CHECK(error_of(graph(kNodes, kLink0 + "," + up_gpu)) ==
         "test.json:/links/1/a: 'gpu0' (gpu) cannot be the upstream side of a PCIe link");
   const std::string dup = kLink0 + "," + kLink0;
-  CHECK(error_of(graph(kNodes, dup)) == "test.json:/links/1: duplicate link between 'cpu0' and 'gpu0'");
+  CHECK(error_of(graph(kNodes, dup)) ==
+        "test.json:/links/1: duplicate link between 'cpu0' and 'gpu0'");
   const std::string two_cpus = R"({"id": "cpu0", "kind": "cpu"}, {"id": "cpu1", "kind": "cpu"},
       {"id": "gpu0", "kind": "gpu", "model": "L40S"}, {"id": "gpu1", "kind": "gpu", "model": "L40S"})";
-  CHECK(error_of(graph(two_cpus, kLink0 + R"(, {"a": "cpu1", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})")) ==
+  CHECK(error_of(graph(
+            two_cpus,
+            kLink0 + R"(, {"a": "cpu1", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16})")) ==
         "test.json:/nodes/1: cpu 'cpu1' has no inter-socket (upi/xgmi) path to cpu 'cpu0'");
-  CHECK(error_of(graph(kNodes, kLink0 + "," + kLink1 + R"(, {"a": "gpu0", "b": "gpu1", "kind": "nvlink", "count": 0})")) ==
+  CHECK(error_of(
+            graph(kNodes, kLink0 + "," + kLink1 +
+                              R"(, {"a": "gpu0", "b": "gpu1", "kind": "nvlink", "count": 0})")) ==
         "test.json:/links/2/count: NVLink count must be 1..64");
-  CHECK(error_of(R"({"schema_version": 1, "template": {"gpus_per_socket": 2, "gpu_model": "L40S"}, "nodes": []})") ==
-        "test.json:/template: give either a template or nodes/links, not both");
-  CHECK(error_of(R"({"schema_version": 1, "p2p_overrides": [{"a": "gpu0", "b": "cpu0", "p2p": true}],
-      "template": {"gpus_per_socket": 2, "gpu_model": "L40S"}})") == "test.json:/p2p_overrides/0/b: 'cpu0' is not a gpu node");
+  CHECK(
+      error_of(
+          R"({"schema_version": 1, "template": {"gpus_per_socket": 2, "gpu_model": "L40S"}, "nodes": []})") ==
+      "test.json:/template: give either a template or nodes/links, not both");
+  CHECK(
+      error_of(R"({"schema_version": 1, "p2p_overrides": [{"a": "gpu0", "b": "cpu0", "p2p": true}],
+      "template": {"gpus_per_socket": 2, "gpu_model": "L40S"}})") ==
+      "test.json:/p2p_overrides/0/b: 'cpu0' is not a gpu node");
 }
 
 TEST_CASE("files: missing file and error prefix") {
@@ -169,7 +209,8 @@ TEST_CASE("CLI: bad input prints one line and exits 2") {
   const std::string path = "sparsp_test_bad_topology.json";
   {
     std::ofstream out(path);
-    out << graph(kNodes, kLink0 + R"(, {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 3})");
+    out << graph(kNodes,
+                 kLink0 + R"(, {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 3})");
   }
   const std::string cmd = std::string(SPARSP_CLI_PATH) + " topo show " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");

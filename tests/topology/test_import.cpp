@@ -5,11 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/topology.hpp"
 
@@ -45,7 +44,9 @@ std::vector<std::vector<std::string>> gpu_cells(const std::string& text) {
     rows.push_back(cells);
   }
   const size_t n = rows.size();
-  for (auto& r : rows) r = std::vector<std::string>(r.begin() + 1, r.begin() + 1 + static_cast<std::ptrdiff_t>(std::min(n, r.size() - 1)));
+  for (auto& r : rows)
+    r = std::vector<std::string>(
+        r.begin() + 1, r.begin() + 1 + static_cast<std::ptrdiff_t>(std::min(n, r.size() - 1)));
   return rows;
 }
 
@@ -75,11 +76,13 @@ ImportOptions model(const std::string& name) {
 }
 
 const char* kLegend =
-    "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n";
+    "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP "
+    "interconnect between NUMA nodes (e.g., QPI/UPI)\n";
 
 }  // namespace
 
-TEST_CASE("nvidia-smi import -> matrix round-trips every real case exactly; counts match the facts") {
+TEST_CASE(
+    "nvidia-smi import -> matrix round-trips every real case exactly; counts match the facts") {
   int cases = 0;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(kData + "/cases")) dirs.push_back(e.path());
@@ -94,12 +97,15 @@ TEST_CASE("nvidia-smi import -> matrix round-trips every real case exactly; coun
     REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
     CHECK(t->num_gpus() == facts.at("gpus").get<int>());
     CHECK(gpu_cells(to_matrix_text(*t)) == gpu_cells(text));
-    if (facts.contains("pcie_switches")) CHECK(t->num_switches() == facts["pcie_switches"].get<int>());
+    if (facts.contains("pcie_switches"))
+      CHECK(t->num_switches() == facts["pcie_switches"].get<int>());
     if (facts.contains("sockets")) CHECK(t->num_sockets() == facts["sockets"].get<int>());
     if (facts.contains("gpu_numa_node")) {
-      for (int i = 0; i < t->num_gpus(); ++i) CHECK(t->gpu_numa_node(i) == facts["gpu_numa_node"][static_cast<size_t>(i)].get<int>());
+      for (int i = 0; i < t->num_gpus(); ++i)
+        CHECK(t->gpu_numa_node(i) == facts["gpu_numa_node"][static_cast<size_t>(i)].get<int>());
     }
-    if (facts.contains("p2p_supported")) CHECK(t->p2p_allowed(0, 1) == facts["p2p_supported"].get<bool>());
+    if (facts.contains("p2p_supported"))
+      CHECK(t->p2p_allowed(0, 1) == facts["p2p_supported"].get<bool>());
     // Canonical JSON of the import round-trips too.
     auto back = Topology::from_json_text(t->to_json(), "re.json");
     REQUIRE(back.ok());
@@ -112,7 +118,8 @@ TEST_CASE("nvidia-smi import -> matrix round-trips every real case exactly; coun
 TEST_CASE("nvidia-smi import: inferred structure of the PHB/SYS case") {
   // GPU0-1 PHB, GPU3-4 PHB, all else SYS: SYS -> separate sockets gives 4 sockets ({0,1}, {2},
   // {3,4}, {5}), PHB -> one host bridge (root_port) each for {0,1} and {3,4}, no switches.
-  auto t = import_nvidia_smi(read(kData + "/cases/6x-rtx4090-phb-sys-no-p2p/topo.txt"), "t.txt", model("rtx4090"));
+  auto t = import_nvidia_smi(read(kData + "/cases/6x-rtx4090-phb-sys-no-p2p/topo.txt"), "t.txt",
+                             model("rtx4090"));
   REQUIRE(t.ok());
   CHECK(t->num_sockets() == 4);
   CHECK(t->num_switches() == 0);
@@ -130,7 +137,8 @@ TEST_CASE("nvidia-smi import: inferred structure of the PHB/SYS case") {
   for (const auto& l : s->links()) nic_on_sw0 = nic_on_sw0 || (l.a == "sw0" && l.b == "nic0");
   CHECK(nic_on_sw0);
   // The NVSwitch case: NV18 x 7 peers = 126 > 18 links -> one NVSwitch fabric, 18 links per GPU.
-  auto h = import_nvidia_smi(read(kData + "/cases/8x-h100-sxm-nvswitch/topo.txt"), "h.txt", model("H100 SXM"));
+  auto h = import_nvidia_smi(read(kData + "/cases/8x-h100-sxm-nvswitch/topo.txt"), "h.txt",
+                             model("H100 SXM"));
   REQUIRE(h.ok());
   CHECK(h->node_index("nvswitch0") >= 0);
   CHECK(h->nvlink_count(3, 6) == 18);
@@ -155,9 +163,30 @@ TEST_CASE("nvidia-smi import tolerates ANSI escapes and space-aligned copies") {
   CHECK(gpu_cells(to_matrix_text(*u)) == gpu_cells(text));
 }
 
+TEST_CASE("nvidia-smi import: the one-GPU H200 replay machine (real output, ANSI underline)") {
+  // Captured with `nvidia-smi topo -m` on the H200 machine: the header is wrapped in
+  // ESC[4m..ESC[0m.
+  const std::string text = read(kData + "/h200-1gpu-ansi-topo.txt");
+  REQUIRE(text.find("\x1b[4m") != std::string::npos);
+  ImportOptions opt = model("h200");
+  opt.pcie_gen = 5;
+  auto t = import_nvidia_smi(text, "h200.txt", opt);
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(t->num_gpus() == 1);
+  CHECK(t->num_sockets() == 1);
+  CHECK(t->num_switches() == 0);
+  CHECK(gpu_cells(to_matrix_text(*t)) == std::vector<std::vector<std::string>>{{"X"}});
+  // Same single-flow figures as the 1x-h200-pcie preset: Gen5 x16 = 53.00 GB/s each way.
+  const auto rep = single_flow_report(*t);
+  CHECK(rep.h2d_Bps[0] / 1e9 == doctest::Approx(53.0049).epsilon(1e-4));
+  CHECK(t->gpu(0).copy_engines == 3);  // asyncEngineCount measured on that machine
+  CHECK(t->gpu(0).memory_bytes == doctest::Approx(141.0 * 1024 * 1024 * 1024));
+}
+
 TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
   // GPU0-1 PIX under one leaf switch, GPU2 PXB to both (another leaf under the same upper switch).
-  const std::string pxb = "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPXB\nGPU1\tPIX\t X \tPXB\nGPU2\tPXB\tPXB\t X \n";
+  const std::string pxb =
+      "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPXB\nGPU1\tPIX\t X \tPXB\nGPU2\tPXB\tPXB\t X \n";
   auto t = import_nvidia_smi(pxb + kLegend, "pxb.txt");
   REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
   CHECK(t->num_switches() == 3);
@@ -182,14 +211,20 @@ TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
         "topo.txt:2: unknown legend token 'PIXX' in row GPU0, column GPU1");
   CHECK(import_error("\tGPU0\tGPU1\nGPU0\t X \tNV0\nGPU1\tNV0\t X \n") ==
         "topo.txt:2: unknown legend token 'NV0' in row GPU0, column GPU1");
-  CHECK(import_error("\tGPU0\tGPU1\nGPU0\tPIX\tPIX\nGPU1\tPIX\t X \n") == "topo.txt:2: diagonal entry of GPU0 must be X, got 'PIX'");
-  CHECK(import_error("hello\n") == "topo.txt:1: expected the `nvidia-smi topo -m` header (GPU0 GPU1 ...)");
-  CHECK(import_error("\tGPU0\tGPU1\nGPU1\tPIX\t X \nGPU0\t X \tPIX\n") == "topo.txt:2: row 'GPU1' out of order (expected GPU0)");
+  CHECK(import_error("\tGPU0\tGPU1\nGPU0\tPIX\tPIX\nGPU1\tPIX\t X \n") ==
+        "topo.txt:2: diagonal entry of GPU0 must be X, got 'PIX'");
+  CHECK(import_error("hello\n") ==
+        "topo.txt:1: expected the `nvidia-smi topo -m` header (GPU0 GPU1 ...)");
+  CHECK(import_error("\tGPU0\tGPU1\nGPU1\tPIX\t X \nGPU0\t X \tPIX\n") ==
+        "topo.txt:2: row 'GPU1' out of order (expected GPU0)");
   // Not realisable by any PCIe tree: PIX is transitive.
-  CHECK(import_error("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPIX\nGPU1\tPIX\t X \tNODE\nGPU2\tPIX\tNODE\t X \n")
-            .rfind("topo.txt:3: GPU1-GPU2 is NODE but no PCIe tree consistent with the other entries gives that", 0) == 0);
+  CHECK(import_error(
+            "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPIX\nGPU1\tPIX\t X \tNODE\nGPU2\tPIX\tNODE\t X \n")
+            .rfind("topo.txt:3: GPU1-GPU2 is NODE but no PCIe tree consistent with the other "
+                   "entries gives that",
+                   0) == 0);
   CHECK(import_nvidia_smi("\tGPU0\nGPU0\t X \n", "x", model("nope")).error().message ==
-        "x: unknown GPU model 'nope' (--gpu-model; see topology/README.md)");
+        "x: unknown GPU model 'nope' (--gpu-model; see `sparsp topo models`)");
 }
 
 TEST_CASE("NCCL XML import: two switches") {
@@ -198,8 +233,10 @@ TEST_CASE("NCCL XML import: two switches") {
   CHECK(t->num_gpus() == 4);
   CHECK(t->num_switches() == 2);
   CHECK(t->num_sockets() == 1);
-  const std::vector<std::vector<std::string>> want = {
-      {"X", "PIX", "NODE", "NODE"}, {"PIX", "X", "NODE", "NODE"}, {"NODE", "NODE", "X", "PIX"}, {"NODE", "NODE", "PIX", "X"}};
+  const std::vector<std::vector<std::string>> want = {{"X", "PIX", "NODE", "NODE"},
+                                                      {"PIX", "X", "NODE", "NODE"},
+                                                      {"NODE", "NODE", "X", "PIX"},
+                                                      {"NODE", "NODE", "PIX", "X"}};
   CHECK(gpu_cells(to_matrix_text(*t)) == want);
   // dev="0" is bus 02:00.0, listed second in the file: still gpu0, under sw0.
   CHECK(t->ancestors(0) == std::vector<std::string>{"sw0", "cpu0"});
@@ -224,14 +261,19 @@ TEST_CASE("NCCL XML import: bad input names the line") {
     return t.ok() ? std::string("<ok>") : t.error().message;
   };
   CHECK(err("") == "bad.xml:1: empty file");
-  CHECK(err("<system>\n<cpu>\n<pci busid=\"1\">\n</system>").rfind("bad.xml:4: invalid XML: ", 0) == 0);
+  CHECK(err("<system>\n<cpu>\n<pci busid=\"1\">\n</system>").rfind("bad.xml:4: invalid XML: ", 0) ==
+        0);
   CHECK(err("<topology/>") == "bad.xml:1: expected a <system> root element");
-  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" link_speed=\"16 GT/s\" link_width=\"3\">\n"
-            "      <gpu dev=\"0\"/>\n    </pci>\n  </cpu>\n</system>") == "bad.xml:3: link_width 3 is not 1, 2, 4, 8 or 16");
-  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" link_speed=\"99 GT/s\" link_width=\"16\">\n"
+  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" link_speed=\"16 "
+            "GT/s\" link_width=\"3\">\n"
+            "      <gpu dev=\"0\"/>\n    </pci>\n  </cpu>\n</system>") ==
+        "bad.xml:3: link_width 3 is not 1, 2, 4, 8 or 16");
+  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" link_speed=\"99 "
+            "GT/s\" link_width=\"16\">\n"
             "      <gpu dev=\"0\"/>\n    </pci>\n  </cpu>\n</system>") ==
         "bad.xml:3: unknown link_speed \"99 GT/s\" (expected 2.5, 5, 8, 16, 32 or 64 GT/s)");
-  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\">\n      <gpu dev=\"4\"/>\n    </pci>\n  </cpu>\n</system>") ==
+  CHECK(err("<system>\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\">\n      <gpu "
+            "dev=\"4\"/>\n    </pci>\n  </cpu>\n</system>") ==
         "bad.xml:4: GPU dev numbers must be 0..0, got dev=\"4\"");
   CHECK(err("<system>\n  <cpu numaid=\"0\"/>\n</system>") == "bad.xml:1: no <gpu> element");
 }
@@ -240,11 +282,15 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   int rc = 0;
   const std::string out_json = "sparsp_test_import_out.json";
   const std::string in = kData + "/cases/8x-rtx4090-switch-per-socket/topo.txt";
-  run_cli("topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model rtx4090 --pcie-gen 4", &rc);
+  run_cli("topo import --format nvidia-smi " + in + " -o " + out_json +
+              " --gpu-model rtx4090 --pcie-gen 4",
+          &rc);
   REQUIRE(rc == 0);
   const std::string matrix = run_cli("topo matrix " + out_json, &rc);
   CHECK(rc == 0);
-  CHECK(matrix.rfind("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\nGPU0\t X \tPIX\tPIX\tPIX\tSYS\tSYS\tSYS\tSYS\n", 0) == 0);
+  CHECK(matrix.rfind("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\nGPU0\t X "
+                     "\tPIX\tPIX\tPIX\tSYS\tSYS\tSYS\tSYS\n",
+                     0) == 0);
   CHECK(gpu_cells(matrix) == gpu_cells(read(in)));
   const auto show = nlohmann::json::parse(run_cli("topo show --json " + out_json, &rc));
   CHECK(rc == 0);
@@ -254,7 +300,8 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   // Staged 0->1 (PIX but no P2P): gpu0 -> sw0 -> cpu0 (host0) -> sw0 -> gpu1 crosses the switch
   // uplink in both directions, so its duplex capacity 2 * (99 / 110.7) * 26.5025 = 47.403 GB/s is
   // used twice per byte: 23.70 GB/s (below the 26.50 GB/s of each direction).
-  CHECK(show["p2p_bandwidth_Bps"][0][1].get<double>() / 1e9 == doctest::Approx(23.7014).epsilon(1e-4));
+  CHECK(show["p2p_bandwidth_Bps"][0][1].get<double>() / 1e9 ==
+        doctest::Approx(23.7014).epsilon(1e-4));
   CHECK(show["p2p_bidir_bandwidth_Bps"][1][0].is_number());
   CHECK(show["host_bandwidth_Bps"]["h2d"].size() == 8);
   CHECK(show["links"][0].contains("capacity_Bps"));
@@ -270,11 +317,18 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
     std::ofstream f(bad);
     f << "\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tFOO\t X \n";
   }
-  const std::string err = run_cli("topo import --format nvidia-smi " + bad + " -o " + out_json, &rc);
+  const std::string err =
+      run_cli("topo import --format nvidia-smi " + bad + " -o " + out_json, &rc);
   CHECK(rc == 2);
   CHECK(err == "sparsp: " + bad + ":2: unknown legend token 'FOO' in row GPU0, column GPU1\n");
   CHECK_FALSE(fs::exists(out_json));
   std::remove(bad.c_str());
+  // The model table, as JSON.
+  const auto models = nlohmann::json::parse(run_cli("topo models --json", &rc));
+  CHECK(rc == 0);
+  CHECK(models.size() == gpu_models().size());
+  CHECK(models[0]["model"] == "NVIDIA GeForce RTX 4090");
+  CHECK(models[0]["sm_count"] == 128);
   // Presets by name from any directory.
   const std::string preset = run_cli("topo matrix 4x-a100-pcie-phb", &rc);
   CHECK(rc == 0);

@@ -1,0 +1,156 @@
+// End to end through the real CLI: the host backend replays the committed HunyuanVideo STA plans
+// (tests/data/studies/replay-plans, written by `sparsp simulate --emit-plan`), verifies every
+// byte, writes a trace, and `validate` re-simulates it. Also calibrate's topology builder.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "../../replay/calibrate_topology.hpp"
+#include "sparsp/replay.hpp"
+#include "sparsp/topology.hpp"
+
+namespace fs = std::filesystem;
+using namespace sparsp;
+
+namespace {
+int run_cli(const std::string& args, std::string* out = nullptr) {
+  const std::string tmp = (fs::temp_directory_path() / "sparsp_replay_cli_out.txt").string();
+  const int rc =
+      std::system((std::string(SPARSP_CLI_PATH) + " " + args + " > " + tmp + " 2>&1").c_str());
+  if (out) {
+    std::ifstream in(tmp);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *out = ss.str();
+  }
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+}  // namespace
+
+TEST_CASE(
+    "host backend replays the study's plans end to end, every byte verified, and validate runs") {
+  const fs::path dir = fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans";
+  REQUIRE(fs::exists(dir));
+  const fs::path work = fs::temp_directory_path() / "sparsp_replay_cli";
+  fs::create_directories(work);
+  int plans = 0;
+  for (const auto& sub : {"sp2", "sp4"}) {
+    for (const auto& e : fs::directory_iterator(dir / sub)) {
+      if (e.path().extension() != ".json") continue;
+      const std::string trace =
+          (work / (std::string(sub) + "_" + e.path().stem().string() + ".trace.json")).string();
+      std::string out;
+      // Payloads shrunk to 0.2% (blocks of 4.7 MB -> 9.4 KB) so CI memory stays small.
+      const int rc = run_cli("replay --plan " + e.path().string() +
+                                 " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 "
+                                 "--no-compute --json -o " +
+                                 trace,
+                             &out);
+      REQUIRE_MESSAGE(rc == 0, out);
+      const auto j = nlohmann::json::parse(out);
+      CHECK(j["bytes_moved"].get<double>() > 0);
+      // Every moved byte lands in a checked region (no transfer delivers the same block twice).
+      CHECK(j["bytes_verified"].get<double>() == j["bytes_moved"].get<double>());
+      std::string vout;
+      const int vrc =
+          run_cli("validate --plan " + e.path().string() + " --trace " + trace + " --json", &vout);
+      REQUIRE_MESSAGE(vrc == 0, vout);
+      const auto v = nlohmann::json::parse(vout);
+      CHECK(v.contains("mape"));
+      CHECK(v.contains("max_error"));
+      CHECK(v["layers"].size() == 1);
+      ++plans;
+    }
+  }
+  CHECK(plans == 16);  // 8 policies x SP degrees 2 and 4
+}
+
+TEST_CASE("replay CLI errors: bad input exits 2, integrity failure exits 1") {
+  const fs::path plan =
+      fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
+      "4x-h200-pcie-replay__contiguous_allgather_sync_ce_only-1_host_staged-1.plan.json";
+  std::string out;
+  CHECK(run_cli("replay --plan /nonexistent.json --backend host", &out) == 2);
+  CHECK(out.find("sparsp: /nonexistent.json: cannot open file") == 0);
+  CHECK(run_cli("replay --plan " + plan.string() + " --backend host --devices 0,x", &out) == 2);
+  CHECK(run_cli("replay --plan " + plan.string() +
+                    " --backend host --payload-scale 0.001 --no-compute --corrupt-block 0",
+                &out) == 1);
+  CHECK(out.find("integrity check failed") != std::string::npos);
+}
+
+TEST_CASE("calibrated topology loads in the simulator's format and folds ranks onto one GPU") {
+  // Figures of the H200 run (replay/RESULTS.md): 55.5 / 55.4 GB/s, both at once 101.4 GB/s
+  // -> duplex factor 101.4 / (2 * 55.5) = 0.9135; staged pipeline 6.25 us per chunk.
+  replay::detail::CalibratedGpu g;
+  g.model = "NVIDIA H200";
+  g.sm_count = 132;
+  g.copy_engines = 3;
+  g.memory_bytes = 150109880320.0;
+  g.h2d_Bps = 55.5e9;
+  g.d2h_Bps = 55.4e9;
+  g.bidir_aggregate_Bps = 101.4e9;
+  g.latency_s = 4e-6;
+  g.d2d_Bps = 2080e9;
+  g.staged_chunk_s = 6.25e-6;
+  const std::string flat = replay::detail::calibrated_topology_json("cal", {g}, {}, 0, 2e-6);
+  auto t1 = topology::Topology::from_json_text(flat, "cal.json");
+  REQUIRE_MESSAGE(t1.ok(), (t1.ok() ? "" : t1.error().message));
+  CHECK(t1->num_gpus() == 1);
+  const std::string folded = replay::detail::calibrated_topology_json("cal4", {g}, {}, 4, 2e-6);
+  auto t4 = topology::Topology::from_json_text(folded, "cal4.json");
+  REQUIRE_MESSAGE(t4.ok(), (t4.ok() ? "" : t4.error().message));
+  CHECK(t4->num_gpus() == 4);
+  CHECK(t4->gpu(0).sm_count == 33);  // 132 SMs shared by 4 ranks
+  const auto j = nlohmann::json::parse(folded);
+  CHECK(j["links"][0]["capacity_GBps"].get<double>() == doctest::Approx(55.5));
+  CHECK(j["links"][0]["duplex_factor"].get<double>() == doctest::Approx(101.4 / 111.0));
+  CHECK(j["links"][0]["latency_us"].get<double>() == doctest::Approx(6.25));
+  // Without a staged measurement the link latency is the copy latency less the launch overhead.
+  g.staged_chunk_s = 0;
+  const auto j2 =
+      nlohmann::json::parse(replay::detail::calibrated_topology_json("c", {g}, {}, 0, 2e-6));
+  CHECK(j2["links"][0]["latency_us"].get<double>() == doctest::Approx(2.0));
+}
+
+TEST_CASE("cuda backend on a GPU, or a skip") {
+  bool built = false;
+  for (const auto& b : replay::backend_names()) built = built || b == "cuda";
+  if (!built) {
+    MESSAGE("no CUDA backend in this build: skipped");
+    return;
+  }
+  plan::Plan p;
+  p.gpus = 2;
+  p.heads = 2;
+  p.num_blocks = 2;
+  p.kv_block_bytes = 1 << 20;
+  p.policy = {"contiguous", "demand_direct", "sync", {}};
+  p.block_owner = {0, 1};
+  plan::LayerPlan L;
+  sim::Transfer t;
+  t.id = "t";
+  t.src = "gpu0";
+  t.dst = "gpu1";
+  t.bytes = 1 << 20;
+  t.kv_blocks = {0};
+  t.route = topology::RouteMode::host_staged;
+  L.work.transfers.push_back(t);
+  p.layers.push_back(L);
+  replay::ReplayOptions o;
+  o.backend = "cuda";
+  o.devices = {0, 0};
+  auto r = replay::run(p, o);
+  if (!r.ok() && r.error().message.find("cudaGetDeviceCount") != std::string::npos) {
+    MESSAGE("no GPU: skipped (" << r.error().message << ")");
+    return;
+  }
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->bytes_verified == doctest::Approx(6.0 * (1 << 20)));  // 1 warm-up + 5 iterations
+}
