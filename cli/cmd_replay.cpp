@@ -42,7 +42,8 @@ Result<std::vector<int>> parse_devices(const std::string& s) {
       if (used != tok.size() || d < 0) throw std::invalid_argument(tok);
       out.push_back(d);
     } catch (const std::exception&) {
-      return input_error("--devices", "[" + std::to_string(i) + "]", "expected a device index, got \"" + tok + "\"");
+      return input_error("--devices", "[" + std::to_string(i) + "]",
+                         "expected a device index, got \"" + tok + "\"");
     }
     ++i;
   }
@@ -72,64 +73,108 @@ struct CalibrateArgs {
 void add_replay_commands(CLI::App& app, Context& ctx) {
   // ---- replay ----
   auto ra = std::make_shared<ReplayArgs>();
-  CLI::App* r = app.add_subcommand("replay", "Run a transfer plan on the GPUs (or host memory), time and verify it");
+  CLI::App* r = app.add_subcommand(
+      "replay", "Run a transfer plan on the GPUs (or host memory), time and verify it");
   r->add_option("--plan", ra->plan, "plan JSON (sparsp simulate --emit-plan)")->required();
-  r->add_option("--devices", ra->devices, "rank -> device list, e.g. 0,1 or 0,0 (ranks on one GPU)");
+  r->add_option("--devices", ra->devices,
+                "rank -> device list, e.g. 0,1 or 0,0 (ranks on one GPU)");
   r->add_option("--backend", ra->opt.backend, "cuda | host")->capture_default_str();
-  r->add_option("--warmup", ra->opt.warmup, "untimed iterations per layer plan")->capture_default_str();
-  r->add_option("--iterations", ra->opt.iterations, "timed iterations per layer plan (medians)")->capture_default_str();
+  r->add_option("--warmup", ra->opt.warmup, "untimed iterations per layer plan")
+      ->capture_default_str();
+  r->add_option("--iterations", ra->opt.iterations, "timed iterations per layer plan (medians)")
+      ->capture_default_str();
   r->add_option("-o,--output", ra->out, "trace JSON (schema sparsp.trace)");
   r->add_option("--perfetto", ra->perfetto, "also write a Perfetto / Chrome trace JSON");
-  r->add_option("--payload-scale", ra->opt.payload_scale, "shrink payloads by this factor (0,1]")->capture_default_str();
+  r->add_option("--payload-scale", ra->opt.payload_scale, "shrink payloads by this factor (0,1]")
+      ->capture_default_str();
   r->add_option("--max-layers", ra->opt.max_layers, "replay only the first N layer plans (0: all)");
-  r->add_option("--comm-sms", ra->opt.default_comm_sms, "SMs of a copy kernel when the plan gives none")->capture_default_str();
+  r->add_option("--comm-sms", ra->opt.default_comm_sms,
+                "SMs of a copy kernel when the plan gives none")
+      ->capture_default_str();
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
-  r->add_flag("--json", ra->json, "print the JSON summary (bytes_moved, bytes_verified, makespans)");
-  r->add_option("--skip-transfer", ra->opt.skip_transfer, "fault injection: do not run this transfer")->group("");
-  r->add_option("--corrupt-block", ra->opt.corrupt_block, "fault injection: corrupt this received block")->group("");
+  r->add_flag("--json", ra->json,
+              "print the JSON summary (bytes_moved, bytes_verified, makespans)");
+  r->add_option("--skip-transfer", ra->opt.skip_transfer,
+                "fault injection: do not run this transfer")
+      ->group("");
+  r->add_option("--corrupt-block", ra->opt.corrupt_block,
+                "fault injection: corrupt this received block")
+      ->group("");
   r->callback([ra, &ctx] {
     auto devs = parse_devices(ra->devices);
-    if (!devs) { ctx.exit_code = report(devs.error()); return; }
+    if (!devs) {
+      ctx.exit_code = report(devs.error());
+      return;
+    }
     ra->opt.devices = *devs;
     ra->opt.emulate_compute = !ra->no_compute;
     auto plan = plan::load_plan(ra->plan);
-    if (!plan) { ctx.exit_code = report(plan.error()); return; }
+    if (!plan) {
+      ctx.exit_code = report(plan.error());
+      return;
+    }
     auto res = replay::run(*plan, ra->opt);
-    if (!res) { ctx.exit_code = report(res.error()); return; }
+    if (!res) {
+      ctx.exit_code = report(res.error());
+      return;
+    }
     if (!ra->out.empty()) {
-      if (auto st = write_file(ra->out, replay::trace_json(*plan, *res)); !st) { ctx.exit_code = report(st.error()); return; }
+      if (auto st = write_file(ra->out, replay::trace_json(*plan, *res)); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
     }
     if (!ra->perfetto.empty()) {
-      if (auto st = write_file(ra->perfetto, replay::perfetto_json(*plan, *res)); !st) { ctx.exit_code = report(st.error()); return; }
+      if (auto st = write_file(ra->perfetto, replay::perfetto_json(*plan, *res)); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
     }
     if (ra->json) {
       std::cout << replay::summary_json(*res);
     } else {
-      std::printf("replayed %zu layer plans on %s: %.3f GB moved, %.3f GB verified (%lld blocks), total %.3f ms\n",
-                  res->layers.size(), res->device_description.c_str(), res->bytes_moved / 1e9, res->bytes_verified / 1e9,
-                  static_cast<long long>(res->blocks_verified), res->total_s * 1e3);
+      std::printf(
+          "replayed %zu layer plans on %s: %.3f GB moved, %.3f GB verified (%lld blocks); modelled "
+          "run total %.3f ms (makespan x repeat over the layer plans)\n",
+          res->layers.size(), res->device_description.c_str(), res->bytes_moved / 1e9,
+          res->bytes_verified / 1e9, static_cast<long long>(res->blocks_verified),
+          res->total_s * 1e3);
     }
     ctx.exit_code = 0;
   });
 
   // ---- validate ----
   auto va = std::make_shared<ValidateArgs>();
-  CLI::App* v = app.add_subcommand("validate", "Re-simulate a plan and compare with a replay trace");
+  CLI::App* v =
+      app.add_subcommand("validate", "Re-simulate a plan and compare with a replay trace");
   v->add_option("--plan", va->plan, "plan JSON")->required();
   v->add_option("--trace", va->trace, "trace JSON written by sparsp replay -o")->required();
-  v->add_option("--topology", va->opt.topology_path, "topology to simulate on (default: the plan's)");
+  v->add_option("--topology", va->opt.topology_path,
+                "topology to simulate on (default: the plan's)");
   v->add_option("--top", va->opt.top_outliers, "outliers to list")->capture_default_str();
   v->add_option("-o,--output", va->out, "also write the JSON report here");
   v->add_flag("--json", va->json, "print JSON (mape, p50, p90, max_error as fractions)");
   v->callback([va, &ctx] {
     auto plan = plan::load_plan(va->plan);
-    if (!plan) { ctx.exit_code = report(plan.error()); return; }
+    if (!plan) {
+      ctx.exit_code = report(plan.error());
+      return;
+    }
     auto trace = replay::load_trace(va->trace);
-    if (!trace) { ctx.exit_code = report(trace.error()); return; }
+    if (!trace) {
+      ctx.exit_code = report(trace.error());
+      return;
+    }
     auto rep = replay::validate(*plan, *trace, va->opt);
-    if (!rep) { ctx.exit_code = report(rep.error()); return; }
+    if (!rep) {
+      ctx.exit_code = report(rep.error());
+      return;
+    }
     if (!va->out.empty()) {
-      if (auto st = write_file(va->out, replay::validate_json(*rep)); !st) { ctx.exit_code = report(st.error()); return; }
+      if (auto st = write_file(va->out, replay::validate_json(*rep)); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
     }
     std::cout << (va->json ? replay::validate_json(*rep) : replay::validate_table(*rep));
     ctx.exit_code = 0;
@@ -137,41 +182,73 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
 
   // ---- calibrate ----
   auto ca = std::make_shared<CalibrateArgs>();
-  CLI::App* c = app.add_subcommand("calibrate", "Measure the machine (nvbandwidth-style) and write a topology JSON");
+  CLI::App* c = app.add_subcommand(
+      "calibrate", "Measure the machine (nvbandwidth-style) and write a topology JSON");
   c->add_option("--devices", ca->devices, "devices to measure (default: all)");
   c->add_option("-o,--output", ca->out, "machine JSON (discovery, measurements, fits)");
-  c->add_option("--from", ca->from, "rebuild the topology from this machine JSON instead of measuring");
-  c->add_option("--topology-out", ca->topology_out, "topology JSON for the simulator (default: <output stem>.topology.json)");
-  c->add_option("--virtual-ranks", ca->opt.virtual_ranks, "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)");
-  c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")->capture_default_str();
-  c->add_option("--max-bytes", ca->opt.max_bytes, "largest size of the sweep")->capture_default_str();
+  c->add_option("--from", ca->from,
+                "rebuild the topology from this machine JSON instead of measuring");
+  c->add_option("--topology-out", ca->topology_out,
+                "topology JSON for the simulator (default: <output stem>.topology.json)");
+  c->add_option("--virtual-ranks", ca->opt.virtual_ranks,
+                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)");
+  c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")
+      ->capture_default_str();
+  c->add_option("--max-bytes", ca->opt.max_bytes, "largest size of the sweep")
+      ->capture_default_str();
   c->add_flag("--json", ca->json, "print the fits as JSON");
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);
-    if (!devs) { ctx.exit_code = report(devs.error()); return; }
+    if (!devs) {
+      ctx.exit_code = report(devs.error());
+      return;
+    }
     ca->opt.devices = *devs;
     if (!ca->from.empty()) {
-      if (ca->topology_out.empty()) { ctx.exit_code = report(Error{"calibrate: --from needs --topology-out", 2}); return; }
+      if (ca->topology_out.empty()) {
+        ctx.exit_code = report(Error{"calibrate: --from needs --topology-out", 2});
+        return;
+      }
       auto topo = replay::topology_from_machine_file(ca->from, ca->opt.virtual_ranks);
-      if (!topo) { ctx.exit_code = report(topo.error()); return; }
-      if (auto st = write_file(ca->topology_out, *topo); !st) { ctx.exit_code = report(st.error()); return; }
+      if (!topo) {
+        ctx.exit_code = report(topo.error());
+        return;
+      }
+      if (auto st = write_file(ca->topology_out, *topo); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
       ctx.exit_code = 0;
       return;
     }
-    if (ca->out.empty()) { ctx.exit_code = report(Error{"calibrate: -o/--output is required", 2}); return; }
+    if (ca->out.empty()) {
+      ctx.exit_code = report(Error{"calibrate: -o/--output is required", 2});
+      return;
+    }
     auto res = replay::calibrate(ca->opt);
-    if (!res) { ctx.exit_code = report(res.error()); return; }
-    if (auto st = write_file(ca->out, res->machine_json); !st) { ctx.exit_code = report(st.error()); return; }
+    if (!res) {
+      ctx.exit_code = report(res.error());
+      return;
+    }
+    if (auto st = write_file(ca->out, res->machine_json); !st) {
+      ctx.exit_code = report(st.error());
+      return;
+    }
     std::string topo_out = ca->topology_out;
     if (topo_out.empty()) {
       std::filesystem::path p(ca->out);
       topo_out = (p.parent_path() / (p.stem().string() + ".topology.json")).string();
     }
-    if (auto st = write_file(topo_out, res->topology_json); !st) { ctx.exit_code = report(st.error()); return; }
+    if (auto st = write_file(topo_out, res->topology_json); !st) {
+      ctx.exit_code = report(st.error());
+      return;
+    }
     for (const auto& f : res->fits)
-      std::printf("%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(), f.latency_s * 1e6,
-                  f.bandwidth_Bps / 1e9,
-                  f.aggregate_Bps > 0 ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) + " GB/s)").c_str() : "");
+      std::printf("%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(),
+                  f.latency_s * 1e6, f.bandwidth_Bps / 1e9,
+                  f.aggregate_Bps > 0
+                      ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) + " GB/s)").c_str()
+                      : "");
     ctx.exit_code = 0;
   });
 }

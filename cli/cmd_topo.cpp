@@ -123,6 +123,38 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = 0;
   });
 
+  CLI::App* models =
+      topo_cmd->add_subcommand("models", "List the GPU model table (datasheet figures)");
+  models->add_flag("--json", args->json, "machine-readable output");
+  models->callback([args, &ctx] {
+    if (args->json) {
+      std::cout << "[\n";
+      const auto& table = topo::gpu_models();
+      for (size_t i = 0; i < table.size(); ++i) {
+        const auto& g = table[i];
+        std::cout << "  {\"model\": \"" << g.model << "\", \"sm_count\": " << g.sm_count
+                  << ", \"copy_engines\": " << g.copy_engines
+                  << ", \"memory_bytes\": " << static_cast<long long>(g.memory_bytes)
+                  << ", \"peak_bf16_flops\": " << static_cast<long long>(g.peak_bf16_flops)
+                  << ", \"memory_bandwidth_Bps\": "
+                  << static_cast<long long>(g.memory_bandwidth_Bps)
+                  << ", \"p2p_capable\": " << (g.p2p_capable ? "true" : "false") << "}"
+                  << (i + 1 < table.size() ? "," : "") << "\n";
+      }
+      std::cout << "]\n";
+    } else {
+      std::printf("%-46s %5s %3s %9s %12s %10s %s\n", "model", "SMs", "CEs", "memory GiB",
+                  "bf16 TFLOP/s", "mem GB/s", "P2P");
+      for (const auto& g : topo::gpu_models()) {
+        std::printf("%-46s %5d %3d %9.0f %12.1f %10.0f %s\n", g.model.c_str(), g.sm_count,
+                    g.copy_engines, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                    g.peak_bf16_flops / 1e12, g.memory_bandwidth_Bps / 1e9,
+                    g.p2p_capable ? "yes" : "no");
+      }
+    }
+    ctx.exit_code = 0;
+  });
+
   CLI::App* import = topo_cmd->add_subcommand(
       "import", "Convert `nvidia-smi topo -m` text or an NCCL topology XML dump to topology JSON");
   import->add_option("--format", args->format, "input format")

@@ -10,10 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -65,7 +65,8 @@ int pcie_gen_of_speed(const std::string& s) {
 /// Measures `bytes` copies with `launch` (which issues the copies on the given streams), the
 /// median over `iters` after one warm-up. Streams: s[0] records the events, s[1..] join.
 template <class Launch>
-Result<double> time_copies(const std::vector<cudaStream_t>& s, const std::vector<int>& devs, int iters, Launch launch) {
+Result<double> time_copies(const std::vector<cudaStream_t>& s, const std::vector<int>& devs,
+                           int iters, Launch launch) {
   std::vector<double> t;
   cudaEvent_t e0, e1;
   SPARSP_CUDA_TRY(cudaSetDevice(devs[0]));
@@ -111,12 +112,15 @@ Json fit_json(const PathFit& f) {
   if (f.aggregate_Bps > 0) j["aggregate_GBps"] = f.aggregate_Bps / 1e9;
   Json pts = Json::array();
   const bool staged = f.name.rfind("staged:", 0) == 0;  // sizes are chunk sizes there
-  if (staged) j["note"] = "latency_us = overhead per chunk; points: 256 MiB through 2 staging buffers of chunk_bytes";
+  if (staged)
+    j["note"] =
+        "latency_us = overhead per chunk; points: 256 MiB through 2 staging buffers of chunk_bytes";
   for (size_t i = 0; i < f.sizes_bytes.size(); ++i) {
     if (staged)
       pts.push_back({{"chunk_bytes", f.sizes_bytes[i]}, {"time_us", f.times_s[i] * 1e6}});
     else
-      pts.push_back({{"bytes", f.sizes_bytes[i]}, {"time_us", f.times_s[i] * 1e6},
+      pts.push_back({{"bytes", f.sizes_bytes[i]},
+                     {"time_us", f.times_s[i] * 1e6},
                      {"GBps", f.sizes_bytes[i] / f.times_s[i] / 1e9}});
   }
   j["points"] = std::move(pts);
@@ -137,9 +141,13 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
     if (uniq.size() != devs.size()) return Error{"calibrate: --devices lists a device twice", 2};
   }
   for (int d : devs)
-    if (d >= count) return Error{"calibrate: device " + std::to_string(d) + " not present (" + std::to_string(count) + " visible)", 2};
+    if (d >= count)
+      return Error{"calibrate: device " + std::to_string(d) + " not present (" +
+                       std::to_string(count) + " visible)",
+                   2};
   if (devs.empty()) return Error{"calibrate: no CUDA device present", 1};
-  if (!(opt.min_bytes >= 4) || opt.max_bytes < opt.min_bytes) return Error{"calibrate: bad size range", 2};
+  if (!(opt.min_bytes >= 4) || opt.max_bytes < opt.min_bytes)
+    return Error{"calibrate: bad size range", 2};
 
   Json machine = Json::object();
   machine["schema"] = "sparsp.machine";
@@ -157,7 +165,8 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
     char bus[64] = {0};
     SPARSP_CUDA_TRY(cudaDeviceGetPCIBusId(bus, sizeof bus, devs[i]));
     std::string busid(bus);
-    std::transform(busid.begin(), busid.end(), busid.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(busid.begin(), busid.end(), busid.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     // sysfs wants a 4-hex-digit domain: "00000000:1b:00.0" -> "0000:1b:00.0".
     if (busid.size() > 12 && busid.find(':') == 8) busid = busid.substr(4);
     const std::string sys = "/sys/bus/pci/devices/" + busid;
@@ -189,7 +198,8 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
     if (width > 0) cg[i].pcie_width = width;
   }
   machine["devices"] = jdevs;
-  machine["nvidia_smi_topo"] = run_command("command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m 2>&1");
+  machine["nvidia_smi_topo"] =
+      run_command("command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m 2>&1");
   Json p2p = Json::array();
   for (int a : devs)
     for (int b : devs)
@@ -222,8 +232,8 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   std::vector<double> sizes;
   for (double s = opt.min_bytes; s <= opt.max_bytes * 1.0000001; s *= 2) sizes.push_back(s);
   CalibrateResult res;
-  auto sweep = [&](const std::string& name, const std::vector<cudaStream_t>& st, const std::vector<int>& sd,
-                   double flows, auto issue) -> Result<PathFit> {
+  auto sweep = [&](const std::string& name, const std::vector<cudaStream_t>& st,
+                   const std::vector<int>& sd, double flows, auto issue) -> Result<PathFit> {
     std::vector<double> times;
     for (double s : sizes) {
       const size_t n = static_cast<size_t>(s);
@@ -241,24 +251,24 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   for (size_t i = 0; i < devs.size(); ++i) {
     Bufs& b = bufs[i];
     const int d = devs[i];
-    const std::string k = std::to_string(d);
-    auto h2d = sweep("h2d:" + k, {b.s0}, {d}, 1, [&](size_t n) -> Status {
+    const std::string dk = std::to_string(d);
+    auto h2d = sweep("h2d:" + dk, {b.s0}, {d}, 1, [&](size_t n) -> Status {
       SPARSP_CUDA_TRY(cudaMemcpyAsync(b.d0, b.h0, n, cudaMemcpyHostToDevice, b.s0));
       return Ok{};
     });
     if (!h2d) return h2d.error();
-    auto d2h = sweep("d2h:" + k, {b.s0}, {d}, 1, [&](size_t n) -> Status {
+    auto d2h = sweep("d2h:" + dk, {b.s0}, {d}, 1, [&](size_t n) -> Status {
       SPARSP_CUDA_TRY(cudaMemcpyAsync(b.h1, b.d1, n, cudaMemcpyDeviceToHost, b.s0));
       return Ok{};
     });
     if (!d2h) return d2h.error();
-    auto bid = sweep("bidir:" + k, {b.s0, b.s1}, {d, d}, 2, [&](size_t n) -> Status {
+    auto bid = sweep("bidir:" + dk, {b.s0, b.s1}, {d, d}, 2, [&](size_t n) -> Status {
       SPARSP_CUDA_TRY(cudaMemcpyAsync(b.d0, b.h0, n, cudaMemcpyHostToDevice, b.s0));
       SPARSP_CUDA_TRY(cudaMemcpyAsync(b.h1, b.d1, n, cudaMemcpyDeviceToHost, b.s1));
       return Ok{};
     });
     if (!bid) return bid.error();
-    auto d2d = sweep("d2d:" + k, {b.s0}, {d}, 1, [&](size_t n) -> Status {
+    auto d2d = sweep("d2d:" + dk, {b.s0}, {d}, 1, [&](size_t n) -> Status {
       SPARSP_CUDA_TRY(cudaMemcpyAsync(b.d1, b.d0, n, cudaMemcpyDeviceToDevice, b.s0));
       return Ok{};
     });
@@ -308,12 +318,15 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
         double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
         const double T = static_cast<double>(total);
         for (size_t k = 0; k < times.size(); ++k) {
-          a11 += T * T; a12 += T * nchunks[k]; a22 += nchunks[k] * nchunks[k];
-          b1 += T * times[k]; b2 += nchunks[k] * times[k];
+          a11 += T * T;
+          a12 += T * nchunks[k];
+          a22 += nchunks[k] * nchunks[k];
+          b1 += T * times[k];
+          b2 += nchunks[k] * times[k];
         }
         const double det = a11 * a22 - a12 * a12;
         PathFit f;
-        f.name = "staged:" + k;
+        f.name = "staged:" + dk;
         f.sizes_bytes = chunk_sizes;  // here: chunk sizes; times for `total` bytes
         f.times_s = times;
         if (det != 0) {
@@ -331,14 +344,19 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
     std::vector<cudaStream_t> st;
     for (auto& b : bufs) st.push_back(b.s0);
     for (int dir = 0; dir < 2; ++dir) {
-      auto f = sweep(dir == 0 ? "all_d2h" : "all_h2d", st, devs, static_cast<double>(devs.size()), [&](size_t n) -> Status {
-        for (size_t i = 0; i < devs.size(); ++i) {
-          SPARSP_CUDA_TRY(cudaSetDevice(devs[i]));
-          if (dir == 0) SPARSP_CUDA_TRY(cudaMemcpyAsync(bufs[i].h1, bufs[i].d1, n, cudaMemcpyDeviceToHost, bufs[i].s0));
-          else SPARSP_CUDA_TRY(cudaMemcpyAsync(bufs[i].d0, bufs[i].h0, n, cudaMemcpyHostToDevice, bufs[i].s0));
-        }
-        return Ok{};
-      });
+      auto f = sweep(dir == 0 ? "all_d2h" : "all_h2d", st, devs, static_cast<double>(devs.size()),
+                     [&](size_t n) -> Status {
+                       for (size_t i = 0; i < devs.size(); ++i) {
+                         SPARSP_CUDA_TRY(cudaSetDevice(devs[i]));
+                         if (dir == 0)
+                           SPARSP_CUDA_TRY(cudaMemcpyAsync(bufs[i].h1, bufs[i].d1, n,
+                                                           cudaMemcpyDeviceToHost, bufs[i].s0));
+                         else
+                           SPARSP_CUDA_TRY(cudaMemcpyAsync(bufs[i].d0, bufs[i].h0, n,
+                                                           cudaMemcpyHostToDevice, bufs[i].s0));
+                       }
+                       return Ok{};
+                     });
       if (!f) return f.error();
       res.fits.push_back(*f);
     }
@@ -356,12 +374,15 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
       if (can) {
         SPARSP_CUDA_TRY(cudaSetDevice(devs[i]));
         const cudaError_t e = cudaDeviceEnablePeerAccess(devs[j], 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-        else SPARSP_CUDA_TRY(e);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+          (void)cudaGetLastError();
+        else
+          SPARSP_CUDA_TRY(e);
       }
       const std::string name = std::to_string(devs[i]) + "->" + std::to_string(devs[j]);
       auto uni = sweep("p2p:" + name, {bufs[i].s0}, {devs[i]}, 1, [&](size_t n) -> Status {
-        SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(bufs[j].d1, devs[j], bufs[i].d0, devs[i], n, bufs[i].s0));
+        SPARSP_CUDA_TRY(
+            cudaMemcpyPeerAsync(bufs[j].d1, devs[j], bufs[i].d0, devs[i], n, bufs[i].s0));
         return Ok{};
       });
       if (!uni) return uni.error();
@@ -371,8 +392,10 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
       if (i < j) {
         auto bi = sweep("p2p_bidir:" + std::to_string(devs[i]) + "<->" + std::to_string(devs[j]),
                         {bufs[i].s0, bufs[j].s0}, {devs[i], devs[j]}, 2, [&](size_t n) -> Status {
-                          SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(bufs[j].d1, devs[j], bufs[i].d0, devs[i], n, bufs[i].s0));
-                          SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(bufs[i].d1, devs[i], bufs[j].d0, devs[j], n, bufs[j].s0));
+                          SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(bufs[j].d1, devs[j], bufs[i].d0,
+                                                              devs[i], n, bufs[i].s0));
+                          SPARSP_CUDA_TRY(cudaMemcpyPeerAsync(bufs[i].d1, devs[i], bufs[j].d0,
+                                                              devs[j], n, bufs[j].s0));
                           return Ok{};
                         });
         if (!bi) return bi.error();
@@ -393,11 +416,13 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   for (const auto& f : res.fits) fits.push_back(fit_json(f));
   machine["fits"] = std::move(fits);
   const sim::SimOptions defaults;
-  const std::string name = "calibrated-" + std::to_string(devs.size()) + "x-" +
-                           [&] { std::string m = cg[0].model; std::replace(m.begin(), m.end(), ' ', '-'); return m; }() +
-                           (opt.virtual_ranks > 1 ? "-folded" + std::to_string(opt.virtual_ranks) : "");
-  res.topology_json =
-      detail::calibrated_topology_json(name, cg, peers, opt.virtual_ranks, defaults.launch_overhead_s);
+  const std::string name = "calibrated-" + std::to_string(devs.size()) + "x-" + [&] {
+    std::string m = cg[0].model;
+    std::replace(m.begin(), m.end(), ' ', '-');
+    return m;
+  }() + (opt.virtual_ranks > 1 ? "-folded" + std::to_string(opt.virtual_ranks) : "");
+  res.topology_json = detail::calibrated_topology_json(name, cg, peers, opt.virtual_ranks,
+                                                       defaults.launch_overhead_s);
   machine["topology"] = Json::parse(res.topology_json);
   res.machine_json = machine.dump(1) + "\n";
   return res;

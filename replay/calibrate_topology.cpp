@@ -23,8 +23,8 @@ Json gpu_node(const std::string& id, const CalibratedGpu& g) {
   if (g.memory_bytes > 0) n["memory_bytes"] = g.memory_bytes;
   return n;
 }
-Json pcie_link(const std::string& a, const std::string& b, int gen, int width, double cap_Bps, double latency_s,
-               double duplex) {
+Json pcie_link(const std::string& a, const std::string& b, int gen, int width, double cap_Bps,
+               double latency_s, double duplex) {
   Json l = Json::object();
   l["a"] = a;
   l["b"] = b;
@@ -38,18 +38,22 @@ Json pcie_link(const std::string& a, const std::string& b, int gen, int width, d
 }
 }  // namespace
 
-std::string calibrated_topology_json(const std::string& name, const std::vector<CalibratedGpu>& gpus,
+std::string calibrated_topology_json(const std::string& name,
+                                     const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
                                      double launch_overhead_s) {
   Json root = Json::object();
   root["schema_version"] = 1;
   root["name"] = name;
-  std::string src = "sparsp calibrate: measured copy-engine bandwidths fitted as t = latency + bytes / bandwidth "
-                    "(least squares, relative error); link latency = fitted latency - simulator launch overhead";
+  std::string src =
+      "sparsp calibrate: measured copy-engine bandwidths fitted as t = latency + bytes / bandwidth "
+      "(least squares, relative error); link latency = fitted latency - simulator launch overhead";
   if (virtual_ranks > 1)
-    src += "; " + std::to_string(virtual_ranks) + " ranks folded onto GPU 0 behind a virtual switch (replay --devices 0,0,...)";
+    src += "; " + std::to_string(virtual_ranks) +
+           " ranks folded onto GPU 0 behind a virtual switch (replay --devices 0,0,...)";
   root["source"] = src;
-  const bool any_p2p = std::any_of(peers.begin(), peers.end(), [](const CalibratedPeer& p) { return p.p2p; });
+  const bool any_p2p =
+      std::any_of(peers.begin(), peers.end(), [](const CalibratedPeer& p) { return p.p2p; });
   root["p2p"] = virtual_ranks > 1 || any_p2p;
   Json nodes = Json::array(), links = Json::array();
   std::vector<int> numa;
@@ -67,7 +71,8 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
   };
   auto link_of = [&](const CalibratedGpu& g) {
     const double cap = std::max(g.h2d_Bps, g.d2h_Bps);
-    const double duplex = cap > 0 && g.bidir_aggregate_Bps > 0 ? g.bidir_aggregate_Bps / (2 * cap) : 1.0;
+    const double duplex =
+        cap > 0 && g.bidir_aggregate_Bps > 0 ? g.bidir_aggregate_Bps / (2 * cap) : 1.0;
     return std::make_pair(cap, duplex);
   };
   if (virtual_ranks > 1 && !gpus.empty()) {
@@ -77,8 +82,8 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
     sw["id"] = "vsw0";
     sw["kind"] = "pcie_switch";
     nodes.push_back(sw);
-    links.push_back(pcie_link("cpu" + std::to_string(numa[0]), "vsw0", g.pcie_gen, g.pcie_width, cap,
-                              link_latency(g), duplex));
+    links.push_back(pcie_link("cpu" + std::to_string(numa[0]), "vsw0", g.pcie_gen, g.pcie_width,
+                              cap, link_latency(g), duplex));
     CalibratedGpu share = g;
     share.sm_count = std::max(1, g.sm_count / virtual_ranks);
     for (int r = 0; r < virtual_ranks; ++r) {
@@ -91,8 +96,9 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
     for (size_t i = 0; i < gpus.size(); ++i) {
       const auto [cap, duplex] = link_of(gpus[i]);
       nodes.push_back(gpu_node("gpu" + std::to_string(i), gpus[i]));
-      links.push_back(pcie_link("cpu" + std::to_string(numa[i]), "gpu" + std::to_string(i), gpus[i].pcie_gen,
-                                gpus[i].pcie_width, cap, link_latency(gpus[i]), duplex));
+      links.push_back(pcie_link("cpu" + std::to_string(numa[i]), "gpu" + std::to_string(i),
+                                gpus[i].pcie_gen, gpus[i].pcie_width, cap, link_latency(gpus[i]),
+                                duplex));
     }
   }
   root["nodes"] = std::move(nodes);
@@ -104,15 +110,16 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
 
 namespace sparsp::replay::detail {
 
-Result<std::string> topology_from_machine(const std::string& text, const std::string& src, int virtual_ranks,
-                                          double launch_overhead_s) {
+Result<std::string> topology_from_machine(const std::string& text, const std::string& src,
+                                          int virtual_ranks, double launch_overhead_s) {
   Json m;
   try {
     m = Json::parse(text);
   } catch (const Json::parse_error&) {
     return input_error(src, "", "invalid JSON");
   }
-  if (!m.is_object() || m.value("schema", "") != "sparsp.machine") return input_error(src, "/schema", "expected \"sparsp.machine\"");
+  if (!m.is_object() || m.value("schema", "") != "sparsp.machine")
+    return input_error(src, "/schema", "expected \"sparsp.machine\"");
   std::vector<CalibratedGpu> gpus;
   try {
     std::map<std::string, const Json*> fits;
@@ -134,7 +141,9 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
           t.push_back(p.at("time_us").get<double>() * 1e-6);
         }
         if (x.size() >= 2) {
-          const double flows = f.aggregate_Bps > 0 && f.bandwidth_Bps > 0 ? std::round(f.aggregate_Bps / f.bandwidth_Bps) : 1;
+          const double flows = f.aggregate_Bps > 0 && f.bandwidth_Bps > 0
+                                   ? std::round(f.aggregate_Bps / f.bandwidth_Bps)
+                                   : 1;
           f = fit_latency_bandwidth(k, x, t);
           if (flows > 1) f.aggregate_Bps = flows * f.bandwidth_Bps;
         }
@@ -154,7 +163,13 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
       g.numa_node = std::max(0, std::atoi(d.value("numa_node", std::string("0")).c_str()));
       const std::string speed = d.value("max_link_speed", std::string());
       const double gts = std::atof(speed.c_str());
-      g.pcie_gen = gts >= 60 ? 6 : gts >= 30 ? 5 : gts >= 15 ? 4 : gts >= 7 ? 3 : gts >= 4 ? 2 : gts > 0 ? 1 : 5;
+      g.pcie_gen = gts >= 60   ? 6
+                   : gts >= 30 ? 5
+                   : gts >= 15 ? 4
+                   : gts >= 7  ? 3
+                   : gts >= 4  ? 2
+                   : gts > 0   ? 1
+                               : 5;
       const int w = std::atoi(d.value("max_link_width", std::string("16")).c_str());
       g.pcie_width = w > 0 ? w : 16;
       g.h2d_Bps = bw("h2d:" + k);

@@ -9,18 +9,18 @@
 namespace sparsp::replay::detail {
 
 struct CalibratedGpu {
-  std::string model;            ///< cudaDeviceProp::name, e.g. "NVIDIA H200"
+  std::string model;  ///< cudaDeviceProp::name, e.g. "NVIDIA H200"
   int sm_count = 0;
-  int copy_engines = 2;         ///< cudaDeviceProp::asyncEngineCount
+  int copy_engines = 2;  ///< cudaDeviceProp::asyncEngineCount
   double memory_bytes = 0;
-  int numa_node = 0;            ///< from sysfs; -1 unknown -> 0
+  int numa_node = 0;                  ///< from sysfs; -1 unknown -> 0
   int pcie_gen = 5, pcie_width = 16;  ///< from sysfs max_link_speed / max_link_width
   double h2d_Bps = 0, d2h_Bps = 0;    ///< fitted bandwidths
   double bidir_aggregate_Bps = 0;     ///< both directions at once, sum
   double latency_s = 0;               ///< fitted single-copy latency (h2d/d2h mean)
   double d2d_Bps = 0;                 ///< device-local copy (bytes copied / s)
   double staged_chunk_s = 0;          ///< per-chunk overhead of a host-staged pipeline (D2H and
-                                      ///< H2D streams, 2 pinned buffers, event hand-offs); 0: unknown
+                              ///< H2D streams, 2 pinned buffers, event hand-offs); 0: unknown
 };
 
 struct CalibratedPeer {
@@ -32,10 +32,12 @@ struct CalibratedPeer {
 /// The GPU link's latency is the measured per-chunk overhead of a host-staged pipeline when known
 /// (the simulator charges a leg's latency once per chunk and stage, and host-staged transfers are
 /// what this machine's plans move), otherwise the fitted single-copy latency minus
-/// `launch_overhead_s` (the simulator adds its own per transfer, SimOptions::launch_overhead_s). `virtual_ranks` > 1: one GPU is modelled as
-/// that many ranks behind a virtual switch whose uplink is the GPU's measured PCIe link and whose
-/// downlinks carry device-local copies (the `--devices 0,0,...` replay mapping).
-std::string calibrated_topology_json(const std::string& name, const std::vector<CalibratedGpu>& gpus,
+/// `launch_overhead_s` (the simulator adds its own per transfer, SimOptions::launch_overhead_s).
+/// `virtual_ranks` > 1: one GPU is modelled as that many ranks behind a virtual switch whose uplink
+/// is the GPU's measured PCIe link and whose downlinks carry device-local copies (the `--devices
+/// 0,0,...` replay mapping).
+std::string calibrated_topology_json(const std::string& name,
+                                     const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
                                      double launch_overhead_s);
 
@@ -44,6 +46,7 @@ std::string calibrated_topology_json(const std::string& name, const std::vector<
 namespace sparsp::replay::detail {
 /// Rebuilds the topology from a machine JSON written by `calibrate` (no GPU needed), e.g. to fold
 /// N ranks onto GPU 0 after the fact. Errors name the file and JSON pointer.
-Result<std::string> topology_from_machine(const std::string& machine_json, const std::string& source_name,
-                                          int virtual_ranks, double launch_overhead_s);
+Result<std::string> topology_from_machine(const std::string& machine_json,
+                                          const std::string& source_name, int virtual_ranks,
+                                          double launch_overhead_s);
 }  // namespace sparsp::replay::detail

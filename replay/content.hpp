@@ -21,10 +21,10 @@ inline constexpr uint32_t kOpaqueItem = 0x80000000u;
 inline constexpr uint32_t kPoisonByte = 0xA5u;
 
 struct ContentKey {
-  uint32_t layer = 0;      ///< plan layer index (LayerPlan position)
-  uint32_t item = 0;       ///< block id, or kOpaqueItem | transfer index
-  uint32_t owner = 0;      ///< owner rank of the block / source holder of the opaque payload
-  uint32_t heads = 1;      ///< heads the region is split into (>= 1)
+  uint32_t layer = 0;           ///< plan layer index (LayerPlan position)
+  uint32_t item = 0;            ///< block id, or kOpaqueItem | transfer index
+  uint32_t owner = 0;           ///< owner rank of the block / source holder of the opaque payload
+  uint32_t heads = 1;           ///< heads the region is split into (>= 1)
   uint64_t bytes_per_head = 0;  ///< 0: one head
 };
 

@@ -12,8 +12,10 @@
 //         waits for its D2H, chunk k's D2H waits for chunk k-B's H2D (B staging buffers);
 //       - transfer GPU->GPU otherwise: cudaMemcpyPeerAsync on a copy-engine stream of the source
 //         device (device-local cudaMemcpyAsync when both ranks share a GPU);
-//       - Engine::sm: a copy kernel on comm_sms SMs instead of the copy engine (through mapped
-//         pinned memory for host staging);
+//       - Engine::sm between distinct GPUs, not host-staged, when NCCL is built in: grouped
+//         ncclSend/ncclRecv on per-rank communicators (ncclCommInitAll, one process);
+//       - Engine::sm otherwise: a copy kernel on comm_sms SMs instead of the copy engine (through
+//         mapped pinned memory for host staging);
 //       - GPU<->hostK: cudaMemcpyAsync to/from the pinned host memory;
 //       - compute: a kernel of one block per SM (large shared-memory footprint) spinning on
 //         %globaltimer for duration_s, on sm_count / (ranks on the device) SMs;
@@ -68,10 +70,12 @@ __global__ void spin_kernel(uint64_t ns) {
 }
 
 /// Grid-stride copy, 16 bytes per thread step where aligned, bytes for the tail.
-__global__ void copy_kernel(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src, uint64_t bytes) {
+__global__ void copy_kernel(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src,
+                            uint64_t bytes) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
   uint64_t done = 0;
   if (aligned) {
     const uint64_t n16 = bytes / 16;
@@ -108,22 +112,23 @@ __global__ void verify_kernel(const DevRegion* regions, unsigned long long* firs
   }
   if (blockIdx.x == 0 && threadIdx.x == 0)
     for (uint64_t i = words * 4; i < r.bytes; ++i)
-      if (r.ptr[i] != content_byte(r.key, i)) atomicMin(first_bad + blockIdx.y, static_cast<unsigned long long>(i));
+      if (r.ptr[i] != content_byte(r.key, i))
+        atomicMin(first_bad + blockIdx.y, static_cast<unsigned long long>(i));
 }
 
 /// Per-device state.
 struct Device {
   int ordinal = 0;
   cudaDeviceProp prop{};
-  std::vector<cudaStream_t> streams;   ///< pool: activity slots
+  std::vector<cudaStream_t> streams;  ///< pool: activity slots
   cudaStream_t gate = nullptr;
-  cudaStream_t aux = nullptr;          ///< fill / verify / poison
-  cudaEvent_t base = nullptr;          ///< common time base
-  std::vector<cudaEvent_t> timing;     ///< pool of timing events
-  std::vector<cudaEvent_t> sync;       ///< pool of sync-only events
+  cudaStream_t aux = nullptr;       ///< fill / verify / poison
+  cudaEvent_t base = nullptr;       ///< common time base
+  std::vector<cudaEvent_t> timing;  ///< pool of timing events
+  std::vector<cudaEvent_t> sync;    ///< pool of sync-only events
   size_t timing_used = 0, sync_used = 0;
   int ranks_here = 0;
-  DevRegion* d_regions = nullptr;      ///< region table (fills or checks)
+  DevRegion* d_regions = nullptr;  ///< region table (fills or checks)
   size_t d_regions_cap = 0;
   unsigned long long* d_bad = nullptr;
   size_t d_bad_cap = 0;
@@ -145,7 +150,8 @@ class CudaBackend final : public Backend {
     rank_dev_ = opt.devices;
     if (rank_dev_.empty()) {
       if (plan.gpus > count)
-        return Error{"replay: the plan needs " + std::to_string(plan.gpus) + " GPUs, " + std::to_string(count) +
+        return Error{"replay: the plan needs " + std::to_string(plan.gpus) + " GPUs, " +
+                         std::to_string(count) +
                          " present; map ranks onto fewer GPUs with --devices (e.g. --devices " +
                          std::string("0") + std::string(plan.gpus > 1 ? ",0" : "") + "...)",
                      2};
@@ -153,8 +159,9 @@ class CudaBackend final : public Backend {
     }
     for (size_t r = 0; r < rank_dev_.size(); ++r)
       if (rank_dev_[r] >= count)
-        return Error{"replay: --devices maps rank " + std::to_string(r) + " to device " + std::to_string(rank_dev_[r]) +
-                         ", but only " + std::to_string(count) + " CUDA devices are present",
+        return Error{"replay: --devices maps rank " + std::to_string(r) + " to device " +
+                         std::to_string(rank_dev_[r]) + ", but only " + std::to_string(count) +
+                         " CUDA devices are present",
                      2};
     std::set<int> used(rank_dev_.begin(), rank_dev_.end());
     for (int d : used) {
@@ -170,8 +177,9 @@ class CudaBackend final : public Backend {
       for (const auto& a : L.acts) {
         if (a.kind != ActKind::transfer) continue;
         if (a.src >= ranks_ && a.dst >= ranks_)
-          return Error{"replay: transfer \"" + a.id + "\" copies host memory to host memory; the cuda backend "
-                       "moves data to or from GPUs only",
+          return Error{"replay: transfer \"" + a.id +
+                           "\" copies host memory to host memory; the cuda backend "
+                           "moves data to or from GPUs only",
                        2};
         if (a.src >= ranks_ || a.dst >= ranks_) continue;
         const int ds = rank_dev_[a.src], dd = rank_dev_[a.dst];
@@ -180,9 +188,11 @@ class CudaBackend final : public Backend {
         if (staged) continue;
         int can = 0;
         SPARSP_CUDA_TRY(cudaDeviceCanAccessPeer(&can, ds, dd));
-        if (!can && (a.transfer->route == topology::RouteMode::p2p || a.transfer->engine == sim::Engine::sm))
-          return Error{"replay: transfer \"" + a.id + "\" (" + a.transfer->src + "->" + a.transfer->dst +
-                           ") needs peer access from device " + std::to_string(ds) + " to " + std::to_string(dd) +
+        if (!can && (a.transfer->route == topology::RouteMode::p2p ||
+                     a.transfer->engine == sim::Engine::sm))
+          return Error{"replay: transfer \"" + a.id + "\" (" + a.transfer->src + "->" +
+                           a.transfer->dst + ") needs peer access from device " +
+                           std::to_string(ds) + " to " + std::to_string(dd) +
                            ", which this machine does not allow; use route host_staged",
                        2};
         if (can) peer_pairs.insert({ds, dd});
@@ -196,17 +206,37 @@ class CudaBackend final : public Backend {
       SPARSP_CUDA_TRY(cudaSetDevice(d));
       SPARSP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
       if (need > free_b)
-        return Error{"replay: device " + std::to_string(d) + " needs " + std::to_string(need >> 20) + " MiB for " +
-                         std::to_string(dv.ranks_here) + " rank(s), only " + std::to_string(free_b >> 20) +
+        return Error{"replay: device " + std::to_string(d) + " needs " +
+                         std::to_string(need >> 20) + " MiB for " + std::to_string(dv.ranks_here) +
+                         " rank(s), only " + std::to_string(free_b >> 20) +
                          " MiB free (try --payload-scale or fewer ranks per device)",
                      2};
     }
+    // NCCL for SM-driven (NCCL-style) transfers between distinct GPUs: one communicator per
+    // rank, all in this process (ncclCommInitAll). Not possible when ranks share a GPU.
+#ifdef SPARSP_HAVE_NCCL
+    use_nccl_ = opt.use_nccl && used.size() == rank_dev_.size() && rank_dev_.size() > 1;
+    if (use_nccl_) {
+      bool any = false;
+      for (const auto& L : exec.layers)
+        for (const auto& a : L.acts) any = any || uses_nccl(a);
+      if (any) {
+        comms_.resize(rank_dev_.size());
+        SPARSP_NCCL_TRY(
+            ncclCommInitAll(comms_.data(), static_cast<int>(rank_dev_.size()), rank_dev_.data()));
+      } else {
+        use_nccl_ = false;
+      }
+    }
+#endif
     // Everything checked: allocate.
     for (auto [a, b] : peer_pairs) {
       SPARSP_CUDA_TRY(cudaSetDevice(a));
       const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-      else SPARSP_CUDA_TRY(e);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        SPARSP_CUDA_TRY(e);
     }
     for (auto& [d, dv] : devs_) {
       SPARSP_CUDA_TRY(cudaSetDevice(d));
@@ -243,7 +273,8 @@ class CudaBackend final : public Backend {
     if (need > staging_cap_) {
       if (staging_) SPARSP_CUDA_TRY(cudaFreeHost(staging_));
       staging_ = nullptr;
-      SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&staging_), need, cudaHostAllocPortable | cudaHostAllocMapped));
+      SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&staging_), need,
+                                    cudaHostAllocPortable | cudaHostAllocMapped));
       staging_cap_ = need;
     }
     // Stream slots: activities on one named plan stream share a slot (they are FIFO through
@@ -255,8 +286,10 @@ class CudaBackend final : public Backend {
       int next = 0;
       for (size_t i = 0; i < layer.acts.size(); ++i) {
         const Activity& a = layer.acts[i];
-        const std::string& name = a.kind == ActKind::transfer ? a.transfer->stream : a.compute->stream;
-        if (name.empty()) slot_[i] = next++;
+        const std::string& name =
+            a.kind == ActKind::transfer ? a.transfer->stream : a.compute->stream;
+        if (name.empty())
+          slot_[i] = next++;
         else {
           auto [it, fresh] = by_name.try_emplace(name, next);
           if (fresh) ++next;
@@ -283,7 +316,8 @@ class CudaBackend final : public Backend {
     return Ok{};
   }
 
-  Status run_once(const ExecLayer& layer, std::vector<double>& starts, std::vector<double>& ends) override {
+  Status run_once(const ExecLayer& layer, std::vector<double>& starts,
+                  std::vector<double>& ends) override {
     const size_t n = layer.acts.size();
     starts.assign(n, 0);
     ends.assign(n, 0);
@@ -293,8 +327,8 @@ class CudaBackend final : public Backend {
         std::memset(bufs_[r.holder] + r.offset, static_cast<int>(kPoisonByte), r.bytes);
       } else {
         SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r.holder]));
-        SPARSP_CUDA_TRY(cudaMemsetAsync(bufs_[r.holder] + r.offset, static_cast<int>(kPoisonByte), r.bytes,
-                                        devs_[rank_dev_[r.holder]].aux));
+        SPARSP_CUDA_TRY(cudaMemsetAsync(bufs_[r.holder] + r.offset, static_cast<int>(kPoisonByte),
+                                        r.bytes, devs_[rank_dev_[r.holder]].aux));
       }
     }
     for (auto& [d, dv] : devs_) {
@@ -341,8 +375,10 @@ class CudaBackend final : public Backend {
         bool done = false;
         SPARSP_TRY(issue_step(layer, static_cast<size_t>(i), st, done));
         ++ops;
-        if (done) completed.push_back(i);
-        else next.push_back(i);
+        if (done)
+          completed.push_back(i);
+        else
+          next.push_back(i);
       }
       for (int i : completed) {
         ++finished;
@@ -424,7 +460,8 @@ class CudaBackend final : public Backend {
 
   static size_t spin_smem(const Device& dv) {
     // More than half of an SM's shared memory: at most one spin block per SM.
-    return std::min<size_t>(dv.prop.sharedMemPerBlockOptin, dv.prop.sharedMemPerMultiprocessor / 2 + 1024);
+    return std::min<size_t>(dv.prop.sharedMemPerBlockOptin,
+                            dv.prop.sharedMemPerMultiprocessor / 2 + 1024);
   }
 
   bool is_staged(const Activity& a) const {
@@ -434,6 +471,12 @@ class CudaBackend final : public Backend {
 
   int dev_of(int holder) const { return holder < ranks_ ? rank_dev_[holder] : -1; }
 
+  /// NCCL-style transfer: SM-driven, GPU to GPU, not host-staged.
+  bool uses_nccl(const Activity& a) const {
+    return a.kind == ActKind::transfer && a.transfer->engine == sim::Engine::sm && a.src < ranks_ &&
+           a.dst < ranks_ && a.transfer->route != topology::RouteMode::host_staged;
+  }
+
   Result<cudaEvent_t> event(int d, bool timing) {
     Device& dv = devs_[d];
     auto& pool = timing ? dv.timing : dv.sync;
@@ -441,14 +484,16 @@ class CudaBackend final : public Backend {
     if (used == pool.size()) {
       cudaEvent_t e;
       SPARSP_CUDA_TRY(cudaSetDevice(d));
-      SPARSP_CUDA_TRY(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+      SPARSP_CUDA_TRY(
+          cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
       pool.push_back(e);
     }
     return pool[used++];
   }
 
   /// Makes `s` (on device d) wait for the dependencies of activity i (or the gate).
-  Status wait_deps(const ExecLayer& layer, size_t i, const std::vector<Issue>& st, int d, cudaStream_t s) {
+  Status wait_deps(const ExecLayer& layer, size_t i, const std::vector<Issue>& st, int d,
+                   cudaStream_t s) {
     SPARSP_CUDA_TRY(cudaSetDevice(d));
     SPARSP_CUDA_TRY(cudaStreamWaitEvent(s, devs_[d].base, 0));
     for (int j : layer.acts[i].deps)
@@ -465,7 +510,8 @@ class CudaBackend final : public Backend {
       const uint64_t lo = std::max(off, pos), hi = std::min(off + len, pos + p.bytes);
       if (lo < hi) {
         uint8_t* dst = to_stage ? stage + (lo - off) : bufs_[a.dst] + p.dst_offset + (lo - pos);
-        const uint8_t* src = to_stage ? bufs_[a.src] + p.src_offset + (lo - pos) : stage + (lo - off);
+        const uint8_t* src =
+            to_stage ? bufs_[a.src] + p.src_offset + (lo - pos) : stage + (lo - off);
         SPARSP_TRY(copy(dst, src, hi - lo, s, sm, a.comm_sms));
       }
       pos += p.bytes;
@@ -508,7 +554,8 @@ class CudaBackend final : public Backend {
       SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
       if (emulate_compute_ && a.duration_s > 0) {
         const int sms = std::max(1, dv.prop.multiProcessorCount / std::max(1, dv.ranks_here));
-        spin_kernel<<<sms, kComputeThreads, spin_smem(dv), is.s1>>>(static_cast<uint64_t>(a.duration_s * 1e9));
+        spin_kernel<<<sms, kComputeThreads, spin_smem(dv), is.s1>>>(
+            static_cast<uint64_t>(a.duration_s * 1e9));
         SPARSP_CUDA_TRY_LAUNCH("spin_kernel");
       }
       SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s1));
@@ -517,6 +564,46 @@ class CudaBackend final : public Backend {
     }
     const bool sm = a.transfer->engine == sim::Engine::sm;
     const int ds = dev_of(a.src), dd = dev_of(a.dst);
+#ifdef SPARSP_HAVE_NCCL
+    if (use_nccl_ && uses_nccl(a)) {
+      // Grouped send/recv: every piece sent on the source rank's communicator and received on
+      // the destination's, in one group (same order on both sides).
+      is.s1 = devs_[ds].streams[2 * slot_[i]];
+      is.s2 = devs_[dd].streams[2 * slot_[i] + 1];
+      is.start_dev = ds;
+      is.end_dev = dd;
+      SPARSP_TRY(wait_deps(layer, i, st, ds, is.s1));
+      SPARSP_TRY(wait_deps(layer, i, st, dd, is.s2));
+      auto e0 = event(ds, true);
+      if (!e0) return e0.error();
+      auto e1 = event(dd, true);
+      if (!e1) return e1.error();
+      is.start = *e0;
+      is.end = *e1;
+      SPARSP_CUDA_TRY(cudaSetDevice(ds));
+      SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
+      SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, is.start, 0));
+      SPARSP_NCCL_TRY(ncclGroupStart());
+      for (const Piece& p : a.pieces) {
+        SPARSP_NCCL_TRY(
+            ncclSend(bufs_[a.src] + p.src_offset, p.bytes, ncclUint8, a.dst, comms_[a.src], is.s1));
+        SPARSP_NCCL_TRY(
+            ncclRecv(bufs_[a.dst] + p.dst_offset, p.bytes, ncclUint8, a.src, comms_[a.dst], is.s2));
+      }
+      SPARSP_NCCL_TRY(ncclGroupEnd());
+      // The end waits for the send side too.
+      auto ej = event(ds, false);
+      if (!ej) return ej.error();
+      SPARSP_CUDA_TRY(cudaSetDevice(ds));
+      SPARSP_CUDA_TRY(cudaEventRecord(*ej, is.s1));
+      SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, *ej, 0));
+      SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s2));
+      done = true;
+      return Ok{};
+    }
+#endif
     const int d_issue = ds >= 0 ? ds : dd;  // the GPU side drives the copy
     if (!is_staged(a)) {
       Device& dv = devs_[d_issue];
@@ -604,7 +691,8 @@ class CudaBackend final : public Backend {
   }
 
   /// Fill (verify=false) or check the device regions of `regions`; bad[c] = first bad byte.
-  Status run_region_kernel(const std::vector<Region>& regions, bool verify, std::vector<int64_t>* bad) {
+  Status run_region_kernel(const std::vector<Region>& regions, bool verify,
+                           std::vector<int64_t>* bad) {
     for (auto& [d, dv] : devs_) {
       std::vector<DevRegion> table;
       std::vector<size_t> index;
@@ -627,7 +715,8 @@ class CudaBackend final : public Backend {
         SPARSP_CUDA_TRY(cudaMalloc(&dv.d_bad, table.size() * sizeof(unsigned long long)));
         dv.d_bad_cap = table.size();
       }
-      SPARSP_CUDA_TRY(cudaMemcpy(dv.d_regions, table.data(), table.size() * sizeof(DevRegion), cudaMemcpyHostToDevice));
+      SPARSP_CUDA_TRY(cudaMemcpy(dv.d_regions, table.data(), table.size() * sizeof(DevRegion),
+                                 cudaMemcpyHostToDevice));
       // Regions in chunks of 65535 (grid y limit).
       for (size_t first = 0; first < table.size(); first += 65535) {
         const unsigned ny = static_cast<unsigned>(std::min<size_t>(65535, table.size() - first));
@@ -644,7 +733,8 @@ class CudaBackend final : public Backend {
       SPARSP_CUDA_TRY(cudaStreamSynchronize(dv.aux));
       if (verify) {
         std::vector<unsigned long long> h(table.size());
-        SPARSP_CUDA_TRY(cudaMemcpy(h.data(), dv.d_bad, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+        SPARSP_CUDA_TRY(cudaMemcpy(h.data(), dv.d_bad, h.size() * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost));
         for (size_t k = 0; k < h.size(); ++k)
           if (h[k] != ULLONG_MAX) (*bad)[index[k]] = static_cast<int64_t>(h[k]);
       }
@@ -676,6 +766,10 @@ class CudaBackend final : public Backend {
     }
     if (staging_) cudaFreeHost(staging_);
     if (gate_flag_) cudaFreeHost(gate_flag_);
+#ifdef SPARSP_HAVE_NCCL
+    for (auto c : comms_) ncclCommDestroy(c);
+    comms_.clear();
+#endif
     devs_.clear();
     bufs_.clear();
   }
@@ -691,6 +785,10 @@ class CudaBackend final : public Backend {
   std::vector<int> slot_;
   size_t slots_ = 0;
   int* gate_flag_ = nullptr;
+  bool use_nccl_ = false;
+#ifdef SPARSP_HAVE_NCCL
+  std::vector<ncclComm_t> comms_;
+#endif
 };
 
 }  // namespace

@@ -18,12 +18,12 @@ inline constexpr uint64_t kAlign = 256;  ///< slot alignment (bytes); vector loa
 
 /// A byte range of one holder's buffer with its expected content.
 struct Region {
-  int holder = 0;         ///< 0..ranks-1: rank; ranks + k: host memory k
+  int holder = 0;  ///< 0..ranks-1: rank; ranks + k: host memory k
   uint64_t offset = 0;
   uint64_t bytes = 0;
   ContentKey key;
-  int block = -1;         ///< block id, or -1 for an opaque payload
-  int transfer = -1;      ///< opaque payload: index of its transfer in the workload
+  int block = -1;     ///< block id, or -1 for an opaque payload
+  int transfer = -1;  ///< opaque payload: index of its transfer in the workload
 };
 
 /// One contiguous copy inside a transfer: src holder offset -> dst holder offset.
@@ -35,19 +35,19 @@ enum class ActKind { transfer, compute };
 
 struct Activity {
   ActKind kind = ActKind::transfer;
-  int index = 0;               ///< index in workload.transfers / workload.compute
+  int index = 0;  ///< index in workload.transfers / workload.compute
   std::string id;
-  int src = -1, dst = -1;      ///< holders (transfer); src = rank for compute
+  int src = -1, dst = -1;  ///< holders (transfer); src = rank for compute
   const sim::Transfer* transfer = nullptr;
   const sim::ComputeTask* compute = nullptr;
-  std::vector<Piece> pieces;   ///< in payload order
-  uint64_t bytes = 0;          ///< sum of pieces
-  uint64_t chunk_bytes = 0;    ///< host staging chunk (resolved default)
+  std::vector<Piece> pieces;  ///< in payload order
+  uint64_t bytes = 0;         ///< sum of pieces
+  uint64_t chunk_bytes = 0;   ///< host staging chunk (resolved default)
   int staging_buffers = 2;
   int comm_sms = 0;
-  double duration_s = 0;       ///< compute
-  std::vector<int> deps;       ///< activity indices (plan deps + stream predecessor)
-  bool skip = false;           ///< fault injection: not executed
+  double duration_s = 0;  ///< compute
+  std::vector<int> deps;  ///< activity indices (plan deps + stream predecessor)
+  bool skip = false;      ///< fault injection: not executed
 };
 
 struct ExecLayer {
@@ -57,8 +57,8 @@ struct ExecLayer {
   std::vector<Region> fills;   ///< source content, written once per layer
   std::vector<Region> checks;  ///< received content, poisoned before and checked after each run
   std::vector<uint64_t> holder_bytes;  ///< buffer size needed per holder
-  uint64_t bytes_moved = 0;    ///< per iteration
-  int corrupt_check = -1;      ///< fault injection: index into checks to corrupt after the run
+  uint64_t bytes_moved = 0;            ///< per iteration
+  int corrupt_check = -1;  ///< fault injection: index into checks to corrupt after the run
 };
 
 struct ExecPlan {
@@ -92,7 +92,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   /// Allocates buffers for `plan` and checks resources. No work is run on failure.
-  virtual Status prepare(const plan::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) = 0;
+  virtual Status prepare(const plan::Plan& plan, const ExecPlan& exec,
+                         const ReplayOptions& opt) = 0;
   /// Writes the source content of `layer`.
   virtual Status fill(const ExecLayer& layer) = 0;
   /// Poisons the receive regions, runs one iteration, returns start/end per activity (seconds

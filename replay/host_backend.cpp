@@ -17,14 +17,16 @@ namespace {
 
 class HostBackend final : public Backend {
  public:
-  Status prepare(const plan::Plan& /*plan*/, const ExecPlan& exec, const ReplayOptions& opt) override {
+  Status prepare(const plan::Plan& /*plan*/, const ExecPlan& exec,
+                 const ReplayOptions& opt) override {
     buffers_.clear();
     for (int h = 0; h < exec.holders(); ++h) {
       try {
         buffers_.emplace_back(exec.max_holder_bytes[h]);
       } catch (const std::bad_alloc&) {
-        return Error{"replay: host backend cannot allocate " + std::to_string(exec.max_holder_bytes[h]) +
-                         " bytes for holder " + std::to_string(h) + " (try --payload-scale)",
+        return Error{"replay: host backend cannot allocate " +
+                         std::to_string(exec.max_holder_bytes[h]) + " bytes for holder " +
+                         std::to_string(h) + " (try --payload-scale)",
                      2};
       }
     }
@@ -38,7 +40,8 @@ class HostBackend final : public Backend {
     return Ok{};
   }
 
-  Status run_once(const ExecLayer& layer, std::vector<double>& starts, std::vector<double>& ends) override {
+  Status run_once(const ExecLayer& layer, std::vector<double>& starts,
+                  std::vector<double>& ends) override {
     for (const Region& r : layer.checks)
       std::memset(buffers_[r.holder].data() + r.offset, static_cast<int>(kPoisonByte), r.bytes);
     const size_t n = layer.acts.size();
@@ -59,7 +62,9 @@ class HostBackend final : public Backend {
       if (pending[i] == 0) ready.push_back(i);
     size_t done = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    auto now_s = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     auto worker = [&] {
       std::vector<uint8_t> bounce;
       std::unique_lock<std::mutex> lk(mu);

@@ -77,17 +77,37 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
       for (const auto* e : {&t.src, &t.dst})
         if (e->rfind("host", 0) == 0) max_host = std::max(max_host, std::stoi(e->substr(4)));
   ex.hosts = max_host + 1;
-  if (ex.hosts > 64) return Error{"replay: plan names host" + std::to_string(max_host) + "; at most 64 host memories", 2};
+  if (ex.hosts > 64)
+    return Error{
+        "replay: plan names host" + std::to_string(max_host) + "; at most 64 host memories", 2};
   ex.max_holder_bytes.assign(ex.holders(), 0);
 
-  const uint64_t block_bytes =
-      static_cast<uint64_t>(std::llround(plan.kv_block_bytes * opt.payload_scale));
+  // Block sizes (plan units): given, or uniform with an inferred partial last block.
+  std::vector<double> size_of(static_cast<size_t>(plan.num_blocks), plan.kv_block_bytes);
+  if (!plan.block_bytes.empty()) {
+    size_of = plan.block_bytes;
+  } else if (plan.num_blocks > 0) {
+    const int last_block = plan.num_blocks - 1;
+    bool found = false;
+    for (const auto& L : plan.layers) {
+      for (const auto& t : L.work.transfers) {
+        if (std::find(t.kv_blocks.begin(), t.kv_blocks.end(), last_block) == t.kv_blocks.end()) continue;
+        const double deficit = static_cast<double>(t.kv_blocks.size()) * plan.kv_block_bytes - t.bytes;
+        if (deficit > 1.0 && deficit < plan.kv_block_bytes) size_of[last_block] = plan.kv_block_bytes - deficit;
+        found = true;
+        break;
+      }
+      if (found) break;
+    }
+  }
+  auto scaled = [&](int b) {
+    return static_cast<uint64_t>(std::llround(size_of[static_cast<size_t>(b)] * opt.payload_scale));
+  };
   const uint32_t heads = static_cast<uint32_t>(std::max(1, plan.heads));
-  const uint64_t bytes_per_head = heads > 1 ? std::max<uint64_t>(1, block_bytes / heads) : 0;
 
-  const size_t nlayers = opt.max_layers > 0
-                             ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
-                             : plan.layers.size();
+  const size_t nlayers =
+      opt.max_layers > 0 ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
+                         : plan.layers.size();
   for (size_t li = 0; li < nlayers; ++li) {
     const plan::LayerPlan& L = plan.layers[li];
     const std::string where = "plan:/layers/" + std::to_string(li);
@@ -104,8 +124,9 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
     std::vector<char> carries_blocks(trs.size(), 0);
     for (size_t i = 0; i < trs.size(); ++i) {
       const auto& t = trs[i];
-      carries_blocks[i] = !t.kv_blocks.empty() &&
-                          std::abs(t.bytes - static_cast<double>(t.kv_blocks.size()) * plan.kv_block_bytes) <= 1.0;
+      double sum = 0;
+      for (int b : t.kv_blocks) sum += size_of[static_cast<size_t>(b)];
+      carries_blocks[i] = !t.kv_blocks.empty() && std::abs(t.bytes - sum) <= 1.0;
     }
     // Block slots: (holder, block) -> offset. Owners hold sources; receivers hold copies.
     std::map<std::pair<int, int>, uint64_t> slot;
@@ -114,7 +135,7 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
       auto [it, fresh] = slot.try_emplace({h, b}, 0);
       if (fresh) {
         it->second = el.holder_bytes[h];
-        el.holder_bytes[h] += align_up(block_bytes);
+        el.holder_bytes[h] += align_up(scaled(b));
       }
       return it->second;
     };
@@ -141,19 +162,21 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
         for (int b : t.kv_blocks) {
           const int owner = plan.block_owner[b];
           if (a.src != owner && !received_by.count({a.src, b}))
-            return Error{where + "/transfers/" + std::to_string(i) + ": " + t.src + " sends block " +
-                             std::to_string(b) + " but neither owns it (owner gpu" + std::to_string(owner) +
+            return Error{where + "/transfers/" + std::to_string(i) + ": " + t.src +
+                             " sends block " + std::to_string(b) +
+                             " but neither owns it (owner gpu" + std::to_string(owner) +
                              ") nor receives it in this layer",
                          2};
           const uint64_t so = slot_of(a.src, b);
           const uint64_t dof = slot_of(a.dst, b);
-          if (block_bytes > 0) {
+          const uint64_t bb = scaled(b);
+          if (bb > 0) {
             // Merge with the previous piece when both sides are contiguous.
             if (!a.pieces.empty() && a.pieces.back().src_offset + a.pieces.back().bytes == so &&
-                a.pieces.back().dst_offset + a.pieces.back().bytes == dof && block_bytes % kAlign == 0)
-              a.pieces.back().bytes += block_bytes;
+                a.pieces.back().dst_offset + a.pieces.back().bytes == dof && a.pieces.back().bytes % kAlign == 0)
+              a.pieces.back().bytes += bb;
             else
-              a.pieces.push_back({so, dof, block_bytes});
+              a.pieces.push_back({so, dof, bb});
           }
         }
       } else {
@@ -190,12 +213,16 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
     // Block regions: owner slots are filled, receiver slots checked.
     for (const auto& [key, off] : slot) {
       const auto [h, b] = key;
+      const uint64_t block_bytes = scaled(b);
+      const uint64_t bytes_per_head = heads > 1 ? std::max<uint64_t>(1, block_bytes / heads) : 0;
       Region r{h, off, block_bytes, {}, b, -1};
       r.key = ContentKey{static_cast<uint32_t>(li), static_cast<uint32_t>(b),
                          static_cast<uint32_t>(plan.block_owner[b]), heads, bytes_per_head};
       if (block_bytes == 0) continue;
-      if (h == plan.block_owner[b]) el.fills.push_back(r);
-      else el.checks.push_back(r);
+      if (h == plan.block_owner[b])
+        el.fills.push_back(r);
+      else
+        el.checks.push_back(r);
     }
     if (opt.corrupt_block >= 0) {
       for (size_t c = 0; c < el.checks.size(); ++c)
@@ -240,7 +267,8 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
     }
     if (el.order.size() != n) {
       for (size_t i = 0; i < n; ++i)
-        if (indeg[i] > 0) return Error{where + ": dependency cycle through \"" + el.acts[i].id + "\"", 2};
+        if (indeg[i] > 0)
+          return Error{where + ": dependency cycle through \"" + el.acts[i].id + "\"", 2};
     }
     for (const auto& a : el.acts)
       if (a.kind == ActKind::transfer && !a.skip) el.bytes_moved += a.bytes;

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "exec_plan.hpp"
 
@@ -33,10 +33,10 @@ namespace {
 std::string lane_of(const detail::Activity& a, const std::vector<int>& devices, int ranks) {
   if (a.kind == ActKind::compute) return "compute";
   const auto& t = *a.transfer;
-  std::string lane = !t.stream.empty() ? t.stream
+  std::string lane = !t.stream.empty()                             ? t.stream
                      : t.route == topology::RouteMode::host_staged ? "staged"
-                     : t.engine == sim::Engine::sm               ? "sm"
-                                                                 : "ce";
+                     : t.engine == sim::Engine::sm                 ? "sm"
+                                                                   : "ce";
   (void)devices;
   (void)ranks;
   return lane;
@@ -51,13 +51,17 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
     be = detail::make_host_backend();
   } else if (opt.backend == "cuda") {
     be = detail::make_cuda_backend();
-    if (!be) return Error{"replay: this build has no CUDA backend (built without a CUDA compiler); use --backend host", 2};
+    if (!be)
+      return Error{
+          "replay: this build has no CUDA backend (built without a CUDA compiler); use --backend "
+          "host",
+          2};
   } else {
     return Error{"replay: unknown backend \"" + opt.backend + "\" (expected cuda or host)", 2};
   }
   if (!opt.devices.empty() && static_cast<int>(opt.devices.size()) != plan.gpus)
-    return Error{"replay: --devices lists " + std::to_string(opt.devices.size()) + " devices but the plan has " +
-                     std::to_string(plan.gpus) + " ranks",
+    return Error{"replay: --devices lists " + std::to_string(opt.devices.size()) +
+                     " devices but the plan has " + std::to_string(plan.gpus) + " ranks",
                  2};
   auto ex = detail::lower(plan, opt);
   if (!ex) return ex.error();
@@ -89,7 +93,8 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
         const detail::Region& r = el.checks[v->first];
         return Error{"replay: integrity check failed: " + detail::describe(plan, el, r, ex->ranks) +
                          ": byte " + std::to_string(v->second) + " of " + std::to_string(r.bytes) +
-                         " differs from the expected content (iteration " + std::to_string(it) + ")",
+                         " differs from the expected content (iteration " + std::to_string(it) +
+                         ")",
                      1};
       }
       for (const auto& r : el.checks) res.bytes_verified += static_cast<double>(r.bytes);
@@ -115,15 +120,18 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
     // mix iterations in which concurrent transfers were served in different orders).
     std::vector<size_t> idx(makespans.size());
     for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return makespans[a] < makespans[b]; });
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return makespans[a] < makespans[b]; });
     const size_t rep = idx[(idx.size() - 1) / 2];
     for (size_t i = 0; i < n; ++i) {
       const detail::Activity& a = el.acts[i];
       sim::ActivityResult ar;
       ar.id = a.id;
       ar.is_transfer = a.kind == ActKind::transfer;
-      if (ar.is_transfer) ar.where = a.transfer->src + "->" + a.transfer->dst;
-      else ar.where = a.compute->gpu;
+      if (ar.is_transfer)
+        ar.where = a.transfer->src + "->" + a.transfer->dst;
+      else
+        ar.where = a.compute->gpu;
       ar.lane = lane_of(a, res.devices, ex->ranks);
       ar.start_s = starts[i][rep];
       ar.end_s = ends[i][rep];
@@ -191,7 +199,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
   try {
     if (!root.is_object() || root.value("schema", "") != "sparsp.trace")
       return input_error(src, "/schema", "expected \"sparsp.trace\"");
-    if (root.value("schema_version", 0) != 1) return input_error(src, "/schema_version", "expected 1");
+    if (root.value("schema_version", 0) != 1)
+      return input_error(src, "/schema_version", "expected 1");
     r.backend = root.value("backend", "");
     r.device_description = root.value("device", "");
     if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();
@@ -201,7 +210,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     r.bytes_verified = root.value("bytes_verified", 0.0);
     r.blocks_verified = root.value("blocks_verified", int64_t{0});
     r.total_s = root.value("total_s", 0.0);
-    if (!root.contains("layers") || !root["layers"].is_array()) return input_error(src, "/layers", "expected an array");
+    if (!root.contains("layers") || !root["layers"].is_array())
+      return input_error(src, "/layers", "expected an array");
     for (size_t i = 0; i < root["layers"].size(); ++i) {
       const Json& lj = root["layers"][i];
       LayerReplay L;
@@ -209,7 +219,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       L.layer = lj.at("layer").get<int>();
       L.repeat = lj.value("repeat", int64_t{1});
       L.makespan_s = lj.at("makespan_s").get<double>();
-      if (lj.contains("makespan_samples_s")) L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
+      if (lj.contains("makespan_samples_s"))
+        L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
       for (const Json& aj : lj.at("activities")) {
         sim::ActivityResult a;
         a.id = aj.at("id").get<std::string>();
@@ -245,7 +256,8 @@ std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
     std::string rank = where.substr(0, where.find("->"));
     auto [it, fresh] = pids.try_emplace(rank, static_cast<int>(pids.size()));
     if (fresh) {
-      Json m = {{"name", "process_name"}, {"ph", "M"}, {"pid", it->second}, {"args", {{"name", rank}}}};
+      Json m = {
+          {"name", "process_name"}, {"ph", "M"}, {"pid", it->second}, {"args", {{"name", rank}}}};
       events.push_back(m);
     }
     return it->second;
@@ -254,7 +266,11 @@ std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
     const std::string key = std::to_string(pid) + "/" + lane;
     auto [it, fresh] = tids.try_emplace(key, static_cast<int>(tids.size()));
     if (fresh) {
-      Json m = {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", it->second}, {"args", {{"name", lane}}}};
+      Json m = {{"name", "thread_name"},
+                {"ph", "M"},
+                {"pid", pid},
+                {"tid", it->second},
+                {"args", {{"name", lane}}}};
       events.push_back(m);
     }
     return it->second;
@@ -264,21 +280,24 @@ std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
     for (const auto& a : L.activities) {
       const int pid = pid_of(a.where);
       const int tid = tid_of(pid, a.lane);
-      Json ev = {{"name", a.id},
-                 {"cat", a.is_transfer ? "transfer" : "compute"},
-                 {"ph", "X"},
-                 {"pid", pid},
-                 {"tid", tid},
-                 {"ts", (t_base + a.start_s) * 1e6},
-                 {"dur", (a.end_s - a.start_s) * 1e6},
-                 {"args", {{"where", a.where}, {"bytes", a.bytes}, {"step", L.step}, {"layer", L.layer}}}};
+      Json ev = {
+          {"name", a.id},
+          {"cat", a.is_transfer ? "transfer" : "compute"},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", (t_base + a.start_s) * 1e6},
+          {"dur", (a.end_s - a.start_s) * 1e6},
+          {"args", {{"where", a.where}, {"bytes", a.bytes}, {"step", L.step}, {"layer", L.layer}}}};
       events.push_back(std::move(ev));
     }
     t_base += L.makespan_s * 1.05 + 1e-5;  // small gap between layer plans
   }
-  Json root = {{"traceEvents", events},
-               {"displayTimeUnit", "ns"},
-               {"otherData", {{"source", "sparsp replay"}, {"backend", r.backend}, {"policy", plan.policy.name()}}}};
+  Json root = {
+      {"traceEvents", events},
+      {"displayTimeUnit", "ns"},
+      {"otherData",
+       {{"source", "sparsp replay"}, {"backend", r.backend}, {"policy", plan.policy.name()}}}};
   return root.dump() + "\n";
 }
 
@@ -295,7 +314,8 @@ std::string summary_json(const ReplayResult& r) {
   root["total_s"] = r.total_s;
   Json layers = Json::array();
   for (const auto& L : r.layers)
-    layers.push_back({{"step", L.step}, {"layer", L.layer}, {"repeat", L.repeat}, {"makespan_s", L.makespan_s}});
+    layers.push_back(
+        {{"step", L.step}, {"layer", L.layer}, {"repeat", L.repeat}, {"makespan_s", L.makespan_s}});
   root["layers"] = std::move(layers);
   return root.dump(1) + "\n";
 }

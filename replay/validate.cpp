@@ -1,14 +1,13 @@
 // validate: re-simulate every layer plan and compare with a replay trace; and the latency /
 // bandwidth least-squares fit used by calibrate.
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <sstream>
-#include <Eigen/Dense>
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "calibrate_topology.hpp"
 #include "exec_plan.hpp"
@@ -35,19 +34,21 @@ double quantile(std::vector<double> v, double q) {
 
 Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& opt) {
-  Result<topology::Topology> topo = opt.topology_path.empty()
-                                        ? (plan.topology_json.empty()
-                                               ? Result<topology::Topology>(Error{"validate: the plan has no embedded topology; pass --topology", 2})
-                                               : topology::Topology::from_json_text(plan.topology_json, "plan:/topology"))
-                                        : topology::Topology::load(opt.topology_path);
+  Result<topology::Topology> topo =
+      opt.topology_path.empty()
+          ? (plan.topology_json.empty()
+                 ? Result<topology::Topology>(
+                       Error{"validate: the plan has no embedded topology; pass --topology", 2})
+                 : topology::Topology::from_json_text(plan.topology_json, "plan:/topology"))
+          : topology::Topology::load(opt.topology_path);
   if (!topo) return topo.error();
   if (topo->num_gpus() < plan.gpus)
     return Error{"validate: topology " + topo->name() + " has " + std::to_string(topo->num_gpus()) +
                      " GPUs; the plan needs " + std::to_string(plan.gpus),
                  2};
   if (trace.layers.size() > plan.layers.size())
-    return Error{"validate: the trace has " + std::to_string(trace.layers.size()) + " layer plans, the plan only " +
-                     std::to_string(plan.layers.size()),
+    return Error{"validate: the trace has " + std::to_string(trace.layers.size()) +
+                     " layer plans, the plan only " + std::to_string(plan.layers.size()),
                  2};
   ValidateReport rep;
   rep.topology_name = topo->name();
@@ -58,9 +59,10 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     const plan::LayerPlan& L = plan.layers[li];
     const LayerReplay& R = trace.layers[li];
     if (R.step != L.step || R.layer != L.layer)
-      return Error{"validate: trace layer plan " + std::to_string(li) + " is (step " + std::to_string(R.step) +
-                       ", layer " + std::to_string(R.layer) + "), the plan's is (step " + std::to_string(L.step) +
-                       ", layer " + std::to_string(L.layer) + ")",
+      return Error{"validate: trace layer plan " + std::to_string(li) + " is (step " +
+                       std::to_string(R.step) + ", layer " + std::to_string(R.layer) +
+                       "), the plan's is (step " + std::to_string(L.step) + ", layer " +
+                       std::to_string(L.layer) + ")",
                    2};
     auto sim = sim::simulate(*topo, L.work, opt.sim);
     if (!sim) return sim.error();
@@ -71,7 +73,9 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     for (const auto& m : R.activities) {
       auto it = simulated.find(m.id);
       if (it == simulated.end())
-        return Error{"validate: trace activity \"" + m.id + "\" is not in the plan (layer plan " + std::to_string(li) + ")", 2};
+        return Error{"validate: trace activity \"" + m.id + "\" is not in the plan (layer plan " +
+                         std::to_string(li) + ")",
+                     2};
       if (!m.is_transfer) continue;
       const double md = m.end_s - m.start_s;
       const double sd = it->second->end_s - it->second->start_s;
@@ -87,7 +91,9 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
         }
     }
     rep.host_staged_achieved_Bps = std::max(rep.host_staged_achieved_Bps, staged_best);
-    LayerError le{L.step, L.layer, R.makespan_s, sim->makespan_s, rel_error(sim->makespan_s, R.makespan_s), 0, 0};
+    LayerError le{
+        L.step, L.layer, R.makespan_s, sim->makespan_s, rel_error(sim->makespan_s, R.makespan_s),
+        0,      0};
     // Busy time of host staging: the length of the union of the staged transfers' intervals.
     std::sort(staged_iv.begin(), staged_iv.end());
     double busy = 0, cur_a = 0, cur_b = -1;
@@ -124,8 +130,11 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     rep.makespan_mape = sum / static_cast<double>(mk_errs.size());
     rep.makespan_max_error = *std::max_element(mk_errs.begin(), mk_errs.end());
   }
-  std::stable_sort(all.begin(), all.end(), [](const TransferError& a, const TransferError& b) { return a.error > b.error; });
-  if (static_cast<int>(all.size()) > opt.top_outliers) all.resize(static_cast<size_t>(std::max(0, opt.top_outliers)));
+  std::stable_sort(all.begin(), all.end(), [](const TransferError& a, const TransferError& b) {
+    return a.error > b.error;
+  });
+  if (static_cast<int>(all.size()) > opt.top_outliers)
+    all.resize(static_cast<size_t>(std::max(0, opt.top_outliers)));
   rep.outliers = std::move(all);
   return rep;
 }
@@ -144,14 +153,21 @@ std::string validate_json(const ValidateReport& r) {
   root["host_staged_aggregate_GBps"] = units::Bps_to_GBps(r.host_staged_aggregate_Bps);
   Json layers = Json::array();
   for (const auto& l : r.layers)
-    layers.push_back({{"step", l.step}, {"layer", l.layer}, {"measured_s", l.measured_s},
-                      {"simulated_s", l.simulated_s}, {"error", l.error},
-                      {"staged_bytes", l.staged_bytes}, {"staged_span_s", l.staged_span_s}});
+    layers.push_back({{"step", l.step},
+                      {"layer", l.layer},
+                      {"measured_s", l.measured_s},
+                      {"simulated_s", l.simulated_s},
+                      {"error", l.error},
+                      {"staged_bytes", l.staged_bytes},
+                      {"staged_span_s", l.staged_span_s}});
   root["layers"] = std::move(layers);
   Json outl = Json::array();
   for (const auto& o : r.outliers)
-    outl.push_back({{"layer_index", o.layer_index}, {"id", o.id}, {"measured_s", o.measured_s},
-                    {"simulated_s", o.simulated_s}, {"error", o.error}});
+    outl.push_back({{"layer_index", o.layer_index},
+                    {"id", o.id},
+                    {"measured_s", o.measured_s},
+                    {"simulated_s", o.simulated_s},
+                    {"error", o.error}});
   root["outliers"] = std::move(outl);
   return root.dump(1) + "\n";
 }
@@ -160,28 +176,33 @@ std::string validate_table(const ValidateReport& r) {
   std::ostringstream os;
   char buf[256];
   os << "topology " << r.topology_name << ", " << r.transfers << " transfers\n";
-  std::snprintf(buf, sizeof buf, "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
+  std::snprintf(buf, sizeof buf,
+                "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
                 100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
   os << buf;
-  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%\n", 100 * r.makespan_mape,
-                100 * r.makespan_max_error);
+  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%\n",
+                100 * r.makespan_mape, 100 * r.makespan_max_error);
   os << buf;
   if (r.host_staged_achieved_Bps > 0) {
-    std::snprintf(buf, sizeof buf, "host-staged: best transfer %.2f GB/s, aggregate %.2f GB/s (bytes / busy time)\n",
-                  units::Bps_to_GBps(r.host_staged_achieved_Bps), units::Bps_to_GBps(r.host_staged_aggregate_Bps));
+    std::snprintf(buf, sizeof buf,
+                  "host-staged: best transfer %.2f GB/s, aggregate %.2f GB/s (bytes / busy time)\n",
+                  units::Bps_to_GBps(r.host_staged_achieved_Bps),
+                  units::Bps_to_GBps(r.host_staged_aggregate_Bps));
     os << buf;
   }
   os << "\n  step layer   measured_ms  simulated_ms   error\n";
   for (const auto& l : r.layers) {
-    std::snprintf(buf, sizeof buf, "  %4d %5d  %12.4f  %12.4f  %6.2f%%\n", l.step, l.layer, units::s_to_ms(l.measured_s),
-                  units::s_to_ms(l.simulated_s), 100 * l.error);
+    std::snprintf(buf, sizeof buf, "  %4d %5d  %12.4f  %12.4f  %6.2f%%\n", l.step, l.layer,
+                  units::s_to_ms(l.measured_s), units::s_to_ms(l.simulated_s), 100 * l.error);
     os << buf;
   }
   if (!r.outliers.empty()) {
     os << "\n  largest transfer errors:\n";
     for (const auto& o : r.outliers) {
-      std::snprintf(buf, sizeof buf, "  [%d] %-28s measured %10.4f ms  simulated %10.4f ms  %6.2f%%\n", o.layer_index,
-                    o.id.c_str(), units::s_to_ms(o.measured_s), units::s_to_ms(o.simulated_s), 100 * o.error);
+      std::snprintf(buf, sizeof buf,
+                    "  [%d] %-28s measured %10.4f ms  simulated %10.4f ms  %6.2f%%\n",
+                    o.layer_index, o.id.c_str(), units::s_to_ms(o.measured_s),
+                    units::s_to_ms(o.simulated_s), 100 * o.error);
       os << buf;
     }
   }
@@ -228,7 +249,8 @@ Result<std::string> topology_from_machine_file(const std::string& path, int virt
   if (!in) return input_error(path, "", "cannot open file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return detail::topology_from_machine(ss.str(), path, virtual_ranks, sim::SimOptions{}.launch_overhead_s);
+  return detail::topology_from_machine(ss.str(), path, virtual_ranks,
+                                       sim::SimOptions{}.launch_overhead_s);
 }
 
 #ifndef SPARSP_HAVE_CUDA

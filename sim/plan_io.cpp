@@ -3,11 +3,11 @@
 // parsed (insertion order kept).
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "sparsp/plan.hpp"
 
@@ -18,18 +18,24 @@ using Json = nlohmann::ordered_json;
 
 const char* engine_name(sim::Engine e) {
   switch (e) {
-    case sim::Engine::ce: return "ce";
-    case sim::Engine::sm: return "sm";
-    case sim::Engine::host: return "host";
+    case sim::Engine::ce:
+      return "ce";
+    case sim::Engine::sm:
+      return "sm";
+    case sim::Engine::host:
+      return "host";
   }
   return "ce";
 }
 
 const char* route_name(topology::RouteMode m) {
   switch (m) {
-    case topology::RouteMode::automatic: return "automatic";
-    case topology::RouteMode::p2p: return "p2p";
-    case topology::RouteMode::host_staged: return "host_staged";
+    case topology::RouteMode::automatic:
+      return "automatic";
+    case topology::RouteMode::p2p:
+      return "p2p";
+    case topology::RouteMode::host_staged:
+      return "host_staged";
   }
   return "automatic";
 }
@@ -49,11 +55,13 @@ class Reader {
                      Pred pred, const char* expected, std::optional<Error>& e) const {
     auto it = obj.find(key);
     if (it == obj.end()) {
-      if (required && !e) e = err(ptr + "/" + key, std::string("missing required field (expected ") + expected + ")");
+      if (required && !e)
+        e = err(ptr + "/" + key, std::string("missing required field (expected ") + expected + ")");
       return nullptr;
     }
     if (!pred(*it)) {
-      if (!e) e = err(ptr + "/" + key, std::string("expected ") + expected + ", got " + it->type_name());
+      if (!e)
+        e = err(ptr + "/" + key, std::string("expected ") + expected + ", got " + it->type_name());
       return nullptr;
     }
     return &*it;
@@ -106,52 +114,85 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (auto* v = rd.member(root, "", "schema_version", true, is_int, "integer", e)) {
     p.schema_version = v->get<int>();
     if (p.schema_version != 1)
-      return rd.err("/schema_version", "unsupported schema_version " + std::to_string(p.schema_version) + " (this build reads 1)");
+      return rd.err("/schema_version", "unsupported schema_version " +
+                                           std::to_string(p.schema_version) +
+                                           " (this build reads 1)");
   }
   if (e) return *e;
-  if (auto* v = rd.member(root, "", "model", false, is_str, "string", e)) p.model = v->get<std::string>();
-  if (auto* v = rd.member(root, "", "pattern", false, is_str, "string", e)) p.pattern = v->get<std::string>();
+  if (auto* v = rd.member(root, "", "model", false, is_str, "string", e))
+    p.model = v->get<std::string>();
+  if (auto* v = rd.member(root, "", "pattern", false, is_str, "string", e))
+    p.pattern = v->get<std::string>();
   if (auto* v = rd.member(root, "", "gpus", true, is_int, "integer", e)) p.gpus = v->get<int>();
-  if (auto* v = rd.member(root, "", "block_tokens", false, is_int, "integer", e)) p.block_tokens = v->get<int>();
+  if (auto* v = rd.member(root, "", "block_tokens", false, is_int, "integer", e))
+    p.block_tokens = v->get<int>();
   if (auto* v = rd.member(root, "", "heads", false, is_int, "integer", e)) p.heads = v->get<int>();
-  if (auto* v = rd.member(root, "", "head_dim", false, is_int, "integer", e)) p.head_dim = v->get<int>();
-  if (auto* v = rd.member(root, "", "dtype_bytes", false, is_int, "integer", e)) p.dtype_bytes = v->get<int>();
-  if (auto* v = rd.member(root, "", "num_blocks", true, is_int, "integer", e)) p.num_blocks = v->get<int>();
-  if (auto* v = rd.member(root, "", "kv_block_bytes", true, is_num, "number", e)) p.kv_block_bytes = v->get<double>();
+  if (auto* v = rd.member(root, "", "head_dim", false, is_int, "integer", e))
+    p.head_dim = v->get<int>();
+  if (auto* v = rd.member(root, "", "dtype_bytes", false, is_int, "integer", e))
+    p.dtype_bytes = v->get<int>();
+  if (auto* v = rd.member(root, "", "num_blocks", true, is_int, "integer", e))
+    p.num_blocks = v->get<int>();
+  if (auto* v = rd.member(root, "", "kv_block_bytes", true, is_num, "number", e))
+    p.kv_block_bytes = v->get<double>();
   if (e) return *e;
-  if (p.gpus < 1 || p.gpus > 4096) return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
+  if (p.gpus < 1 || p.gpus > 4096)
+    return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
   if (p.num_blocks < 0) return rd.err("/num_blocks", "expected >= 0");
-  if (!(p.kv_block_bytes >= 0) || !std::isfinite(p.kv_block_bytes)) return rd.err("/kv_block_bytes", "expected a finite number >= 0");
-  if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0) return rd.err("/heads", "expected non-negative shape fields");
+  if (!(p.kv_block_bytes >= 0) || !std::isfinite(p.kv_block_bytes))
+    return rd.err("/kv_block_bytes", "expected a finite number >= 0");
+  if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0)
+    return rd.err("/heads", "expected non-negative shape fields");
   if (p.dtype_bytes < 1 || p.dtype_bytes > 8) return rd.err("/dtype_bytes", "expected 1..8");
 
   if (auto* pol = rd.member(root, "", "policy", true, is_obj, "object", e)) {
-    if (auto* v = rd.member(*pol, "/policy", "placement", true, is_str, "string", e)) p.policy.placement = v->get<std::string>();
-    if (auto* v = rd.member(*pol, "/policy", "scheme", true, is_str, "string", e)) p.policy.scheme = v->get<std::string>();
-    if (auto* v = rd.member(*pol, "/policy", "runtime", true, is_str, "string", e)) p.policy.runtime = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "placement", true, is_str, "string", e))
+      p.policy.placement = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "scheme", true, is_str, "string", e))
+      p.policy.scheme = v->get<std::string>();
+    if (auto* v = rd.member(*pol, "/policy", "runtime", true, is_str, "string", e))
+      p.policy.runtime = v->get<std::string>();
     if (auto* v = rd.member(*pol, "/policy", "params", false, is_obj, "object", e)) {
       for (auto it = v->begin(); it != v->end(); ++it) {
-        if (!it.value().is_number()) return rd.err("/policy/params/" + it.key(), "expected a number");
+        if (!it.value().is_number())
+          return rd.err("/policy/params/" + it.key(), "expected a number");
         p.policy.params[it.key()] = it.value().get<double>();
       }
     }
   }
   if (e) return *e;
 
-  if (auto* v = rd.member(root, "", "topology", false, [](const Json& j) { return j.is_object() || j.is_null(); }, "object or null", e)) {
+  if (auto* v = rd.member(
+          root, "", "topology", false, [](const Json& j) { return j.is_object() || j.is_null(); },
+          "object or null", e)) {
     if (v->is_object()) p.topology_json = v->dump(2);
   }
   if (e) return *e;
 
   if (auto* v = rd.member(root, "", "block_owner", true, is_arr, "array", e)) {
     if (static_cast<int>(v->size()) != p.num_blocks)
-      return rd.err("/block_owner", "expected " + std::to_string(p.num_blocks) + " entries (num_blocks), got " + std::to_string(v->size()));
+      return rd.err("/block_owner", "expected " + std::to_string(p.num_blocks) +
+                                        " entries (num_blocks), got " + std::to_string(v->size()));
     p.block_owner.reserve(v->size());
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& o = (*v)[i];
       if (!is_int(o) || o.get<long>() < 0 || o.get<long>() >= p.gpus)
-        return rd.err(ptr_index("/block_owner", i), "expected a GPU rank in 0.." + std::to_string(p.gpus - 1));
+        return rd.err(ptr_index("/block_owner", i),
+                      "expected a GPU rank in 0.." + std::to_string(p.gpus - 1));
       p.block_owner.push_back(o.get<int>());
+    }
+  }
+  if (e) return *e;
+
+  if (auto* v = rd.member(root, "", "block_bytes", false, is_arr, "array", e)) {
+    if (!v->empty() && static_cast<int>(v->size()) != p.num_blocks)
+      return rd.err("/block_bytes", "expected " + std::to_string(p.num_blocks) +
+                                        " entries (num_blocks) or none, got " + std::to_string(v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& b = (*v)[i];
+      if (!b.is_number() || !(b.get<double>() >= 0) || !std::isfinite(b.get<double>()))
+        return rd.err(ptr_index("/block_bytes", i), "expected a finite number >= 0");
+      p.block_bytes.push_back(b.get<double>());
     }
   }
   if (e) return *e;
@@ -165,13 +206,15 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     LayerPlan L;
     if (auto* v = rd.member(lj, lp, "step", true, is_int, "integer", e)) L.step = v->get<int>();
     if (auto* v = rd.member(lj, lp, "layer", true, is_int, "integer", e)) L.layer = v->get<int>();
-    if (auto* v = rd.member(lj, lp, "repeat", false, is_int, "integer", e)) L.repeat = v->get<int64_t>();
+    if (auto* v = rd.member(lj, lp, "repeat", false, is_int, "integer", e))
+      L.repeat = v->get<int64_t>();
     if (e) return *e;
     if (L.step < 0) return rd.err(lp + "/step", "expected >= 0");
     if (L.layer < 0) return rd.err(lp + "/layer", "expected >= 0");
     if (L.repeat < 1) return rd.err(lp + "/repeat", "expected >= 1");
     std::set<std::string> ids;
-    auto check_after = [&](const Json& a, const std::string& ap, std::vector<std::string>& out) -> std::optional<Error> {
+    auto check_after = [&](const Json& a, const std::string& ap,
+                           std::vector<std::string>& out) -> std::optional<Error> {
       if (!a.is_array()) return rd.err(ap, "expected an array of activity ids");
       for (size_t k = 0; k < a.size(); ++k) {
         if (!a[k].is_string()) return rd.err(ptr_index(ap, k), "expected a string");
@@ -185,49 +228,76 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
         sim::Transfer t;
-        if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e)) t.id = v->get<std::string>();
-        if (auto* v = rd.member(tj, tp, "src", true, is_str, "string", e)) t.src = v->get<std::string>();
-        if (auto* v = rd.member(tj, tp, "dst", true, is_str, "string", e)) t.dst = v->get<std::string>();
-        if (auto* v = rd.member(tj, tp, "bytes", true, is_num, "number", e)) t.bytes = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
+          t.id = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "src", true, is_str, "string", e))
+          t.src = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "dst", true, is_str, "string", e))
+          t.dst = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "bytes", true, is_num, "number", e))
+          t.bytes = v->get<double>();
         if (auto* v = rd.member(tj, tp, "after", false, is_arr, "array", e)) {
           if (auto ae = check_after(*v, tp + "/after", t.after)) return *ae;
         }
         if (auto* v = rd.member(tj, tp, "engine", false, is_str, "string", e)) {
           const auto s = v->get<std::string>();
-          if (s == "ce") t.engine = sim::Engine::ce;
-          else if (s == "sm") t.engine = sim::Engine::sm;
-          else if (s == "host") t.engine = sim::Engine::host;
-          else return rd.err(tp + "/engine", "expected \"ce\", \"sm\" or \"host\", got \"" + s + "\"");
+          if (s == "ce")
+            t.engine = sim::Engine::ce;
+          else if (s == "sm")
+            t.engine = sim::Engine::sm;
+          else if (s == "host")
+            t.engine = sim::Engine::host;
+          else
+            return rd.err(tp + "/engine", "expected \"ce\", \"sm\" or \"host\", got \"" + s + "\"");
         }
-        if (auto* v = rd.member(tj, tp, "stream", false, is_str, "string", e)) t.stream = v->get<std::string>();
+        if (auto* v = rd.member(tj, tp, "stream", false, is_str, "string", e))
+          t.stream = v->get<std::string>();
         if (auto* v = rd.member(tj, tp, "route", false, is_str, "string", e)) {
           const auto s = v->get<std::string>();
-          if (s == "automatic") t.route = topology::RouteMode::automatic;
-          else if (s == "p2p") t.route = topology::RouteMode::p2p;
-          else if (s == "host_staged") t.route = topology::RouteMode::host_staged;
-          else return rd.err(tp + "/route", "expected \"automatic\", \"p2p\" or \"host_staged\", got \"" + s + "\"");
+          if (s == "automatic")
+            t.route = topology::RouteMode::automatic;
+          else if (s == "p2p")
+            t.route = topology::RouteMode::p2p;
+          else if (s == "host_staged")
+            t.route = topology::RouteMode::host_staged;
+          else
+            return rd.err(tp + "/route",
+                          "expected \"automatic\", \"p2p\" or \"host_staged\", got \"" + s + "\"");
         }
-        if (auto* v = rd.member(tj, tp, "rate_cap_Bps", false, is_num, "number", e)) t.rate_cap_Bps = v->get<double>();
-        if (auto* v = rd.member(tj, tp, "chunk_bytes", false, is_num, "number", e)) t.chunk_bytes = v->get<double>();
-        if (auto* v = rd.member(tj, tp, "staging_buffers", false, is_int, "integer", e)) t.staging_buffers = v->get<int>();
-        if (auto* v = rd.member(tj, tp, "comm_sms", false, is_int, "integer", e)) t.comm_sms = v->get<int>();
+        if (auto* v = rd.member(tj, tp, "rate_cap_Bps", false, is_num, "number", e))
+          t.rate_cap_Bps = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "chunk_bytes", false, is_num, "number", e))
+          t.chunk_bytes = v->get<double>();
+        if (auto* v = rd.member(tj, tp, "staging_buffers", false, is_int, "integer", e))
+          t.staging_buffers = v->get<int>();
+        if (auto* v = rd.member(tj, tp, "comm_sms", false, is_int, "integer", e))
+          t.comm_sms = v->get<int>();
         t.layer = L.layer;
-        if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e)) t.layer = v->get<int>();
+        if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e))
+          t.layer = v->get<int>();
         if (auto* v = rd.member(tj, tp, "kv_blocks", false, is_arr, "array", e)) {
           for (size_t k = 0; k < v->size(); ++k) {
             const Json& b = (*v)[k];
             if (!is_int(b) || b.get<long>() < 0 || b.get<long>() >= p.num_blocks)
-              return rd.err(ptr_index(tp + "/kv_blocks", k), "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+              return rd.err(ptr_index(tp + "/kv_blocks", k),
+                            "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
             t.kv_blocks.push_back(b.get<int32_t>());
           }
         }
         if (e) return *e;
         if (t.id.empty()) return rd.err(tp + "/id", "empty id");
-        if (!ids.insert(t.id).second) return rd.err(tp + "/id", "duplicate activity id \"" + t.id + "\"");
-        if (!valid_endpoint(t.src, p.gpus)) return rd.err(tp + "/src", "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.src + "\"");
-        if (!valid_endpoint(t.dst, p.gpus)) return rd.err(tp + "/dst", "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.dst + "\"");
-        if (t.src == t.dst) return rd.err(tp + "/dst", "source and destination are both \"" + t.src + "\"");
-        if (!(t.bytes >= 0) || !std::isfinite(t.bytes)) return rd.err(tp + "/bytes", "expected a finite number >= 0");
+        if (!ids.insert(t.id).second)
+          return rd.err(tp + "/id", "duplicate activity id \"" + t.id + "\"");
+        if (!valid_endpoint(t.src, p.gpus))
+          return rd.err(tp + "/src",
+                        "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.src + "\"");
+        if (!valid_endpoint(t.dst, p.gpus))
+          return rd.err(tp + "/dst",
+                        "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.dst + "\"");
+        if (t.src == t.dst)
+          return rd.err(tp + "/dst", "source and destination are both \"" + t.src + "\"");
+        if (!(t.bytes >= 0) || !std::isfinite(t.bytes))
+          return rd.err(tp + "/bytes", "expected a finite number >= 0");
         if (t.rate_cap_Bps < 0) return rd.err(tp + "/rate_cap_Bps", "expected >= 0");
         if (t.chunk_bytes < 0) return rd.err(tp + "/chunk_bytes", "expected >= 0");
         if (t.staging_buffers < 0) return rd.err(tp + "/staging_buffers", "expected >= 0");
@@ -242,23 +312,32 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const Json& cj = (*cs)[ci];
         if (!cj.is_object()) return rd.err(cp, "expected an object");
         sim::ComputeTask c;
-        if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e)) c.id = v->get<std::string>();
-        if (auto* v = rd.member(cj, cp, "gpu", true, is_str, "string", e)) c.gpu = v->get<std::string>();
-        if (auto* v = rd.member(cj, cp, "duration_s", false, is_num, "number", e)) c.duration_s = v->get<double>();
-        if (auto* v = rd.member(cj, cp, "flops", false, is_num, "number", e)) c.flops = v->get<double>();
+        if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e))
+          c.id = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "gpu", true, is_str, "string", e))
+          c.gpu = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "duration_s", false, is_num, "number", e))
+          c.duration_s = v->get<double>();
+        if (auto* v = rd.member(cj, cp, "flops", false, is_num, "number", e))
+          c.flops = v->get<double>();
         if (auto* v = rd.member(cj, cp, "after", false, is_arr, "array", e)) {
           if (auto ae = check_after(*v, cp + "/after", c.after)) return *ae;
         }
-        if (auto* v = rd.member(cj, cp, "stream", false, is_str, "string", e)) c.stream = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "stream", false, is_str, "string", e))
+          c.stream = v->get<std::string>();
         c.layer = L.layer;
-        if (auto* v = rd.member(cj, cp, "layer", false, is_int, "integer", e)) c.layer = v->get<int>();
+        if (auto* v = rd.member(cj, cp, "layer", false, is_int, "integer", e))
+          c.layer = v->get<int>();
         if (e) return *e;
         if (c.id.empty()) return rd.err(cp + "/id", "empty id");
-        if (!ids.insert(c.id).second) return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
+        if (!ids.insert(c.id).second)
+          return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
         if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
           return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
-        if (!(c.duration_s >= 0) || !std::isfinite(c.duration_s)) return rd.err(cp + "/duration_s", "expected a finite number >= 0");
-        if (!(c.flops >= 0) || !std::isfinite(c.flops)) return rd.err(cp + "/flops", "expected a finite number >= 0");
+        if (!(c.duration_s >= 0) || !std::isfinite(c.duration_s))
+          return rd.err(cp + "/duration_s", "expected a finite number >= 0");
+        if (!(c.flops >= 0) || !std::isfinite(c.flops))
+          return rd.err(cp + "/flops", "expected a finite number >= 0");
         L.work.compute.push_back(std::move(c));
       }
     }
@@ -318,6 +397,7 @@ std::string to_json(const Plan& plan) {
     }
   }
   root["block_owner"] = plan.block_owner;
+  if (!plan.block_bytes.empty()) root["block_bytes"] = plan.block_bytes;
   Json layers = Json::array();
   for (const LayerPlan& L : plan.layers) {
     Json lj = Json::object();

@@ -1,6 +1,7 @@
 // GPU model table. Figures are from NVIDIA datasheets and architecture whitepapers (cited per
 // entry); peak_bf16_flops is the dense (no structured sparsity) tensor-core rate with FP32
-// accumulate; memory is the datasheet figure in decimal GB (1e9 bytes) as NVIDIA prints it;
+// accumulate; memory is the datasheet figure, which is binary (GiB): the H200's "141 GB" is
+// 143771 MiB = 140.4 GiB on the replay machine (nvidia-smi), an RTX 4090's "24 GB" 24564 MiB;
 // copy_engines is cudaDeviceProp::asyncEngineCount as deviceQuery prints it for that family.
 #include <algorithm>
 #include <cctype>
@@ -11,13 +12,13 @@
 namespace sparsp::topology {
 namespace {
 
-GpuSpec make(const char* model, int sms, int copy_engines, double memory_GB, double bf16_TFLOPs,
+GpuSpec make(const char* model, int sms, int copy_engines, double memory_GiB, double bf16_TFLOPs,
              double memory_GBps, bool p2p) {
   GpuSpec g;
   g.model = model;
   g.sm_count = sms;
   g.copy_engines = copy_engines;
-  g.memory_bytes = memory_GB * units::kGB;
+  g.memory_bytes = memory_GiB * units::kGiB;
   g.peak_bf16_flops = units::TFLOPs_to_FLOPs(bf16_TFLOPs);
   g.memory_bandwidth_Bps = units::GBps_to_Bps(memory_GBps);
   g.p2p_capable = p2p;

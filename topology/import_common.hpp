@@ -79,7 +79,7 @@ inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::
   auto g = find_gpu_model(name);
   if (!g)
     return input_error(file, "",
-                       "unknown GPU model '" + name + "' (--gpu-model; see topology/README.md)");
+                       "unknown GPU model '" + name + "' (--gpu-model; see `sparsp topo models`)");
   return *g;
 }
 

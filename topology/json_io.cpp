@@ -181,7 +181,7 @@ GpuSpec parse_gpu_spec(const Reader& r, const json& obj, const Ptr& at) {
   if (!spec && !custom) {
     r.fail(at / "model",
            "unknown GPU model '" + model +
-               "' (see `sparsp topo show --models`; a custom model needs sm_count, memory_bytes, "
+               "' (see `sparsp topo models`; a custom model needs sm_count, memory_bytes, "
                "peak_bf16_flops and memory_bandwidth_Bps)");
   }
   GpuSpec g = spec ? *spec : GpuSpec{};
@@ -352,8 +352,7 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   }
   const long total = static_cast<long>(sockets) *
                      (sw_per_socket > 0 ? sw_per_socket * gpus_per_switch : gpus_per_socket);
-  if (total > 128)
-    r.fail(at, "template expands to " + std::to_string(total) + " GPUs (at most 128)");
+  if (total > 64) r.fail(at, "template expands to " + std::to_string(total) + " GPUs (at most 64)");
   const std::string model = r.string(t, at, "gpu_model");
   const auto spec = find_gpu_model(model);
   if (!spec) r.fail(at / "gpu_model", "unknown GPU model '" + model + "'");

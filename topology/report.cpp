@@ -151,7 +151,28 @@ std::string show_text(const Topology& topo) {
       << "   PCIe switches: " << topo.num_switches()
       << "   P2P: " << (topo.p2p_enabled() ? "on" : "off")
       << (topo.p2p_cross_socket() ? "" : " (not across sockets)") << "\n\n";
-  out << "GPU     NUMA  model                                  SMs  memory GB  bf16 TFLOP/s  path "
+  // Sockets and switches with the GPUs below them.
+  for (int k = 0; k < topo.num_sockets(); ++k) {
+    std::string gpus;
+    for (int i = 0; i < g; ++i) {
+      if (topo.gpu_numa_node(i) == k) gpus += " gpu" + std::to_string(i);
+    }
+    out << "socket host" << k << " (NUMA " << k << "):" << (gpus.empty() ? " no GPUs" : gpus)
+        << "\n";
+  }
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::pcie_switch && n.kind != NodeKind::root_port) continue;
+    std::string gpus;
+    for (int i = 0; i < g; ++i) {
+      const auto a = topo.ancestors(i);
+      if (std::find(a.begin(), a.end(), n.id) != a.end()) gpus += " gpu" + std::to_string(i);
+    }
+    out << (n.kind == NodeKind::pcie_switch ? "switch " : "host bridge ") << n.id
+        << (n.acs_redirect ? " (ACS redirect)" : "") << ":" << (gpus.empty() ? " no GPUs" : gpus)
+        << "\n";
+  }
+  out << "\n";
+  out << "GPU     NUMA  model                                  SMs memory GiB  bf16 TFLOP/s  path "
          "to CPU\n";
   for (int i = 0; i < g; ++i) {
     const GpuSpec& s = topo.gpu(i);
@@ -159,7 +180,7 @@ std::string show_text(const Topology& topo) {
     for (const auto& a : topo.ancestors(i)) path += (path.empty() ? "" : " > ") + a;
     char line[256];
     std::snprintf(line, sizeof line, "gpu%-4d %4d  %-37s %4d  %9.0f  %12.1f  %s\n", i,
-                  topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGB,
+                  topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGiB,
                   s.peak_bf16_flops / 1e12, path.c_str());
     out << line;
   }

@@ -927,7 +927,7 @@ Result<Topology> Topology::build(std::string name, std::string source, std::vect
   const auto gpus = std::count_if(impl.nodes.begin(), impl.nodes.end(),
                                   [](const Node& n) { return n.kind == NodeKind::gpu; });
   // One server: routes are precomputed for every endpoint pair, so the size is bounded.
-  constexpr long kMaxGpus = 128, kMaxNodes = 4096, kMaxLinks = 16384;
+  constexpr long kMaxGpus = 64, kMaxNodes = 4096, kMaxLinks = 16384;
   if (gpus > kMaxGpus)
     return input_error(source_name, "",
                        "more than " + std::to_string(kMaxGpus) + " GPUs in one topology");

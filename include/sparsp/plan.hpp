@@ -43,6 +43,10 @@ struct Plan {
   double kv_block_bytes = 0;             ///< K and V of one block, all heads
   PolicySpec policy;
   std::vector<int> block_owner;          ///< [num_blocks] GPU rank owning each query/KV block
+  /// [num_blocks] or empty: bytes of K and V of each block when blocks differ in size (a partial
+  /// last video block, a text block). Empty: every block is kv_block_bytes, except that replay
+  /// infers a partial last block from transfer sizes (sim/PLAN.md).
+  std::vector<double> block_bytes;
   std::vector<LayerPlan> layers;
 };
 

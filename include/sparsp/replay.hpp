@@ -27,26 +27,26 @@ namespace sparsp::replay {
 
 /// Options of one replay. Defaults are the CLI's defaults.
 struct ReplayOptions {
-  std::string backend = "host";        ///< "host" | "cuda"
-  std::vector<int> devices;            ///< rank -> CUDA device ordinal; empty: rank r on device r.
-                                       ///< Repeats allowed ("0,0": both ranks on GPU 0; peer
-                                       ///< transfers become device-local copies, host-staged ones
-                                       ///< still cross PCIe both ways).
-  int warmup = 1;                      ///< untimed iterations per layer plan
-  int iterations = 5;                  ///< timed iterations per layer plan (medians reported)
-  bool emulate_compute = true;         ///< run compute tasks (busy SMs / host sleep) for duration_s
-  double compute_efficiency = 0.6;     ///< for tasks given in FLOP: duration = flops / (peak * eff)
-  double peak_flops = 0;               ///< FLOP/s per GPU for such tasks; 0: from the plan topology
+  std::string backend = "host";     ///< "host" | "cuda"
+  std::vector<int> devices;         ///< rank -> CUDA device ordinal; empty: rank r on device r.
+                                    ///< Repeats allowed ("0,0": both ranks on GPU 0; peer
+                                    ///< transfers become device-local copies, host-staged ones
+                                    ///< still cross PCIe both ways).
+  int warmup = 1;                   ///< untimed iterations per layer plan
+  int iterations = 5;               ///< timed iterations per layer plan (medians reported)
+  bool emulate_compute = true;      ///< run compute tasks (busy SMs / host sleep) for duration_s
+  double compute_efficiency = 0.6;  ///< for tasks given in FLOP: duration = flops / (peak * eff)
+  double peak_flops = 0;            ///< FLOP/s per GPU for such tasks; 0: from the plan topology
   double default_chunk_bytes = 4.0 * 1024 * 1024;  ///< host-staging chunk (sim default)
-  int default_staging_buffers = 2;     ///< host-staging buffers in flight (sim default)
-  int default_comm_sms = 16;           ///< SMs of an Engine::sm copy when the plan says 0
-  double payload_scale = 1.0;          ///< (0, 1]: shrink every payload by this factor (CI use
-                                       ///< on small machines; bytes reported are the scaled ones)
-  int max_layers = 0;                  ///< replay only the first N layer plans (0: all)
-  bool use_nccl = true;                ///< NCCL for NCCL-based schemes when available
+  int default_staging_buffers = 2;                 ///< host-staging buffers in flight (sim default)
+  int default_comm_sms = 16;   ///< SMs of an Engine::sm copy when the plan says 0
+  double payload_scale = 1.0;  ///< (0, 1]: shrink every payload by this factor (CI use
+                               ///< on small machines; bytes reported are the scaled ones)
+  int max_layers = 0;          ///< replay only the first N layer plans (0: all)
+  bool use_nccl = true;        ///< NCCL for NCCL-based schemes when available
   // Fault injection (tests of the integrity check):
-  std::string skip_transfer;           ///< id of a transfer not to execute
-  int corrupt_block = -1;              ///< flip one byte of this block after it is received
+  std::string skip_transfer;  ///< id of a transfer not to execute
+  int corrupt_block = -1;     ///< flip one byte of this block after it is received
 };
 
 /// Timing of one layer plan: makespan_s is the median over the timed iterations; activities (in
@@ -64,14 +64,14 @@ struct LayerReplay {
 
 struct ReplayResult {
   std::string backend;
-  std::string device_description;          ///< e.g. "NVIDIA H200 (ranks 0,1 -> device 0)"
+  std::string device_description;  ///< e.g. "NVIDIA H200 (ranks 0,1 -> device 0)"
   std::vector<int> devices;
   int warmup = 0, iterations = 0;
   std::vector<LayerReplay> layers;
-  double bytes_moved = 0;                  ///< payload bytes moved, all layers and iterations
-  double bytes_verified = 0;               ///< received bytes checked against expected content
+  double bytes_moved = 0;     ///< payload bytes moved, all layers and iterations
+  double bytes_verified = 0;  ///< received bytes checked against expected content
   int64_t blocks_verified = 0;
-  double total_s = 0;                      ///< sum over layer plans of makespan_s * repeat
+  double total_s = 0;  ///< sum over layer plans of makespan_s * repeat
 };
 
 /// Names of the backends compiled into this build ("host", and "cuda" when built).
@@ -99,38 +99,38 @@ std::string summary_json(const ReplayResult& result);
 // ---- validate ------------------------------------------------------------------------------
 
 struct ValidateOptions {
-  std::string topology_path;               ///< empty: the plan's embedded topology
-  sim::SimOptions sim;                     ///< simulator options
+  std::string topology_path;  ///< empty: the plan's embedded topology
+  sim::SimOptions sim;        ///< simulator options
   int top_outliers = 10;
 };
 
 struct TransferError {
-  int layer_index = 0;                     ///< index into plan.layers
+  int layer_index = 0;  ///< index into plan.layers
   std::string id;
   double measured_s = 0, simulated_s = 0;
-  double error = 0;                        ///< |simulated - measured| / measured
+  double error = 0;  ///< |simulated - measured| / measured
 };
 
 struct LayerError {
   int step = 0, layer = 0;
   double measured_s = 0, simulated_s = 0;
-  double error = 0;                        ///< |simulated - measured| / measured
-  double staged_bytes = 0;                 ///< host-staged payload bytes of the layer plan
-  double staged_span_s = 0;                ///< measured: length of the union of staged intervals
+  double error = 0;          ///< |simulated - measured| / measured
+  double staged_bytes = 0;   ///< host-staged payload bytes of the layer plan
+  double staged_span_s = 0;  ///< measured: length of the union of staged intervals
 };
 
 /// Errors are fractions (0.05 = 5%). Statistics over transfers with measured duration > 0.
 struct ValidateReport {
   std::string topology_name;
   int transfers = 0;
-  double mape = 0, p50 = 0, p90 = 0, max_error = 0;       ///< per-transfer duration errors
-  double makespan_mape = 0, makespan_max_error = 0;       ///< per-layer makespan errors
-  double host_staged_achieved_Bps = 0;                    ///< bytes / duration, best single staged
-                                                          ///< transfer (measured)
-  double host_staged_aggregate_Bps = 0;                   ///< max over layer plans of all staged
-                                                          ///< bytes / time any staged transfer runs
+  double mape = 0, p50 = 0, p90 = 0, max_error = 0;  ///< per-transfer duration errors
+  double makespan_mape = 0, makespan_max_error = 0;  ///< per-layer makespan errors
+  double host_staged_achieved_Bps = 0;               ///< bytes / duration, best single staged
+                                                     ///< transfer (measured)
+  double host_staged_aggregate_Bps = 0;              ///< max over layer plans of all staged
+                                                     ///< bytes / time any staged transfer runs
   std::vector<LayerError> layers;
-  std::vector<TransferError> outliers;                    ///< largest errors first
+  std::vector<TransferError> outliers;  ///< largest errors first
 };
 
 /// Re-simulates every layer plan of `plan` and compares it with `trace`. Errors: trace and plan
@@ -143,27 +143,27 @@ std::string validate_table(const ValidateReport& report);
 // ---- calibrate -----------------------------------------------------------------------------
 
 struct CalibrateOptions {
-  std::vector<int> devices;                ///< empty: all visible devices
-  double min_bytes = 4 * 1024.0;           ///< size sweep, powers of two
+  std::vector<int> devices;       ///< empty: all visible devices
+  double min_bytes = 4 * 1024.0;  ///< size sweep, powers of two
   double max_bytes = 256 * 1024.0 * 1024;
-  int iterations = 5;                      ///< per size (median)
-  int virtual_ranks = 0;                   ///< > 1: the topology also gets gpu0..N-1 folded onto
-                                           ///< device 0 (for validating `--devices 0,0,...`)
+  int iterations = 5;     ///< per size (median)
+  int virtual_ranks = 0;  ///< > 1: the topology also gets gpu0..N-1 folded onto
+                          ///< device 0 (for validating `--devices 0,0,...`)
 };
 
 /// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).
 struct PathFit {
-  std::string name;                        ///< "h2d:0", "d2h:0", "bidir:0", "p2p:0->1", "d2d:0"
+  std::string name;  ///< "h2d:0", "d2h:0", "bidir:0", "p2p:0->1", "d2d:0"
   double latency_s = 0;
   double bandwidth_Bps = 0;
-  double aggregate_Bps = 0;                ///< for concurrent tests: sum over flows
+  double aggregate_Bps = 0;  ///< for concurrent tests: sum over flows
   std::vector<double> sizes_bytes;
-  std::vector<double> times_s;             ///< median per size
+  std::vector<double> times_s;  ///< median per size
 };
 
 struct CalibrateResult {
-  std::string machine_json;                ///< discovery + measurements + fits
-  std::string topology_json;               ///< the topology the simulator loads
+  std::string machine_json;   ///< discovery + measurements + fits
+  std::string topology_json;  ///< the topology the simulator loads
   std::vector<PathFit> fits;
 };
 

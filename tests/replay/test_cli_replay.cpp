@@ -21,7 +21,8 @@ using namespace sparsp;
 namespace {
 int run_cli(const std::string& args, std::string* out = nullptr) {
   const std::string tmp = (fs::temp_directory_path() / "sparsp_replay_cli_out.txt").string();
-  const int rc = std::system((std::string(SPARSP_CLI_PATH) + " " + args + " > " + tmp + " 2>&1").c_str());
+  const int rc =
+      std::system((std::string(SPARSP_CLI_PATH) + " " + args + " > " + tmp + " 2>&1").c_str());
   if (out) {
     std::ifstream in(tmp);
     std::stringstream ss;
@@ -32,7 +33,8 @@ int run_cli(const std::string& args, std::string* out = nullptr) {
 }
 }  // namespace
 
-TEST_CASE("host backend replays the study's plans end to end, every byte verified, and validate runs") {
+TEST_CASE(
+    "host backend replays the study's plans end to end, every byte verified, and validate runs") {
   const fs::path dir = fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans";
   REQUIRE(fs::exists(dir));
   const fs::path work = fs::temp_directory_path() / "sparsp_replay_cli";
@@ -41,11 +43,14 @@ TEST_CASE("host backend replays the study's plans end to end, every byte verifie
   for (const auto& sub : {"sp2", "sp4"}) {
     for (const auto& e : fs::directory_iterator(dir / sub)) {
       if (e.path().extension() != ".json") continue;
-      const std::string trace = (work / (std::string(sub) + "_" + e.path().stem().string() + ".trace.json")).string();
+      const std::string trace =
+          (work / (std::string(sub) + "_" + e.path().stem().string() + ".trace.json")).string();
       std::string out;
       // Payloads shrunk to 0.2% (blocks of 4.7 MB -> 9.4 KB) so CI memory stays small.
       const int rc = run_cli("replay --plan " + e.path().string() +
-                                 " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 --no-compute --json -o " + trace,
+                                 " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 "
+                                 "--no-compute --json -o " +
+                                 trace,
                              &out);
       REQUIRE_MESSAGE(rc == 0, out);
       const auto j = nlohmann::json::parse(out);
@@ -53,7 +58,8 @@ TEST_CASE("host backend replays the study's plans end to end, every byte verifie
       // Every moved byte lands in a checked region (no transfer delivers the same block twice).
       CHECK(j["bytes_verified"].get<double>() == j["bytes_moved"].get<double>());
       std::string vout;
-      const int vrc = run_cli("validate --plan " + e.path().string() + " --trace " + trace + " --json", &vout);
+      const int vrc =
+          run_cli("validate --plan " + e.path().string() + " --trace " + trace + " --json", &vout);
       REQUIRE_MESSAGE(vrc == 0, vout);
       const auto v = nlohmann::json::parse(vout);
       CHECK(v.contains("mape"));
@@ -66,13 +72,16 @@ TEST_CASE("host backend replays the study's plans end to end, every byte verifie
 }
 
 TEST_CASE("replay CLI errors: bad input exits 2, integrity failure exits 1") {
-  const fs::path plan = fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
-                        "4x-h200-pcie-replay__contiguous_allgather_sync_ce_only-1_host_staged-1.plan.json";
+  const fs::path plan =
+      fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
+      "4x-h200-pcie-replay__contiguous_allgather_sync_ce_only-1_host_staged-1.plan.json";
   std::string out;
   CHECK(run_cli("replay --plan /nonexistent.json --backend host", &out) == 2);
   CHECK(out.find("sparsp: /nonexistent.json: cannot open file") == 0);
   CHECK(run_cli("replay --plan " + plan.string() + " --backend host --devices 0,x", &out) == 2);
-  CHECK(run_cli("replay --plan " + plan.string() + " --backend host --payload-scale 0.001 --no-compute --corrupt-block 0", &out) == 1);
+  CHECK(run_cli("replay --plan " + plan.string() +
+                    " --backend host --payload-scale 0.001 --no-compute --corrupt-block 0",
+                &out) == 1);
   CHECK(out.find("integrity check failed") != std::string::npos);
 }
 
@@ -105,7 +114,8 @@ TEST_CASE("calibrated topology loads in the simulator's format and folds ranks o
   CHECK(j["links"][0]["latency_us"].get<double>() == doctest::Approx(6.25));
   // Without a staged measurement the link latency is the copy latency less the launch overhead.
   g.staged_chunk_s = 0;
-  const auto j2 = nlohmann::json::parse(replay::detail::calibrated_topology_json("c", {g}, {}, 0, 2e-6));
+  const auto j2 =
+      nlohmann::json::parse(replay::detail::calibrated_topology_json("c", {g}, {}, 0, 2e-6));
   CHECK(j2["links"][0]["latency_us"].get<double>() == doctest::Approx(2.0));
 }
 

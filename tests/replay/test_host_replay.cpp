@@ -30,7 +30,8 @@ plan::Plan ring_plan() {
   plan::LayerPlan L;
   L.layer = 0;
   L.repeat = 4;
-  auto tr = [](std::string id, std::string s, std::string d, double bytes, std::vector<int32_t> blocks) {
+  auto tr = [](std::string id, std::string s, std::string d, double bytes,
+               std::vector<int32_t> blocks) {
     sim::Transfer t;
     t.id = std::move(id);
     t.src = std::move(s);
@@ -171,4 +172,32 @@ TEST_CASE("latency/bandwidth fit recovers a synthetic path") {
   const auto f = replay::fit_latency_bandwidth("h2d:0", x, t);
   CHECK(f.latency_s == doctest::Approx(10e-6).epsilon(1e-6));
   CHECK(f.bandwidth_Bps == doctest::Approx(50e9).epsilon(1e-6));
+}
+
+TEST_CASE("a partial last block is inferred from transfer sizes and still checked block by block") {
+  auto p = ring_plan();
+  // Block 5 (the last) holds 100 of 256 bytes, as HunyuanVideo's 256-token text block does
+  // beside 384-token video blocks: the staged transfer carries 256 + 100 = 356 bytes.
+  p.layers[0].work.transfers[2].bytes = 356;
+  auto o = host_opts();
+  o.warmup = 0;
+  o.iterations = 1;
+  auto r = replay::run(p, o);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  // 4 blocks * 256 (gpu1, gpu2) + 256 + 100 (gpu0) + 1000 opaque = 2380 bytes, 6 blocks.
+  CHECK(r->bytes_verified == doctest::Approx(2380.0));
+  CHECK(r->blocks_verified == 6);
+  o.corrupt_block = 5;
+  r = replay::run(p, o);
+  REQUIRE(!r.ok());
+  CHECK(r.error().message.find("block 5 (owner gpu2) at gpu0: byte 50 of 100") != std::string::npos);
+  // Explicit sizes win over the inference.
+  p.block_bytes = {256, 256, 256, 256, 256, 100};
+  o.corrupt_block = -1;
+  r = replay::run(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->bytes_verified == doctest::Approx(2380.0));
+  auto back = plan::parse_plan(plan::to_json(p), "p.json");
+  REQUIRE(back.ok());
+  CHECK(back->block_bytes == p.block_bytes);
 }

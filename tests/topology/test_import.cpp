@@ -163,6 +163,26 @@ TEST_CASE("nvidia-smi import tolerates ANSI escapes and space-aligned copies") {
   CHECK(gpu_cells(to_matrix_text(*u)) == gpu_cells(text));
 }
 
+TEST_CASE("nvidia-smi import: the one-GPU H200 replay machine (real output, ANSI underline)") {
+  // Captured with `nvidia-smi topo -m` on the H200 machine: the header is wrapped in
+  // ESC[4m..ESC[0m.
+  const std::string text = read(kData + "/h200-1gpu-ansi-topo.txt");
+  REQUIRE(text.find("\x1b[4m") != std::string::npos);
+  ImportOptions opt = model("h200");
+  opt.pcie_gen = 5;
+  auto t = import_nvidia_smi(text, "h200.txt", opt);
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(t->num_gpus() == 1);
+  CHECK(t->num_sockets() == 1);
+  CHECK(t->num_switches() == 0);
+  CHECK(gpu_cells(to_matrix_text(*t)) == std::vector<std::vector<std::string>>{{"X"}});
+  // Same single-flow figures as the 1x-h200-pcie preset: Gen5 x16 = 53.00 GB/s each way.
+  const auto rep = single_flow_report(*t);
+  CHECK(rep.h2d_Bps[0] / 1e9 == doctest::Approx(53.0049).epsilon(1e-4));
+  CHECK(t->gpu(0).copy_engines == 3);  // asyncEngineCount measured on that machine
+  CHECK(t->gpu(0).memory_bytes == doctest::Approx(141.0 * 1024 * 1024 * 1024));
+}
+
 TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
   // GPU0-1 PIX under one leaf switch, GPU2 PXB to both (another leaf under the same upper switch).
   const std::string pxb =
@@ -204,7 +224,7 @@ TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
                    "entries gives that",
                    0) == 0);
   CHECK(import_nvidia_smi("\tGPU0\nGPU0\t X \n", "x", model("nope")).error().message ==
-        "x: unknown GPU model 'nope' (--gpu-model; see topology/README.md)");
+        "x: unknown GPU model 'nope' (--gpu-model; see `sparsp topo models`)");
 }
 
 TEST_CASE("NCCL XML import: two switches") {
@@ -303,6 +323,12 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   CHECK(err == "sparsp: " + bad + ":2: unknown legend token 'FOO' in row GPU0, column GPU1\n");
   CHECK_FALSE(fs::exists(out_json));
   std::remove(bad.c_str());
+  // The model table, as JSON.
+  const auto models = nlohmann::json::parse(run_cli("topo models --json", &rc));
+  CHECK(rc == 0);
+  CHECK(models.size() == gpu_models().size());
+  CHECK(models[0]["model"] == "NVIDIA GeForce RTX 4090");
+  CHECK(models[0]["sm_count"] == 128);
   // Presets by name from any directory.
   const std::string preset = run_cli("topo matrix 4x-a100-pcie-phb", &rc);
   CHECK(rc == 0);
