@@ -1,6 +1,186 @@
-// Subcommands registered by add_study_commands (see commands.hpp).
+// Subcommands registered by add_study_commands (see commands.hpp): `sweep` and `tune`.
+// Thin layer: parse options, call run_sweep / run_tune with the `simulate` study evaluator, map
+// the result to an exit code. Schemas and methods: docs/STUDIES.md.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "sparsp/sweep.hpp"
 
 namespace sparsp::cli {
-void add_study_commands(CLI::App& /*app*/, Context& /*ctx*/) {}
+
+namespace {
+
+struct SweepArgs {
+  std::string config;
+  std::string output;
+  int threads = 0;
+  bool restart = false;
+  std::string progress = "auto";
+  double progress_interval_s = 10.0;
+  bool json = false;
+};
+
+struct TuneArgs {
+  std::string config;
+  std::string output;
+  std::string study_output;
+  int threads = 0;
+  int64_t budget = -1;
+  int64_t seed = -1;
+  int top = -1;
+  bool json = false;
+};
+
+int run_sweep_command(const SweepArgs& a) {
+  auto spec = sim::load_sweep(a.config);
+  if (!spec) return report(spec.error());
+  auto evaluator = sim::study_point_evaluator();
+  if (!evaluator) return report(evaluator.error());
+  sim::SweepOptions o;
+  o.output_path = a.output;
+  o.threads = a.threads;
+  o.restart = a.restart;
+  o.progress_interval_s = a.progress_interval_s;
+  o.progress = a.progress == "bar"     ? sim::ProgressMode::bar
+               : a.progress == "lines" ? sim::ProgressMode::lines
+               : a.progress == "off"   ? sim::ProgressMode::off
+                                       : sim::ProgressMode::automatic;
+  auto sum = sim::run_sweep(*spec, *evaluator, o);
+  if (!sum) return report(sum.error());
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["output"] = a.output;
+    j["total_points"] = sum->total_points;
+    j["resumed_points"] = sum->resumed_points;
+    j["evaluated_points"] = sum->evaluated_points;
+    j["skipped_points"] = sum->skipped_points;
+    j["rows_written"] = sum->rows_written;
+    j["wall_s"] = sum->wall_s;
+    j["points_per_s"] = sum->wall_s > 0 ? static_cast<double>(sum->evaluated_points) / sum->wall_s : 0;
+    j["complete"] = sum->complete;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("sweep: %lld points (%lld resumed, %lld evaluated, %lld skipped), %lld rows -> %s"
+                " in %.2f s\n",
+                static_cast<long long>(sum->total_points),
+                static_cast<long long>(sum->resumed_points),
+                static_cast<long long>(sum->evaluated_points),
+                static_cast<long long>(sum->skipped_points),
+                static_cast<long long>(sum->rows_written), a.output.c_str(), sum->wall_s);
+  }
+  return sum->complete ? 0 : 1;
+}
+
+int run_tune_command(const TuneArgs& a) {
+  auto spec = sim::load_tune(a.config);
+  if (!spec) return report(spec.error());
+  if (a.budget > 0) spec->budget = a.budget;
+  if (a.seed >= 0) spec->seed = static_cast<uint64_t>(a.seed);
+  if (a.top > 0) spec->top = a.top;
+  if (!a.output.empty()) spec->output_path = a.output;
+  if (!a.study_output.empty()) spec->study_output_path = a.study_output;
+  auto score = sim::study_score(spec->objective, spec->policy_pointer);
+  if (!score) return report(score.error());
+  auto res = sim::run_tune(*spec, *score, a.threads);
+  if (!res) return report(res.error());
+  if (!spec->output_path.empty()) {
+    auto st = sim::write_text_atomic(spec->output_path, res->tuned_policy_json);
+    if (!st) return report(st.error());
+  }
+  if (!spec->study_output_path.empty()) {
+    auto st = sim::write_text_atomic(spec->study_output_path, res->tuned_study_json);
+    if (!st) return report(st.error());
+  }
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["method"] = res->method_used == sim::TuneMethod::exhaustive ? "exhaustive"
+                                                                   : "coordinate_descent";
+    j["space_size"] = res->space_size;
+    j["evaluations"] = res->evaluations;
+    j["objective"] = spec->objective;
+    auto entry = [](const sim::TuneEntry& e) {
+      nlohmann::ordered_json o;
+      for (const auto& s : e.point.settings) o["config"][s.name] = nlohmann::json::parse(s.value_json);
+      o["value"] = e.score.value;
+      return o;
+    };
+    j["best"] = entry(res->best);
+    if (res->has_default) j["default"] = entry(res->default_entry);
+    j["margin"] = res->margin;
+    j["top"] = nlohmann::json::array();
+    for (size_t i = 0; i < res->ranked.size() && i < static_cast<size_t>(spec->top); ++i)
+      j["top"].push_back(entry(res->ranked[i]));
+    j["tuned_policy"] = nlohmann::json::parse(res->tuned_policy_json);
+    if (!spec->output_path.empty()) j["policy_written"] = spec->output_path;
+    if (!spec->study_output_path.empty()) j["study_written"] = spec->study_output_path;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << sim::format_tune_report(*spec, *res);
+    if (!spec->output_path.empty()) std::cout << "tuned policy -> " << spec->output_path << "\n";
+    if (!spec->study_output_path.empty())
+      std::cout << "tuned study -> " << spec->study_output_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_study_commands(CLI::App& app, Context& ctx) {
+  // Registered only where they work: they evaluate points with the `simulate` study runner.
+  if (!sim::study_runner_available()) return;
+  {
+    auto a = std::make_shared<SweepArgs>();
+    CLI::App* c = app.add_subcommand(
+        "sweep",
+        "Run a what-if study: every point of a grid of study variants (topology template, model, "
+        "pattern, degree, block size, policies and their parameters) through `simulate`, in "
+        "parallel, streamed to CSV or JSON Lines; rerun with the same output to resume");
+    c->add_option("--config,-c", a->config, "sweep JSON (schema: docs/STUDIES.md)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    c->add_option("--output,-o", a->output, "results file: .csv or .jsonl")->required();
+    c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_flag("--restart", a->restart, "discard earlier output instead of resuming");
+    c->add_option("--progress", a->progress,
+                  "progress on stderr: auto (a bar on a terminal, else lines), bar, lines, off")
+        ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
+    c->add_option("--progress-interval", a->progress_interval_s,
+                  "seconds between plain progress lines")
+        ->check(CLI::NonNegativeNumber);
+    c->add_flag("--json", a->json, "print the run summary as JSON");
+    c->callback([a, &ctx] { ctx.exit_code = run_sweep_command(*a); });
+  }
+  {
+    auto a = std::make_shared<TuneArgs>();
+    CLI::App* c = app.add_subcommand(
+        "tune",
+        "Search policy parameters for the lowest simulated end-to-end time within an evaluation "
+        "budget (exhaustive or coordinate descent, seeded); report the best configuration, its "
+        "margin over the default, the top-N table; write the tuned policy JSON");
+    c->add_option("--config,-c", a->config, "tune JSON (schema: docs/STUDIES.md)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    c->add_option("--output,-o", a->output, "tuned policy JSON (overrides the file's \"output\")");
+    c->add_option("--study-output", a->study_output,
+                  "tuned study JSON (the whole study with the best parameters)");
+    c->add_option("--budget", a->budget, "maximum distinct evaluations (overrides the file)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--seed", a->seed, "search seed (overrides the file)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--top", a->top, "rows of the top-N table")->check(CLI::PositiveNumber);
+    c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_flag("--json", a->json, "print the result as JSON");
+    c->callback([a, &ctx] { ctx.exit_code = run_tune_command(*a); });
+  }
+}
+
 }  // namespace sparsp::cli

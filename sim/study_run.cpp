@@ -55,6 +55,10 @@ struct Accum {
   }
 };
 
+std::string place_of(const Study& s, size_t i) {
+  return i < s.policy_places.size() ? s.policy_places[i] : "/policies/" + std::to_string(i);
+}
+
 Error at(const Study& s, const std::string& place, const Error& e) {
   return Error{s.source + ":" + place + ": " + e.message, e.exit_code};
 }
@@ -160,7 +164,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
       if (it == placement_cache.end()) {
         PlacementContext ctx{&graph, &*rt, model->heads, pp};
         auto pl = make_placement(spec.placement, ctx);
-        if (!pl) return at(st, st.policy_places[pi], pl.error());
+        if (!pl) return at(st, place_of(st, pi), pl.error());
         it = placement_cache.emplace(key, std::move(*pl)).first;
       }
       placement_of[pi] = &it->second;
@@ -218,16 +222,16 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
           in.layer = l;
           in.step = s;
           auto cp = make_scheme(spec.scheme, in, spec.params);
-          if (!cp) return at(st, st.policy_places[pi], cp.error());
+          if (!cp) return at(st, place_of(st, pi), cp.error());
           auto work = make_workload(spec.runtime, *cp, *rt, cm, spec.params, l);
-          if (!work) return at(st, st.policy_places[pi], work.error());
+          if (!work) return at(st, place_of(st, pi), work.error());
           SimOptions so = st.sim;
           const bool trace_this = opt.keep_trace && traces[pi].empty();
           so.record_resource_timeline = trace_this;
           auto res = simulate(*topo, *work, so);
-          if (!res) return at(st, st.policy_places[pi], res.error());
+          if (!res) return at(st, place_of(st, pi), res.error());
           auto lb = lower_bound(*topo, *work);
-          if (!lb) return at(st, st.policy_places[pi], lb.error());
+          if (!lb) return at(st, place_of(st, pi), lb.error());
           UnitMetrics m;
           m.attention_s = res->makespan_s;
           m.payload = cp->payload_bytes();

@@ -84,6 +84,10 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
     return input_error(source_name, std::to_string(line), "invalid JSON: " + what);
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number too large for a double
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return input_error(source_name, "", "invalid JSON: " + what);
   }
   Reader rd{source_name, {}, false};
   Workload w;

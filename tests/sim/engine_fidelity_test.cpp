@@ -171,7 +171,7 @@ Table& table() {
 constexpr double kTol = 0.30, kTolStaged = 0.35, kSerialStaging = 1.0, kSerialStagingBidir = 1.1,
                  kAggregate = 1.3;
 
-TEST_CASE("fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged") {
+void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged
   const std::string c = "2x-gen3-switch-no-p2p";
   const auto t = case_topology(c);
   const json m = measured(c);
@@ -185,7 +185,7 @@ TEST_CASE("fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged") {
   tab.add(c, "d2h (bandwidthTest)", m["d2h_GBps"].get<double>(), host_test_GBps(t, 0, false), kTol);
 }
 
-TEST_CASE("fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi topo -m)") {
+void fidelity_case_2() {  // fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi topo -m)
   const std::string c = "6x-rtx4090-phb-sys-no-p2p";
   topology::ImportOptions o;
   o.gpu_model = "NVIDIA GeForce RTX 4090";
@@ -204,7 +204,7 @@ TEST_CASE("fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
 }
 
-TEST_CASE("fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets") {
+void fidelity_case_3() {  // fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets
   const std::string c = "8x-gen5-direct-attach-dual-socket";
   const auto t = case_topology(c);
   const json m = measured(c);
@@ -222,7 +222,7 @@ TEST_CASE("fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets") {
           concurrent_GBps(t, all_pairs(all, all)), kAggregate);
 }
 
-TEST_CASE("fidelity: 8x RTX PRO 6000, two Gen5 switches, one socket") {
+void fidelity_case_4() {  // fidelity: 8x RTX PRO 6000, two Gen5 switches, one socket
   const std::string c = "8x-gen5-two-switches-one-socket";
   const auto t = case_topology(c);
   const json m = measured(c);
@@ -252,7 +252,7 @@ TEST_CASE("fidelity: 8x RTX PRO 6000, two Gen5 switches, one socket") {
             f[k]["total"].get<double>(), concurrent_GBps(t, sets[k]), k == 7 ? kAggregate : kTol);
 }
 
-TEST_CASE("fidelity: 8x H100 SXM, NVSwitch") {
+void fidelity_case_5() {  // fidelity: 8x H100 SXM, NVSwitch
   const std::string c = "8x-h100-sxm-nvswitch";
   const auto t = case_topology(c);
   const json m = measured(c);
@@ -264,6 +264,12 @@ TEST_CASE("fidelity: 8x H100 SXM, NVSwitch") {
   tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, topology::RouteMode::host_staged); });
 }
+
+TEST_CASE("fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged") { fidelity_case_1(); }
+TEST_CASE("fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi topo -m)") { fidelity_case_2(); }
+TEST_CASE("fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets") { fidelity_case_3(); }
+TEST_CASE("fidelity: 8x RTX PRO 6000, two Gen5 switches, one socket") { fidelity_case_4(); }
+TEST_CASE("fidelity: 8x H100 SXM, NVSwitch") { fidelity_case_5(); }
 
 TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
   auto& tab = table();

@@ -207,3 +207,10 @@ TEST_CASE("simulate: deterministic, bit for bit") {
   }
   CHECK(a.makespan_s == b.makespan_s);
 }
+
+TEST_CASE("simulate: a number too large for a double is an input error, not a crash") {
+  // Found by fuzz/fuzz_workload.cpp: nlohmann throws out_of_range (not parse_error) here.
+  const auto t = topo(switch_topology("L40S"));
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e999}]})")
+            .find("w.json: invalid JSON: number overflow") == 0);
+}

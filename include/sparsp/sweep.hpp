@@ -1,0 +1,253 @@
+#pragma once
+// What-if studies from JSON: `sparsp sweep` (a grid of study variants, run in parallel, streamed
+// to CSV / JSON Lines, resumable) and `sparsp tune` (search of policy parameters within a budget).
+//
+// A sweep is a base study document (the JSON `sparsp simulate --config` takes) plus axes. Each
+// axis names a JSON pointer into the study and a list of values; a point of the sweep is the base
+// study with one value of every axis written at its pointer (an RFC 6901 pointer, applied as an
+// RFC 6902 "add"/"replace"). So any study, topology-template, pattern or policy field can be an
+// axis without code; common axes also have friendly names (sweep_axis_aliases()).
+//
+// Axes combine as a Cartesian product; axes listed together in a {"zip": [...]} group advance
+// together (equal lengths). The point order is fixed: the first group varies slowest, within a
+// product the last axis fastest (row-major), as in numpy.ndindex.
+//
+// The evaluator that turns a point's study into metric rows is pluggable (PointEvaluator): the
+// CLI plugs in the `simulate` study runner; tests plug in closed-form fakes. Schema of the sweep
+// and tune files: docs/STUDIES.md.
+//
+// Thread safety: load/parse/make_point are pure. run_sweep calls evaluator.evaluate concurrently
+// from `threads` workers; the evaluator must be thread-safe (const and reentrant).
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sparsp/status.hpp"
+
+namespace sparsp::sim {
+
+/// One axis of a sweep (or one parameter of a tune search).
+struct SweepAxis {
+  std::string name;                      ///< column name in the output (unique)
+  std::string pointer;                   ///< RFC 6901 JSON pointer into the study, e.g. "/block"
+  std::vector<std::string> values_json;  ///< compact JSON text of each value, in file order
+  int group = 0;                         ///< index into SweepSpec::groups
+  bool complement = false;               ///< write 1 - value (e.g. "sparsity" -> /pattern/density)
+};
+
+/// A parsed sweep file.
+struct SweepSpec {
+  std::string source;                    ///< file name used in error messages
+  std::string base_dir;                  ///< directory relative paths of the study resolve against
+  std::string base_study_json;           ///< the base study document (compact JSON text)
+  std::vector<SweepAxis> axes;           ///< in file order (zip members in place)
+  /// Product over groups; inside a group of several axes, the values are zipped. Each group lists
+  /// axis indices; every axis is in exactly one group.
+  std::vector<std::vector<int>> groups;
+};
+
+/// A friendly axis name and the study pointer it stands for.
+struct AxisAlias {
+  std::string name;
+  std::string pointer;
+  std::string description;
+  bool complement = false;               ///< the study field holds 1 - the axis value
+};
+
+/// The friendly axis names accepted in place of "path" (see docs/STUDIES.md), in a fixed order.
+const std::vector<AxisAlias>& sweep_axis_aliases();
+
+/// Reads a sweep JSON. Errors (exit 2) name the file and the JSON pointer: missing/unknown keys,
+/// unknown axis name, empty axis, duplicate axis name, value type not matching the base study's
+/// value at that pointer (e.g. a string for a number), pointer whose parent is not in the base
+/// study, zip members of different lengths, unreadable base study.
+Result<SweepSpec> load_sweep(const std::string& path);
+/// `base_dir` resolves a relative "study" path; `source_name` stands for the file in errors.
+Result<SweepSpec> parse_sweep(const std::string& text, const std::string& source_name,
+                              const std::string& base_dir);
+
+/// Number of points (product over groups of the group length). Saturates at INT64_MAX.
+int64_t num_points(const SweepSpec& spec);
+
+/// The value index of every axis at point `index` (0 <= index < num_points), in axis order.
+std::vector<int> point_coordinates(const SweepSpec& spec, int64_t index);
+
+struct AxisSetting {
+  std::string name;
+  std::string value_json;                ///< compact JSON text
+};
+
+/// One variant of the base study.
+struct SweepPoint {
+  int64_t index = 0;
+  std::vector<AxisSetting> settings;     ///< one per axis, in axis order
+  std::string study_json;                ///< base study with every setting applied
+  std::string base_dir;                  ///< where relative paths in study_json resolve
+};
+
+/// Builds point `index`. Errors only for a patch that cannot apply (checked at parse time for
+/// every value, so this does not fail for a spec that parse_sweep returned).
+Result<SweepPoint> make_point(const SweepSpec& spec, int64_t index);
+/// Builds the point whose value index of axis a is coords[a] (index = its position in the order).
+Result<SweepPoint> make_point_at(const SweepSpec& spec, const std::vector<int>& coords);
+
+/// What an evaluator says about one point.
+struct PointOutcome {
+  bool skipped = false;                  ///< the point is invalid (e.g. heads not divisible)
+  std::string reason;                    ///< why it was skipped (one line)
+  /// Rows of values aligned with PointEvaluator::columns, each a compact JSON scalar text
+  /// ("1.5", "\"ring\"", "true", "null"). A point may give several rows (one per policy).
+  std::vector<std::vector<std::string>> rows;
+};
+
+/// The pluggable point evaluator.
+struct PointEvaluator {
+  std::vector<std::string> columns;      ///< metric column names, fixed for the sweep
+  /// Thread-safe; must not throw. Same point, same outcome (determinism of the output).
+  std::function<PointOutcome(const SweepPoint&)> evaluate;
+};
+
+enum class OutputFormat { csv, jsonl };
+enum class ProgressMode { automatic, bar, lines, off };
+
+struct SweepOptions {
+  std::string output_path;               ///< final file; ".csv" or ".jsonl"/".json" picks format
+  int threads = 0;                       ///< workers; 0 = std::thread::hardware_concurrency()
+  bool restart = false;                  ///< ignore (overwrite) earlier output instead of resuming
+  ProgressMode progress = ProgressMode::automatic;  ///< automatic: bar iff stderr is a terminal
+  double progress_interval_s = 10.0;     ///< period of the plain progress lines
+  std::ostream* progress_stream = nullptr;  ///< nullptr: std::cerr
+  /// Testing aid: stop (as if killed) after this many points were written in this run; -1 = off.
+  int64_t stop_after_points = -1;
+};
+
+struct SweepSummary {
+  int64_t total_points = 0;
+  int64_t resumed_points = 0;            ///< found complete in earlier output, not re-run
+  int64_t evaluated_points = 0;          ///< evaluated in this run
+  int64_t skipped_points = 0;            ///< evaluated in this run and recorded as skipped
+  int64_t rows_written = 0;
+  double wall_s = 0;
+  bool complete = false;                 ///< all points are in output_path
+};
+
+/// Output format from the file name: ".csv" -> csv; ".jsonl", ".ndjson", ".json" -> jsonl.
+Result<OutputFormat> output_format_for(const std::string& path);
+
+/// Runs every point and streams one row per evaluator row (one per skipped point) to the output,
+/// in point order whatever the thread timing (reorder buffer), each point's rows flushed whole.
+/// Columns: point, the axis names, status ("ok" | "skipped"), reason, the evaluator columns (one
+/// named like an axis is written "result.<name>").
+///
+/// Resumption: while running, rows go to `<output>.partial`, renamed to `<output>` when every
+/// point is written. Rerunning with the same output continues the `.partial` file: a torn last
+/// line is dropped, the last point present is evaluated again (its rows may be incomplete), the
+/// points before it are kept. A complete `<output>` is checked and left as is. Rows whose axis
+/// values do not match this sweep's points make it an error (exit 2), so a changed sweep never
+/// mixes with old output; `restart` starts afresh.
+/// Errors: unwritable output (exit 1), earlier output from a different sweep (exit 2).
+Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& evaluator,
+                               const SweepOptions& options);
+
+/// Renders one output line (no newline) for point `point` and evaluator row `row`
+/// (empty row: skipped point). Exposed for tests and for `tune`'s table.
+std::string render_row(OutputFormat format, const SweepPoint& point,
+                       const std::vector<std::string>& columns, const PointOutcome& outcome,
+                       size_t row);
+/// Header line of a CSV file (JSON Lines has none: returns "").
+std::string render_header(OutputFormat format, const SweepSpec& spec,
+                          const std::vector<std::string>& columns);
+
+// ---- tune -----------------------------------------------------------------------------------
+
+enum class TuneMethod { automatic, exhaustive, coordinate_descent };
+
+/// A parsed tune file: a sweep whose axes are the parameters searched.
+struct TuneSpec {
+  SweepSpec space;                       ///< base study + parameter axes (each its own group)
+  std::vector<int> default_coords;       ///< value index per parameter of the default config
+                                         ///< (the base study's value; -1 if not among values)
+  TuneMethod method = TuneMethod::automatic;
+  int64_t budget = 64;                   ///< at most this many distinct evaluations
+  uint64_t seed = 1;                     ///< orders coordinates and picks restart points
+  int top = 10;                          ///< rows of the top-N table
+  std::string objective = "e2e_time_s";  ///< metric minimised
+  std::string policy_pointer = "/policies/0";  ///< the policy written as the tuned policy JSON
+  std::string output_path;               ///< where the tuned policy JSON goes ("" = none)
+  std::string study_output_path;         ///< where the tuned study JSON goes ("" = none); use
+                                         ///< it when parameters lie outside the policy (/sim/...)
+};
+
+/// Reads a tune JSON (schema in docs/STUDIES.md). Errors as load_sweep, plus budget < 1, unknown
+/// method, policy pointer not in the study.
+Result<TuneSpec> load_tune(const std::string& path);
+Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_name,
+                            const std::string& base_dir);
+
+/// Objective of one point: ok with a value (lower is better), or invalid with a reason.
+struct Score {
+  bool ok = false;
+  double value = 0;
+  std::string reason;
+};
+/// Thread-safe; deterministic.
+using ScoreFn = std::function<Score(const SweepPoint&)>;
+
+struct TuneEntry {
+  std::vector<int> coords;
+  SweepPoint point;
+  Score score;
+};
+
+struct TuneResult {
+  TuneMethod method_used = TuneMethod::exhaustive;
+  int64_t space_size = 0;
+  int64_t evaluations = 0;               ///< distinct points evaluated (<= budget, + default)
+  bool has_default = false;              ///< default config evaluated and valid
+  TuneEntry best;                        ///< lowest valid score; ties to the lower point index
+  TuneEntry default_entry;
+  double margin = 0;                     ///< default / best - 1 (0.12 = default 12% slower)
+  std::vector<TuneEntry> ranked;         ///< every valid evaluation, best first (ties by index)
+  std::string tuned_policy_json;         ///< pretty JSON at policy_pointer of best's study
+  std::string tuned_study_json;          ///< best's whole study, pretty JSON
+};
+
+/// Searches the space. Exhaustive when the space fits the budget (method automatic), otherwise
+/// coordinate descent: start at the default (or a seeded random point), sweep each parameter in a
+/// seeded order with the others fixed, move to the best, repeat until a full pass does not
+/// improve, then restart from seeded random points while budget is left. Points of one line are
+/// evaluated in parallel on `threads` workers. Deterministic for a given seed whatever `threads`.
+/// Errors (exit 1): no valid point found.
+Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int threads);
+
+/// A ScoreFn from any evaluator: the value of `column` in row `row` of the point's outcome
+/// (row r is the study's r-th policy for the study evaluator). A skipped point, a missing row
+/// or a non-numeric cell is an invalid score with the reason. Errors (exit 2): `column` not
+/// among evaluator.columns.
+Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string& column,
+                                     size_t row);
+
+// ---- the `simulate` study as evaluator ----------------------------------------------------------
+
+/// Whether this build has the `simulate` study runner (sim/study.*) to evaluate points with.
+bool study_runner_available();
+/// The `simulate` study runner as a sweep evaluator: the point's study JSON is loaded as
+/// `sparsp simulate --config` loads a file (relative paths against the point's base_dir) and
+/// run; one row per policy with every metric of `simulate --json`. A study that fails to load or
+/// run (e.g. Ulysses degree not dividing the heads) is a skipped point with the error as reason.
+/// Errors (exit 1): no study runner in this build.
+Result<PointEvaluator> study_point_evaluator();
+/// The score tune minimises: metric `objective` of the policy at `policy_pointer`
+/// ("/policies/N" -> row N; other pointers -> row 0). Errors: unknown metric (exit 2).
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer);
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename, so the
+/// path never holds partial content. Errors (exit 1): cannot write.
+Status write_text_atomic(const std::string& path, const std::string& text);
+
+/// Human-readable report: best configuration, margin over the default, top-N table.
+std::string format_tune_report(const TuneSpec& spec, const TuneResult& result);
+
+}  // namespace sparsp::sim

@@ -1,0 +1,454 @@
+// Running a sweep: worker threads, reorder buffer, streamed CSV / JSON Lines output, resumption
+// and progress. Public surface: include/sparsp/sweep.hpp.
+//
+// Design: `threads` std::jthread workers take point indices from a shared counter; a worker may
+// run ahead of the writer by at most kWindowPerThread * threads points (bounds the reorder buffer).
+// Finished outcomes go into an ordered map; the calling thread writes them strictly in index
+// order, each point's rows with one fwrite and one fflush, so the file is always a prefix of the
+// uninterrupted output, cut at most inside the last point (handled on resume).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sparsp/sweep.hpp"
+#include "sweep_json.hpp"
+
+namespace sparsp::sim {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kWindowPerThread = 8;
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A cell of a CSV row from a compact JSON scalar text: strings unquoted, null empty, others as is.
+std::string csv_cell(const std::string& json_text) {
+  if (json_text.empty() || json_text == "null") return "";
+  if (json_text.front() == '"') {
+    try {
+      return csv_escape(json::parse(json_text).get<std::string>());
+    } catch (const json::exception&) {
+      return csv_escape(json_text);
+    }
+  }
+  return csv_escape(json_text);
+}
+
+std::string json_key(const std::string& k) { return json(k).dump(); }
+
+// The part every row of a point starts with: point index and axis values, then a separator.
+std::string row_prefix(OutputFormat format, const SweepPoint& point) {
+  std::string s;
+  if (format == OutputFormat::csv) {
+    s = std::to_string(point.index);
+    for (const auto& st : point.settings) s += "," + csv_cell(st.value_json);
+    s += ",";
+  } else {
+    s = "{\"point\":" + std::to_string(point.index);
+    for (const auto& st : point.settings) s += "," + json_key(st.name) + ":" + st.value_json;
+    s += ",";
+  }
+  return s;
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const auto t = static_cast<int64_t>(std::llround(s));
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60));
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(t));
+  return buf;
+}
+
+class Progress {
+ public:
+  Progress(const SweepOptions& o, int64_t total, int64_t already)
+      : out_(o.progress_stream ? *o.progress_stream : std::cerr),
+        total_(total),
+        already_(already),
+        interval_s_(o.progress_interval_s),
+        start_(std::chrono::steady_clock::now()),
+        last_(start_) {
+    mode_ = o.progress;
+    if (mode_ == ProgressMode::automatic)
+      mode_ = (o.progress_stream == nullptr && isatty(STDERR_FILENO)) ? ProgressMode::bar
+                                                                       : ProgressMode::lines;
+  }
+
+  void update(int64_t done, bool final) {
+    if (mode_ == ProgressMode::off) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    const double period = mode_ == ProgressMode::bar ? 0.1 : interval_s_;
+    if (!final && since < period) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(done - already_) / elapsed : 0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : NAN;
+    char stats[160];
+    std::snprintf(stats, sizeof stats, "%lld/%lld points, %.1f points/s, %s %s",
+                  static_cast<long long>(done), static_cast<long long>(total_), rate,
+                  final ? "elapsed" : "ETA", format_duration(final ? elapsed : eta).c_str());
+    if (mode_ == ProgressMode::bar) {
+      constexpr int kWidth = 30;
+      const int filled =
+          total_ > 0 ? static_cast<int>(static_cast<double>(done) * kWidth / static_cast<double>(total_))
+                     : kWidth;
+      out_ << "\r[" << std::string(static_cast<size_t>(filled), '#')
+           << std::string(static_cast<size_t>(kWidth - filled), '.') << "] " << stats << "\x1b[K";
+      if (final) out_ << "\n";
+    } else {
+      out_ << "sweep: " << stats << "\n";
+    }
+    out_.flush();
+  }
+
+ private:
+  std::ostream& out_;
+  ProgressMode mode_;
+  int64_t total_, already_;
+  double interval_s_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+// Reads an earlier output file; returns the byte length to keep and the first point to run.
+struct ResumeState {
+  bool fresh = true;          // nothing usable: write from scratch (header included)
+  size_t keep_bytes = 0;      // bytes of the file to keep
+  int64_t next_point = 0;     // first point to (re)evaluate
+  int64_t points_seen = 0;    // distinct points present (last one possibly incomplete)
+};
+
+Result<ResumeState> scan_output(const std::string& path, const std::string& text,
+                                const SweepSpec& spec, OutputFormat format,
+                                const std::string& header, bool must_be_complete) {
+  ResumeState st;
+  const size_t end = text.rfind('\n');
+  if (end == std::string::npos) return st;  // empty or a torn first line: start afresh
+  size_t pos = 0;
+  int line_no = 0;
+  if (format == OutputFormat::csv) {
+    const size_t nl = text.find('\n');
+    ++line_no;
+    if (text.compare(0, nl, header) != 0)
+      return input_error(path, "1",
+                         "existing output has other columns than this sweep; use another output "
+                         "file or --restart");
+    pos = nl + 1;
+  }
+  st.fresh = false;
+  st.keep_bytes = pos;
+  const int64_t total = num_points(spec);
+  int64_t last_point = -1;
+  size_t last_point_start = pos;
+  std::string expected_prefix;
+  while (pos <= end && pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    const std::string_view line(text.data() + pos, nl - pos);
+    ++line_no;
+    // Point index: leading digits (CSV) or after {"point": (JSON Lines).
+    size_t i = 0;
+    if (format == OutputFormat::jsonl) {
+      const std::string_view head = "{\"point\":";
+      if (line.substr(0, head.size()) != head)
+        return input_error(path, std::to_string(line_no), "not a row of a sweep (no \"point\")");
+      i = head.size();
+    }
+    const size_t d0 = i;
+    while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+    if (i == d0 || i - d0 > 18)
+      return input_error(path, std::to_string(line_no), "not a row of a sweep (no point index)");
+    const int64_t k = std::stoll(std::string(line.substr(d0, i - d0)));
+    if (k != last_point) {
+      if (k != last_point + 1 || k >= total)
+        return input_error(path, std::to_string(line_no),
+                           "point " + std::to_string(k) + " out of order (after " +
+                               std::to_string(last_point) +
+                               "); not this sweep's output: use another output file or --restart");
+      auto p = make_point(spec, k);
+      if (!p) return p.error();
+      expected_prefix = row_prefix(format, p.value());
+      last_point = k;
+      last_point_start = pos;
+    }
+    if (line.substr(0, expected_prefix.size()) != expected_prefix)
+      return input_error(path, std::to_string(line_no),
+                         "axis values of point " + std::to_string(k) +
+                             " differ from this sweep's; use another output file or --restart");
+    pos = nl + 1;
+  }
+  st.points_seen = last_point + 1;
+  if (must_be_complete) {
+    if (last_point != total - 1 || end + 1 != text.size())
+      return input_error(path, "",
+                         "output has " + std::to_string(last_point + 1) + " of " +
+                             std::to_string(total) +
+                             " points but no .partial file; use another output or --restart");
+    st.keep_bytes = text.size();
+    st.next_point = total;
+    return st;
+  }
+  // The last point present may be cut between its rows: evaluate it again.
+  if (last_point >= 0) {
+    st.keep_bytes = last_point_start;
+    st.next_point = last_point;
+  }
+  return st;
+}
+
+Result<std::string> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot read", 1};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Result<OutputFormat> output_format_for(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".csv") return OutputFormat::csv;
+  if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return OutputFormat::jsonl;
+  return input_error(path, "", "output must end in .csv or .jsonl");
+}
+
+std::string render_header(OutputFormat format, const SweepSpec& spec,
+                          const std::vector<std::string>& columns) {
+  if (format != OutputFormat::csv) return "";
+  std::string s = "point";
+  for (const auto& a : spec.axes) s += "," + csv_escape(a.name);
+  s += ",status,reason";
+  for (const auto& c : columns) s += "," + csv_escape(c);
+  return s;
+}
+
+std::string render_row(OutputFormat format, const SweepPoint& point,
+                       const std::vector<std::string>& columns, const PointOutcome& outcome,
+                       size_t row) {
+  std::string s = row_prefix(format, point);
+  const bool skipped = outcome.skipped || row >= outcome.rows.size();
+  const std::string reason = one_line(skipped ? outcome.reason : "");
+  const std::vector<std::string>* cells = skipped ? nullptr : &outcome.rows[row];
+  if (format == OutputFormat::csv) {
+    s += std::string(skipped ? "skipped" : "ok") + "," + csv_escape(reason);
+    for (size_t c = 0; c < columns.size(); ++c)
+      s += "," + (cells && c < cells->size() ? csv_cell((*cells)[c]) : std::string());
+  } else {
+    s += std::string("\"status\":") + (skipped ? "\"skipped\"" : "\"ok\"") +
+         ",\"reason\":" + json(reason).dump();
+    for (size_t c = 0; c < columns.size(); ++c)
+      s += "," + json_key(columns[c]) + ":" +
+           (cells && c < cells->size() && !(*cells)[c].empty() ? (*cells)[c] : std::string("null"));
+    s += "}";
+  }
+  return s;
+}
+
+Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& evaluator,
+                               const SweepOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fmt = output_format_for(options.output_path);
+  if (!fmt) return fmt.error();
+  const OutputFormat format = fmt.value();
+  // An axis named like a metric column (e.g. "topology", "policy") keeps its name; the metric
+  // column is then written as "result.<name>".
+  std::vector<std::string> columns = evaluator.columns;
+  {
+    std::set<std::string> names = {"point", "status", "reason"};
+    for (const auto& a : spec.axes)
+      if (!names.insert(a.name).second)
+        return input_error(spec.source, "/axes", "axis name \"" + a.name + "\" is reserved");
+    for (auto& c : columns) {
+      if (names.count(c)) c = "result." + c;
+      if (!names.insert(c).second)
+        return input_error(spec.source, "/axes", "axis name \"" + c + "\" is used twice");
+    }
+  }
+  SweepSummary sum;
+  sum.total_points = num_points(spec);
+  const std::string final_path = options.output_path;
+  const std::string partial_path = final_path + ".partial";
+  const std::string header = render_header(format, spec, columns);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+
+  if (options.restart) {
+    fs::remove(final_path, ec);
+    fs::remove(partial_path, ec);
+  }
+  if (fs::exists(final_path)) {
+    auto text = read_all(final_path);
+    if (!text) return text.error();
+    auto st = scan_output(final_path, text.value(), spec, format, header, true);
+    if (!st) return st.error();
+    sum.resumed_points = sum.total_points;
+    sum.complete = true;
+    return sum;
+  }
+  ResumeState st;
+  if (fs::exists(partial_path)) {
+    auto text = read_all(partial_path);
+    if (!text) return text.error();
+    auto s = scan_output(partial_path, text.value(), spec, format, header, false);
+    if (!s) return s.error();
+    st = s.value();
+  }
+  if (!st.fresh) {
+    fs::resize_file(partial_path, st.keep_bytes, ec);
+    if (ec) return Error{partial_path + ": cannot truncate: " + ec.message(), 1};
+  }
+  std::FILE* f = std::fopen(partial_path.c_str(), st.fresh ? "wb" : "ab");
+  if (!f) return Error{partial_path + ": cannot open for writing", 1};
+  if (st.fresh && format == OutputFormat::csv) {
+    const std::string h = header + "\n";
+    std::fwrite(h.data(), 1, h.size(), f);
+    std::fflush(f);
+  }
+  sum.resumed_points = st.next_point;
+
+  int threads = options.threads > 0 ? options.threads
+                                    : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, threads);
+  const int64_t window = kWindowPerThread * threads + 16;
+
+  std::mutex mu;
+  std::condition_variable cv_done, cv_room;
+  std::map<int64_t, std::pair<SweepPoint, PointOutcome>> ready;
+  int64_t next_take = st.next_point;
+  int64_t next_write = st.next_point;
+  bool stop = false;
+  const int64_t total = sum.total_points;
+
+  auto worker = [&](std::stop_token) {
+    for (;;) {
+      int64_t k;
+      {
+        std::unique_lock lk(mu);
+        cv_room.wait(lk, [&] { return stop || next_take >= total || next_take < next_write + window; });
+        if (stop || next_take >= total) return;
+        k = next_take++;
+      }
+      std::pair<SweepPoint, PointOutcome> item;
+      auto p = make_point(spec, k);
+      if (!p) {
+        item.first.index = k;
+        item.second.skipped = true;
+        item.second.reason = p.error().message;
+      } else {
+        item.first = std::move(p.value());
+        try {
+          item.second = evaluator.evaluate(item.first);
+        } catch (const std::exception& e) {
+          item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}};
+        }
+        if (!item.second.skipped && item.second.rows.empty())
+          item.second = PointOutcome{true, "evaluator returned no rows", {}};
+      }
+      {
+        std::lock_guard lk(mu);
+        ready.emplace(k, std::move(item));
+      }
+      cv_done.notify_all();
+    }
+  };
+
+  Progress progress(options, total, st.next_point);
+  bool write_failed = false;
+  {
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<size_t>(threads));
+    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+    int64_t written_this_run = 0;
+    while (next_write < total) {
+      std::pair<SweepPoint, PointOutcome> item;
+      {
+        std::unique_lock lk(mu);
+        cv_done.wait(lk, [&] { return ready.count(next_write) > 0; });
+        auto it = ready.find(next_write);
+        item = std::move(it->second);
+        ready.erase(it);
+      }
+      std::string block;
+      const size_t nrows = item.second.skipped ? 1 : item.second.rows.size();
+      for (size_t r = 0; r < nrows; ++r)
+        block += render_row(format, item.first, columns, item.second, r) + "\n";
+      if (std::fwrite(block.data(), 1, block.size(), f) != block.size() || std::fflush(f) != 0)
+        write_failed = true;
+      sum.rows_written += static_cast<int64_t>(nrows);
+      ++sum.evaluated_points;
+      if (item.second.skipped) ++sum.skipped_points;
+      ++written_this_run;
+      {
+        std::lock_guard lk(mu);
+        ++next_write;
+        if (write_failed ||
+            (options.stop_after_points >= 0 && written_this_run >= options.stop_after_points))
+          stop = true;
+      }
+      cv_room.notify_all();
+      progress.update(next_write, false);
+      if (stop) break;
+    }
+    {
+      std::lock_guard lk(mu);
+      stop = true;
+    }
+    cv_room.notify_all();
+  }  // joins the workers
+  progress.update(next_write, true);
+  if (write_failed) {
+    std::fclose(f);
+    return Error{partial_path + ": write failed (disk full?)", 1};
+  }
+  ::fsync(fileno(f));
+  std::fclose(f);
+  if (next_write >= total) {
+    fs::rename(partial_path, final_path, ec);
+    if (ec) return Error{final_path + ": cannot rename from .partial: " + ec.message(), 1};
+    sum.complete = true;
+  }
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace sparsp::sim

@@ -1,0 +1,251 @@
+// The `simulate` study runner as the evaluator of sweep and tune points, and small helpers.
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "sparsp/sweep.hpp"
+#if __has_include("sparsp/study.hpp")
+#include "sparsp/study.hpp"
+#endif
+
+namespace sparsp::sim {
+
+using nlohmann::json;
+
+Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string& column,
+                                     size_t row) {
+  size_t col = evaluator.columns.size();
+  for (size_t c = 0; c < evaluator.columns.size(); ++c)
+    if (evaluator.columns[c] == column) col = c;
+  if (col == evaluator.columns.size()) {
+    std::string known;
+    for (const auto& c : evaluator.columns) known += (known.empty() ? "" : ", ") + c;
+    return input_error("tune", "/objective", "unknown metric \"" + column + "\" (known: " + known + ")");
+  }
+  auto eval = std::move(evaluator.evaluate);
+  return ScoreFn([eval, col, row, column](const SweepPoint& p) {
+    const PointOutcome o = eval(p);
+    if (o.skipped) return Score{false, 0, o.reason};
+    if (row >= o.rows.size())
+      return Score{false, 0, "no row " + std::to_string(row) + " in the result"};
+    const auto& cells = o.rows[row];
+    if (col >= cells.size()) return Score{false, 0, "no " + column + " in the result"};
+    try {
+      const json v = json::parse(cells[col]);
+      if (!v.is_number()) return Score{false, 0, column + " is not a number: " + cells[col]};
+      return Score{true, v.get<double>(), ""};
+    } catch (const json::exception&) {
+      return Score{false, 0, column + " is not a number: " + cells[col]};
+    }
+  });
+}
+
+Status write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Error{path + ": cannot write (" + tmp + ")", 1};
+    out << text;
+    out.flush();
+    if (!out) return Error{path + ": write failed", 1};
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Error{path + ": cannot rename from " + tmp + ": " + ec.message(), 1};
+  return Ok{};
+}
+
+#if __has_include("sparsp/study.hpp")
+
+namespace {
+
+// Metric columns of a study row, as in `simulate --json` (PolicyResult), in this order.
+const std::vector<std::string>& study_columns() {
+  static const std::vector<std::string> kColumns = {
+      "topology",           "policy",          "placement",         "scheme",
+      "runtime",            "policy_params",   "volume_bytes",      "control_bytes",
+      "attention_time_s",   "other_time_s",    "step_time_s",       "e2e_time_s",
+      "lower_bound_s",      "lower_bound_binding", "speedup",       "attention_speedup",
+      "volume_vs_baseline", "compute_imbalance", "busiest_link",    "busiest_utilization",
+      "units",              "simulated"};
+  return kColumns;
+}
+
+// FNV-1a 64 (stable across platforms, unlike std::hash), for content-named temporary files.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Folder for documents of a point that the study loader only takes as files (an inline topology
+// or model object); removed with the evaluator.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("sparsp-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  // A file holding `doc` (same content, same file; safe from several threads).
+  Result<std::string> file_for(const json& doc) {
+    const std::string text = doc.dump(2) + "\n";
+    char name[40];
+    std::snprintf(name, sizeof name, "doc-%016llx.json",
+                  static_cast<unsigned long long>(fnv1a(text)));
+    std::error_code ec;
+    std::filesystem::create_directories(path_, ec);
+    const std::filesystem::path p = path_ / name;
+    if (!std::filesystem::exists(p)) {
+      const std::filesystem::path tmp =
+          path_ / (std::string(name) + "." + std::to_string(std::hash<std::thread::id>{}(
+                                                 std::this_thread::get_id())));
+      auto st = write_text_atomic(tmp.string(), text);
+      if (!st) return st.error();
+      std::filesystem::rename(tmp, p, ec);
+      if (ec) return Error{p.string() + ": " + ec.message(), 1};
+    }
+    return p.string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Study fields that name files: inline objects become scratch files; relative paths resolve
+// against the point's base folder (where they exist there).
+Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch) {
+  auto fix = [&](json& v) -> Status {
+    if (v.is_object()) {
+      auto f = scratch.file_for(v);
+      if (!f) return f.error();
+      v = f.value();
+    } else if (v.is_string() && !base_dir.empty()) {
+      const std::filesystem::path p(v.get<std::string>());
+      std::error_code ec;
+      if (p.is_relative() && std::filesystem::is_regular_file(base_dir / p, ec))
+        v = (base_dir / p).string();
+    }
+    return Ok{};
+  };
+  for (const char* key : {"topology", "model"})
+    if (study.contains(key)) {
+      auto st = fix(study[key]);
+      if (!st) return st;
+    }
+  if (study.contains("topologies") && study["topologies"].is_array())
+    for (json& t : study["topologies"]) {
+      auto st = fix(t);
+      if (!st) return st;
+    }
+  if (study.contains("pattern") && study["pattern"].is_object())
+    for (const char* key : {"input", "table_path", "table", "q_path", "k_path"})
+      if (study["pattern"].contains(key) && study["pattern"][key].is_string()) {
+        auto st = fix(study["pattern"][key]);
+        if (!st) return st;
+      }
+  return Ok{};
+}
+
+// METIS keeps its random state in a process-wide global (GKlib's gk_randinit/gk_randint64 in
+// random.c), so two concurrent METIS_PartGraphKway calls interleave their random streams and the
+// partition depends on thread timing (observed: sweep rows of dependency_aware differed between
+// -j1 and -j2, up to 2.8 GB of volume). Until sim/placement_all.cpp serialises its METIS call,
+// studies using the dependency_aware placement run one at a time; others run in parallel.
+std::mutex& metis_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+bool uses_metis(const Study& s) {
+  for (const auto& p : s.policies)
+    if (p.placement == "dependency_aware") return true;
+  return false;
+}
+
+std::string cell(const std::string& s) { return json(s).dump(); }
+std::string cell(double v) { return std::isfinite(v) ? json(v).dump() : "null"; }
+std::string cell(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+bool study_runner_available() { return true; }
+
+Result<PointEvaluator> study_point_evaluator() {
+  auto scratch = std::make_shared<ScratchDir>();
+  PointEvaluator ev;
+  ev.columns = study_columns();
+  ev.evaluate = [scratch](const SweepPoint& p) -> PointOutcome {
+    PointOutcome out;
+    json doc;
+    try {
+      doc = json::parse(p.study_json);
+    } catch (const json::exception& e) {
+      return PointOutcome{true, e.what(), {}};
+    }
+    auto st = materialize(doc, p.base_dir, *scratch);
+    if (!st) return PointOutcome{true, st.error().message, {}};
+    auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
+    if (!study) return PointOutcome{true, study.error().message, {}};
+    std::unique_lock<std::mutex> lock(metis_mutex(), std::defer_lock);
+    if (uses_metis(*study)) lock.lock();
+    auto res = run_study(*study);
+    if (lock.owns_lock()) lock.unlock();
+    if (!res) return PointOutcome{true, res.error().message, {}};
+    for (const PolicyResult& r : res->policies) {
+      json params = json::object();
+      for (const auto& [k, v] : r.policy.params) params[k] = v;
+      out.rows.push_back({cell(r.topology), cell(r.policy.name()), cell(r.policy.placement),
+                          cell(r.policy.scheme), cell(r.policy.runtime), cell(params.dump()),
+                          cell(r.volume_bytes), cell(r.control_bytes), cell(r.attention_time_s),
+                          cell(r.other_time_s), cell(r.step_time_s), cell(r.e2e_time_s),
+                          cell(r.lower_bound_s), cell(r.lower_bound_binding), cell(r.speedup),
+                          cell(r.attention_speedup), cell(r.volume_vs_baseline),
+                          cell(r.compute_imbalance), cell(r.busiest_link),
+                          cell(r.busiest_utilization), cell(r.units), cell(r.simulated)});
+    }
+    return out;
+  };
+  return ev;
+}
+
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer) {
+  size_t row = 0;
+  const std::string prefix = "/policies/";
+  if (policy_pointer.compare(0, prefix.size(), prefix) == 0 &&
+      policy_pointer.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
+      policy_pointer.size() > prefix.size())
+    row = std::stoull(policy_pointer.substr(prefix.size()));
+  auto ev = study_point_evaluator();
+  if (!ev) return ev.error();
+  return score_from_evaluator(std::move(ev.value()), objective, row);
+}
+
+#else
+bool study_runner_available() { return false; }
+Result<PointEvaluator> study_point_evaluator() {
+  return Error{"sweep: this build has no `simulate` study runner", 1};
+}
+Result<ScoreFn> study_score(const std::string&, const std::string&) {
+  return Error{"tune: this build has no `simulate` study runner", 1};
+}
+#endif
+
+}  // namespace sparsp::sim
