@@ -46,10 +46,12 @@ std::string sweep_json(bool with_metis) {
         ["contiguous/allgather/sync"], ["head_parallel/ulysses/sync"],
         ["contiguous/usp/sm_overlap"], ["contiguous/demand_alltoall/sync"],
         ["contiguous/demand_direct/ce_decoupled"], ["balanced/demand_direct/ce_decoupled"],
-        )" + std::string(with_metis ? R"(["dependency_aware/demand_direct/ce_decoupled"],
+        )" +
+         std::string(with_metis ? R"(["dependency_aware/demand_direct/ce_decoupled"],
         ["dependency_aware/demand_hierarchical/ce_decoupled"])"
-                                    : R"(["balanced/demand_direct/sync"],
-        ["contiguous/demand_direct/sm_overlap"])") + R"(]},
+                                : R"(["balanced/demand_direct/sync"],
+        ["contiguous/demand_direct/sm_overlap"])") +
+         R"(]},
       {"name": "window", "values": [)" +
          windows + R"(]}]})";
 }
@@ -86,7 +88,8 @@ void BM_Sweep1000(benchmark::State& state) {
     skipped += sum->skipped_points;
   }
   state.counters["points"] = static_cast<double>(num_points(*spec));
-  state.counters["skipped"] = static_cast<double>(skipped) / static_cast<double>(state.iterations());
+  state.counters["skipped"] =
+      static_cast<double>(skipped) / static_cast<double>(state.iterations());
   // Cores kept busy: process CPU time / wall time (2.0 = both cores of this machine).
   state.counters["cores_busy"] = wall_s > 0 ? cpu_s / wall_s : 0;
   state.counters["points_per_s"] =
@@ -99,7 +102,9 @@ BENCHMARK(BM_Sweep1000)
     ->Args({2, 1})
     ->Args({1, 0})
     ->Args({2, 0})
-    ->Iterations(1)->UseRealTime()->Unit(benchmark::kSecond);
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kSecond);
 
 }  // namespace
 

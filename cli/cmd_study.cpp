@@ -6,9 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "commands.hpp"
 #include "sparsp/sweep.hpp"
@@ -63,17 +62,17 @@ int run_sweep_command(const SweepArgs& a) {
     j["skipped_points"] = sum->skipped_points;
     j["rows_written"] = sum->rows_written;
     j["wall_s"] = sum->wall_s;
-    j["points_per_s"] = sum->wall_s > 0 ? static_cast<double>(sum->evaluated_points) / sum->wall_s : 0;
+    j["points_per_s"] =
+        sum->wall_s > 0 ? static_cast<double>(sum->evaluated_points) / sum->wall_s : 0;
     j["complete"] = sum->complete;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("sweep: %lld points (%lld resumed, %lld evaluated, %lld skipped), %lld rows -> %s"
-                " in %.2f s\n",
-                static_cast<long long>(sum->total_points),
-                static_cast<long long>(sum->resumed_points),
-                static_cast<long long>(sum->evaluated_points),
-                static_cast<long long>(sum->skipped_points),
-                static_cast<long long>(sum->rows_written), a.output.c_str(), sum->wall_s);
+    std::printf(
+        "sweep: %lld points (%lld resumed, %lld evaluated, %lld skipped), %lld rows -> %s"
+        " in %.2f s\n",
+        static_cast<long long>(sum->total_points), static_cast<long long>(sum->resumed_points),
+        static_cast<long long>(sum->evaluated_points), static_cast<long long>(sum->skipped_points),
+        static_cast<long long>(sum->rows_written), a.output.c_str(), sum->wall_s);
   }
   return sum->complete ? 0 : 1;
 }
@@ -100,14 +99,15 @@ int run_tune_command(const TuneArgs& a) {
   }
   if (a.json) {
     nlohmann::ordered_json j;
-    j["method"] = res->method_used == sim::TuneMethod::exhaustive ? "exhaustive"
-                                                                   : "coordinate_descent";
+    j["method"] =
+        res->method_used == sim::TuneMethod::exhaustive ? "exhaustive" : "coordinate_descent";
     j["space_size"] = res->space_size;
     j["evaluations"] = res->evaluations;
     j["objective"] = spec->objective;
     auto entry = [](const sim::TuneEntry& e) {
       nlohmann::ordered_json o;
-      for (const auto& s : e.point.settings) o["config"][s.name] = nlohmann::json::parse(s.value_json);
+      for (const auto& s : e.point.settings)
+        o["config"][s.name] = nlohmann::json::parse(s.value_json);
       o["value"] = e.score.value;
       return o;
     };

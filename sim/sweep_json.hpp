@@ -1,9 +1,8 @@
 #pragma once
 // Private helpers shared by sweep_*.cpp and tune_*.cpp (JSON is kept out of public headers).
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
 
@@ -16,8 +15,7 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
 /// ignored) besides the sweep's own; `all_product` refuses zip groups (tune).
 Result<SweepSpec> parse_sweep_object(const nlohmann::json& doc, const std::string& source_name,
                                      const std::string& base_dir,
-                                     const std::vector<std::string>& extra_keys,
-                                     bool all_product);
+                                     const std::vector<std::string>& extra_keys, bool all_product);
 
 /// Position of the point with these axis coordinates in the sweep order.
 int64_t point_index(const SweepSpec& spec, const std::vector<int>& coords);

@@ -19,13 +19,12 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
@@ -111,7 +110,7 @@ class Progress {
     mode_ = o.progress;
     if (mode_ == ProgressMode::automatic)
       mode_ = (o.progress_stream == nullptr && isatty(STDERR_FILENO)) ? ProgressMode::bar
-                                                                       : ProgressMode::lines;
+                                                                      : ProgressMode::lines;
   }
 
   void update(int64_t done, bool final) {
@@ -131,8 +130,9 @@ class Progress {
     if (mode_ == ProgressMode::bar) {
       constexpr int kWidth = 30;
       const int filled =
-          total_ > 0 ? static_cast<int>(static_cast<double>(done) * kWidth / static_cast<double>(total_))
-                     : kWidth;
+          total_ > 0
+              ? static_cast<int>(static_cast<double>(done) * kWidth / static_cast<double>(total_))
+              : kWidth;
       out_ << "\r[" << std::string(static_cast<size_t>(filled), '#')
            << std::string(static_cast<size_t>(kWidth - filled), '.') << "] " << stats << "\x1b[K";
       if (final) out_ << "\n";
@@ -152,10 +152,10 @@ class Progress {
 
 // Reads an earlier output file; returns the byte length to keep and the first point to run.
 struct ResumeState {
-  bool fresh = true;          // nothing usable: write from scratch (header included)
-  size_t keep_bytes = 0;      // bytes of the file to keep
-  int64_t next_point = 0;     // first point to (re)evaluate
-  int64_t points_seen = 0;    // distinct points present (last one possibly incomplete)
+  bool fresh = true;        // nothing usable: write from scratch (header included)
+  size_t keep_bytes = 0;    // bytes of the file to keep
+  int64_t next_point = 0;   // first point to (re)evaluate
+  int64_t points_seen = 0;  // distinct points present (last one possibly incomplete)
 };
 
 Result<ResumeState> scan_output(const std::string& path, const std::string& text,
@@ -346,8 +346,8 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   }
   sum.resumed_points = st.next_point;
 
-  int threads = options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency());
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, threads);
   const int64_t window = kWindowPerThread * threads + 16;
 
@@ -364,7 +364,8 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
       int64_t k;
       {
         std::unique_lock lk(mu);
-        cv_room.wait(lk, [&] { return stop || next_take >= total || next_take < next_write + window; });
+        cv_room.wait(lk,
+                     [&] { return stop || next_take >= total || next_take < next_write + window; });
         if (stop || next_take >= total) return;
         k = next_take++;
       }

@@ -5,13 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/policy.hpp"
 #include "sparsp/sweep.hpp"
@@ -85,15 +84,22 @@ namespace {
 
 std::string type_word(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "a number";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return "a value";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a value";
   }
 }
 
@@ -196,8 +202,10 @@ void inline_references(json& base, const std::string& pointer, const std::string
       if (!spec) return;
       json params = json::object();
       for (const auto& [k, v] : spec->params) params[k] = v;
-      *node = json{{"placement", spec->placement}, {"scheme", spec->scheme},
-                   {"runtime", spec->runtime}, {"params", params}};
+      *node = json{{"placement", spec->placement},
+                   {"scheme", spec->scheme},
+                   {"runtime", spec->runtime},
+                   {"params", params}};
     } else if (node->is_string()) {
       auto doc = referenced_document(node->get<std::string>(), base_dir);
       if (!doc) return;
@@ -248,7 +256,8 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
                          "not a JSON pointer (RFC 6901): \"" + axis.pointer + "\"");
     }
     if (axis.pointer.empty())
-      return input_error(ctx.src, where + "/path", "the empty pointer (whole study) is not an axis");
+      return input_error(ctx.src, where + "/path",
+                         "the empty pointer (whole study) is not an axis");
     if (axis.name.empty()) axis.name = axis.pointer.substr(1);
   } else {
     if (axis.name.empty())
@@ -260,7 +269,8 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
       }
     if (axis.pointer.empty()) {
       std::string known;
-      for (const AxisAlias& al : sweep_axis_aliases()) known += (known.empty() ? "" : ", ") + al.name;
+      for (const AxisAlias& al : sweep_axis_aliases())
+        known += (known.empty() ? "" : ", ") + al.name;
       return input_error(ctx.src, where + "/name",
                          "unknown axis \"" + axis.name + "\" (known: " + known +
                              "; or give a JSON pointer as \"path\")");
@@ -290,7 +300,8 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
     // for staging_buffers). Raw paths are not extended, so a typo is still an error here.
     const json::json_pointer parent_ptr = json::json_pointer(axis.pointer).parent_pointer();
     std::vector<std::string> toks;
-    for (json::json_pointer q = parent_ptr; !q.empty(); q.pop_back()) toks.insert(toks.begin(), q.back());
+    for (json::json_pointer q = parent_ptr; !q.empty(); q.pop_back())
+      toks.insert(toks.begin(), q.back());
     json* node = &ctx.base;
     for (const auto& t : toks) {
       if (!node->is_object()) break;
@@ -359,8 +370,7 @@ Result<json> parse_json_text(const std::string& text, const std::string& source_
 
 Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
                                      const std::string& base_dir,
-                                     const std::vector<std::string>& extra_keys,
-                                     bool all_product) {
+                                     const std::vector<std::string>& extra_keys, bool all_product) {
   if (!doc.is_object()) return input_error(src, "", "expected a JSON object");
   const std::vector<std::string> own = {"schema_version", "study", "combine", "axes",
                                         "description"};
@@ -419,11 +429,11 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
         if (!ax) return ax.error();
         if (!group.empty() &&
             ax->values_json.size() != spec.axes[static_cast<size_t>(group[0])].values_json.size())
-          return input_error(src, where + "/zip/" + std::to_string(j),
-                             "zipped axes need equal lengths: " +
-                                 std::to_string(ax->values_json.size()) + " values vs " +
-                                 std::to_string(spec.axes[static_cast<size_t>(group[0])]
-                                                    .values_json.size()));
+          return input_error(
+              src, where + "/zip/" + std::to_string(j),
+              "zipped axes need equal lengths: " + std::to_string(ax->values_json.size()) +
+                  " values vs " +
+                  std::to_string(spec.axes[static_cast<size_t>(group[0])].values_json.size()));
         ax->group = static_cast<int>(spec.groups.size());
         group.push_back(static_cast<int>(spec.axes.size()));
         spec.axes.push_back(std::move(ax.value()));

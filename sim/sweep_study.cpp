@@ -5,13 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 #include <fstream>
-#include <string>
-#include <utility>
-
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <utility>
 
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
@@ -30,7 +29,8 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
   if (col == evaluator.columns.size()) {
     std::string known;
     for (const auto& c : evaluator.columns) known += (known.empty() ? "" : ", ") + c;
-    return input_error("tune", "/objective", "unknown metric \"" + column + "\" (known: " + known + ")");
+    return input_error("tune", "/objective",
+                       "unknown metric \"" + column + "\" (known: " + known + ")");
   }
   auto eval = std::move(evaluator.evaluate);
   return ScoreFn([eval, col, row, column](const SweepPoint& p) {
@@ -71,13 +71,28 @@ namespace {
 
 // Metric columns of a study row, as in `simulate --json` (PolicyResult), in this order.
 const std::vector<std::string>& study_columns() {
-  static const std::vector<std::string> kColumns = {
-      "topology",           "policy",          "placement",         "scheme",
-      "runtime",            "policy_params",   "volume_bytes",      "control_bytes",
-      "attention_time_s",   "other_time_s",    "step_time_s",       "e2e_time_s",
-      "lower_bound_s",      "lower_bound_binding", "speedup",       "attention_speedup",
-      "volume_vs_baseline", "compute_imbalance", "busiest_link",    "busiest_utilization",
-      "units",              "simulated"};
+  static const std::vector<std::string> kColumns = {"topology",
+                                                    "policy",
+                                                    "placement",
+                                                    "scheme",
+                                                    "runtime",
+                                                    "policy_params",
+                                                    "volume_bytes",
+                                                    "control_bytes",
+                                                    "attention_time_s",
+                                                    "other_time_s",
+                                                    "step_time_s",
+                                                    "e2e_time_s",
+                                                    "lower_bound_s",
+                                                    "lower_bound_binding",
+                                                    "speedup",
+                                                    "attention_speedup",
+                                                    "volume_vs_baseline",
+                                                    "compute_imbalance",
+                                                    "busiest_link",
+                                                    "busiest_utilization",
+                                                    "units",
+                                                    "simulated"};
   return kColumns;
 }
 
@@ -115,8 +130,8 @@ class ScratchDir {
     const std::filesystem::path p = path_ / name;
     if (!std::filesystem::exists(p)) {
       const std::filesystem::path tmp =
-          path_ / (std::string(name) + "." + std::to_string(std::hash<std::thread::id>{}(
-                                                 std::this_thread::get_id())));
+          path_ / (std::string(name) + "." +
+                   std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
       auto st = write_text_atomic(tmp.string(), text);
       if (!st) return st.error();
       std::filesystem::rename(tmp, p, ec);
@@ -212,14 +227,15 @@ Result<PointEvaluator> study_point_evaluator() {
     for (const PolicyResult& r : res->policies) {
       json params = json::object();
       for (const auto& [k, v] : r.policy.params) params[k] = v;
-      out.rows.push_back({cell(r.topology), cell(r.policy.name()), cell(r.policy.placement),
-                          cell(r.policy.scheme), cell(r.policy.runtime), cell(params.dump()),
-                          cell(r.volume_bytes), cell(r.control_bytes), cell(r.attention_time_s),
-                          cell(r.other_time_s), cell(r.step_time_s), cell(r.e2e_time_s),
-                          cell(r.lower_bound_s), cell(r.lower_bound_binding), cell(r.speedup),
-                          cell(r.attention_speedup), cell(r.volume_vs_baseline),
-                          cell(r.compute_imbalance), cell(r.busiest_link),
-                          cell(r.busiest_utilization), cell(r.units), cell(r.simulated)});
+      out.rows.push_back(
+          {cell(r.topology),          cell(r.policy.name()),       cell(r.policy.placement),
+           cell(r.policy.scheme),     cell(r.policy.runtime),      cell(params.dump()),
+           cell(r.volume_bytes),      cell(r.control_bytes),       cell(r.attention_time_s),
+           cell(r.other_time_s),      cell(r.step_time_s),         cell(r.e2e_time_s),
+           cell(r.lower_bound_s),     cell(r.lower_bound_binding), cell(r.speedup),
+           cell(r.attention_speedup), cell(r.volume_vs_baseline),  cell(r.compute_imbalance),
+           cell(r.busiest_link),      cell(r.busiest_utilization), cell(r.units),
+           cell(r.simulated)});
     }
     return out;
   };

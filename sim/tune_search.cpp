@@ -20,13 +20,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
@@ -64,7 +63,8 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
   if (!sp) {
     Error e = sp.error();
     const std::string from = source_name + ":/axes", to = source_name + ":/parameters";
-    if (e.message.compare(0, from.size(), from) == 0) e.message = to + e.message.substr(from.size());
+    if (e.message.compare(0, from.size(), from) == 0)
+      e.message = to + e.message.substr(from.size());
     return e;
   }
   TuneSpec t;
@@ -76,9 +76,12 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
   }
   if (doc.contains("method")) {
     const json& m = doc["method"];
-    if (m == "auto") t.method = TuneMethod::automatic;
-    else if (m == "exhaustive") t.method = TuneMethod::exhaustive;
-    else if (m == "coordinate_descent") t.method = TuneMethod::coordinate_descent;
+    if (m == "auto")
+      t.method = TuneMethod::automatic;
+    else if (m == "exhaustive")
+      t.method = TuneMethod::exhaustive;
+    else if (m == "coordinate_descent")
+      t.method = TuneMethod::coordinate_descent;
     else
       return input_error(src, "/method",
                          "expected \"auto\", \"exhaustive\" or \"coordinate_descent\"");
@@ -119,8 +122,7 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
   try {
     const json::json_pointer pp(t.policy_pointer);
     if (!base.contains(pp) || !base.at(pp).is_object())
-      return input_error(src, "/policy",
-                         "the study has no policy object at " + t.policy_pointer);
+      return input_error(src, "/policy", "the study has no policy object at " + t.policy_pointer);
   } catch (const json::exception&) {
     return input_error(src, "/policy", "not a JSON pointer: \"" + t.policy_pointer + "\"");
   }
@@ -174,7 +176,8 @@ class Searcher {
       TuneEntry e;
       e.coords = c;
       auto p = make_point_at(spec_.space, c);
-      if (p) e.point = std::move(p.value());
+      if (p)
+        e.point = std::move(p.value());
       else {
         e.point.index = idx;
         e.score = Score{false, 0, p.error().message};
@@ -333,7 +336,8 @@ Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int thre
 
 std::string format_tune_report(const TuneSpec& spec, const TuneResult& r) {
   std::ostringstream o;
-  const char* method = r.method_used == TuneMethod::exhaustive ? "exhaustive" : "coordinate descent";
+  const char* method =
+      r.method_used == TuneMethod::exhaustive ? "exhaustive" : "coordinate descent";
   o << "tune: " << method << ", " << r.evaluations << " of " << r.space_size
     << " configurations evaluated (budget " << spec.budget << ", seed " << spec.seed << ")\n";
   auto settings = [](const SweepPoint& p) {

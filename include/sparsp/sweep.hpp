@@ -39,10 +39,10 @@ struct SweepAxis {
 
 /// A parsed sweep file.
 struct SweepSpec {
-  std::string source;                    ///< file name used in error messages
-  std::string base_dir;                  ///< directory relative paths of the study resolve against
-  std::string base_study_json;           ///< the base study document (compact JSON text)
-  std::vector<SweepAxis> axes;           ///< in file order (zip members in place)
+  std::string source;           ///< file name used in error messages
+  std::string base_dir;         ///< directory relative paths of the study resolve against
+  std::string base_study_json;  ///< the base study document (compact JSON text)
+  std::vector<SweepAxis> axes;  ///< in file order (zip members in place)
   /// Product over groups; inside a group of several axes, the values are zipped. Each group lists
   /// axis indices; every axis is in exactly one group.
   std::vector<std::vector<int>> groups;
@@ -53,7 +53,7 @@ struct AxisAlias {
   std::string name;
   std::string pointer;
   std::string description;
-  bool complement = false;               ///< the study field holds 1 - the axis value
+  bool complement = false;  ///< the study field holds 1 - the axis value
 };
 
 /// The friendly axis names accepted in place of "path" (see docs/STUDIES.md), in a fixed order.
@@ -76,15 +76,15 @@ std::vector<int> point_coordinates(const SweepSpec& spec, int64_t index);
 
 struct AxisSetting {
   std::string name;
-  std::string value_json;                ///< compact JSON text
+  std::string value_json;  ///< compact JSON text
 };
 
 /// One variant of the base study.
 struct SweepPoint {
   int64_t index = 0;
-  std::vector<AxisSetting> settings;     ///< one per axis, in axis order
-  std::string study_json;                ///< base study with every setting applied
-  std::string base_dir;                  ///< where relative paths in study_json resolve
+  std::vector<AxisSetting> settings;  ///< one per axis, in axis order
+  std::string study_json;             ///< base study with every setting applied
+  std::string base_dir;               ///< where relative paths in study_json resolve
 };
 
 /// Builds point `index`. Errors only for a patch that cannot apply (checked at parse time for
@@ -95,8 +95,8 @@ Result<SweepPoint> make_point_at(const SweepSpec& spec, const std::vector<int>& 
 
 /// What an evaluator says about one point.
 struct PointOutcome {
-  bool skipped = false;                  ///< the point is invalid (e.g. heads not divisible)
-  std::string reason;                    ///< why it was skipped (one line)
+  bool skipped = false;  ///< the point is invalid (e.g. heads not divisible)
+  std::string reason;    ///< why it was skipped (one line)
   /// Rows of values aligned with PointEvaluator::columns, each a compact JSON scalar text
   /// ("1.5", "\"ring\"", "true", "null"). A point may give several rows (one per policy).
   std::vector<std::vector<std::string>> rows;
@@ -104,7 +104,7 @@ struct PointOutcome {
 
 /// The pluggable point evaluator.
 struct PointEvaluator {
-  std::vector<std::string> columns;      ///< metric column names, fixed for the sweep
+  std::vector<std::string> columns;  ///< metric column names, fixed for the sweep
   /// Thread-safe; must not throw. Same point, same outcome (determinism of the output).
   std::function<PointOutcome(const SweepPoint&)> evaluate;
 };
@@ -113,24 +113,24 @@ enum class OutputFormat { csv, jsonl };
 enum class ProgressMode { automatic, bar, lines, off };
 
 struct SweepOptions {
-  std::string output_path;               ///< final file; ".csv" or ".jsonl"/".json" picks format
-  int threads = 0;                       ///< workers; 0 = std::thread::hardware_concurrency()
-  bool restart = false;                  ///< ignore (overwrite) earlier output instead of resuming
+  std::string output_path;  ///< final file; ".csv" or ".jsonl"/".json" picks format
+  int threads = 0;          ///< workers; 0 = std::thread::hardware_concurrency()
+  bool restart = false;     ///< ignore (overwrite) earlier output instead of resuming
   ProgressMode progress = ProgressMode::automatic;  ///< automatic: bar iff stderr is a terminal
-  double progress_interval_s = 10.0;     ///< period of the plain progress lines
-  std::ostream* progress_stream = nullptr;  ///< nullptr: std::cerr
+  double progress_interval_s = 10.0;                ///< period of the plain progress lines
+  std::ostream* progress_stream = nullptr;          ///< nullptr: std::cerr
   /// Testing aid: stop (as if killed) after this many points were written in this run; -1 = off.
   int64_t stop_after_points = -1;
 };
 
 struct SweepSummary {
   int64_t total_points = 0;
-  int64_t resumed_points = 0;            ///< found complete in earlier output, not re-run
-  int64_t evaluated_points = 0;          ///< evaluated in this run
-  int64_t skipped_points = 0;            ///< evaluated in this run and recorded as skipped
+  int64_t resumed_points = 0;    ///< found complete in earlier output, not re-run
+  int64_t evaluated_points = 0;  ///< evaluated in this run
+  int64_t skipped_points = 0;    ///< evaluated in this run and recorded as skipped
   int64_t rows_written = 0;
   double wall_s = 0;
-  bool complete = false;                 ///< all points are in output_path
+  bool complete = false;  ///< all points are in output_path
 };
 
 /// Output format from the file name: ".csv" -> csv; ".jsonl", ".ndjson", ".json" -> jsonl.
@@ -166,18 +166,18 @@ enum class TuneMethod { automatic, exhaustive, coordinate_descent };
 
 /// A parsed tune file: a sweep whose axes are the parameters searched.
 struct TuneSpec {
-  SweepSpec space;                       ///< base study + parameter axes (each its own group)
-  std::vector<int> default_coords;       ///< value index per parameter of the default config
-                                         ///< (the base study's value; -1 if not among values)
+  SweepSpec space;                  ///< base study + parameter axes (each its own group)
+  std::vector<int> default_coords;  ///< value index per parameter of the default config
+                                    ///< (the base study's value; -1 if not among values)
   TuneMethod method = TuneMethod::automatic;
-  int64_t budget = 64;                   ///< at most this many distinct evaluations
-  uint64_t seed = 1;                     ///< orders coordinates and picks restart points
-  int top = 10;                          ///< rows of the top-N table
-  std::string objective = "e2e_time_s";  ///< metric minimised
+  int64_t budget = 64;                         ///< at most this many distinct evaluations
+  uint64_t seed = 1;                           ///< orders coordinates and picks restart points
+  int top = 10;                                ///< rows of the top-N table
+  std::string objective = "e2e_time_s";        ///< metric minimised
   std::string policy_pointer = "/policies/0";  ///< the policy written as the tuned policy JSON
-  std::string output_path;               ///< where the tuned policy JSON goes ("" = none)
-  std::string study_output_path;         ///< where the tuned study JSON goes ("" = none); use
-                                         ///< it when parameters lie outside the policy (/sim/...)
+  std::string output_path;                     ///< where the tuned policy JSON goes ("" = none)
+  std::string study_output_path;               ///< where the tuned study JSON goes ("" = none); use
+                                  ///< it when parameters lie outside the policy (/sim/...)
 };
 
 /// Reads a tune JSON (schema in docs/STUDIES.md). Errors as load_sweep, plus budget < 1, unknown
@@ -204,14 +204,14 @@ struct TuneEntry {
 struct TuneResult {
   TuneMethod method_used = TuneMethod::exhaustive;
   int64_t space_size = 0;
-  int64_t evaluations = 0;               ///< distinct points evaluated (<= budget, + default)
-  bool has_default = false;              ///< default config evaluated and valid
-  TuneEntry best;                        ///< lowest valid score; ties to the lower point index
+  int64_t evaluations = 0;   ///< distinct points evaluated (<= budget, + default)
+  bool has_default = false;  ///< default config evaluated and valid
+  TuneEntry best;            ///< lowest valid score; ties to the lower point index
   TuneEntry default_entry;
-  double margin = 0;                     ///< default / best - 1 (0.12 = default 12% slower)
-  std::vector<TuneEntry> ranked;         ///< every valid evaluation, best first (ties by index)
-  std::string tuned_policy_json;         ///< pretty JSON at policy_pointer of best's study
-  std::string tuned_study_json;          ///< best's whole study, pretty JSON
+  double margin = 0;              ///< default / best - 1 (0.12 = default 12% slower)
+  std::vector<TuneEntry> ranked;  ///< every valid evaluation, best first (ties by index)
+  std::string tuned_policy_json;  ///< pretty JSON at policy_pointer of best's study
+  std::string tuned_study_json;   ///< best's whole study, pretty JSON
 };
 
 /// Searches the space. Exhaustive when the space fits the budget (method automatic), otherwise

@@ -1,24 +1,21 @@
 // `sparsp sweep` through the real binary: every row equals the corresponding individual
 // `sparsp simulate --json` run; the file does not depend on the thread count; bad input exits 2.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
 
@@ -42,8 +39,8 @@ std::string slurp(const fs::path& p) {
 }
 
 int run(const std::string& args, const fs::path& out, const fs::path& err) {
-  const std::string cmd = std::string(SPARSP_CLI_PATH) + " " + args + " > " + out.string() +
-                          " 2> " + err.string();
+  const std::string cmd =
+      std::string(SPARSP_CLI_PATH) + " " + args + " > " + out.string() + " 2> " + err.string();
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -80,8 +77,8 @@ TEST_CASE("sweep rows equal the individual simulate runs") {
     REQUIRE(point.ok());
     const fs::path study = d / ("point" + std::to_string(k) + ".json");
     std::ofstream(study) << point->study_json;
-    REQUIRE(run("simulate --config " + study.string() + " --json", d / "sim.json",
-                d / "err.txt") == 0);
+    REQUIRE(run("simulate --config " + study.string() + " --json", d / "sim.json", d / "err.txt") ==
+            0);
     const json sim = json::parse(slurp(d / "sim.json"));
     REQUIRE(sim["policies"].size() == 2);
     for (size_t p = 0; p < 2; ++p) {
@@ -95,9 +92,9 @@ TEST_CASE("sweep rows equal the individual simulate runs") {
       CHECK(row["topology"] == ref["topology"]);
       CHECK(row["result.topology"] == ref["topology"]);
       CHECK(row["policy"] == ref["name"]);
-      for (const char* m : {"volume_bytes", "control_bytes", "attention_time_s", "step_time_s",
-                            "e2e_time_s", "lower_bound_s", "speedup", "compute_imbalance",
-                            "busiest_utilization"}) {
+      for (const char* m :
+           {"volume_bytes", "control_bytes", "attention_time_s", "step_time_s", "e2e_time_s",
+            "lower_bound_s", "speedup", "compute_imbalance", "busiest_utilization"}) {
         CAPTURE(m);
         // simulate --json prints 9 significant digits; the sweep keeps full precision.
         const double a = row[m].get<double>(), b = ref[m].get<double>();
@@ -123,9 +120,10 @@ TEST_CASE("sweep: bad input exits 2 with the JSON pointer; invalid points are sk
       "axes": [{"name": "gpu_per_switch", "values": [2]}]})";
   CHECK(run("sweep -c " + (d / "bad.json").string() + " -o " + (d / "r.csv").string(),
             d / "out.txt", d / "err.txt") == 2);
-  CHECK(slurp(d / "err.txt").rfind("sparsp: " + (d / "bad.json").string() +
-                                       ":/axes/0/name: unknown axis \"gpu_per_switch\"",
-                                   0) == 0);
+  CHECK(slurp(d / "err.txt")
+            .rfind("sparsp: " + (d / "bad.json").string() +
+                       ":/axes/0/name: unknown axis \"gpu_per_switch\"",
+                   0) == 0);
   CHECK_FALSE(fs::exists(d / "r.csv"));
 
   // Ulysses over 7 GPUs: HunyuanVideo's 24 heads do not divide by 7 -> that point is skipped.
@@ -202,8 +200,8 @@ TEST_CASE("tune writes a policy and a study that simulate accepts, with the repo
     "parameters": [{"name": "balance_tolerance", "values": [1.01, 1.03, 1.2]},
                    {"name": "chunk_bytes", "values": [1048576, 4194304]}],
     "budget": 100, "output": "policy.json", "study_output": "study.json"})";
-  REQUIRE(run("tune -c " + (d / "tune.json").string() + " --json", d / "out.json",
-              d / "err.txt") == 0);
+  REQUIRE(run("tune -c " + (d / "tune.json").string() + " --json", d / "out.json", d / "err.txt") ==
+          0);
   const json out = json::parse(slurp(d / "out.json"));
   CHECK(out["method"] == "exhaustive");  // 3 x 2 = 6 <= budget 100
   CHECK(out["evaluations"] == 6);

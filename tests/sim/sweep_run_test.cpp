@@ -7,11 +7,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
 
@@ -46,7 +45,8 @@ PointEvaluator fake_evaluator(std::atomic<int>* calls = nullptr) {
 
 SweepSpec small_spec(const std::string& xs = "[1, 2, 3]") {
   auto r = parse_sweep(R"({"study": {"x": 0, "y": {"z": 0.5}}, "axes": [
-      {"path": "/x", "name": "x", "values": )" + xs + R"(},
+      {"path": "/x", "name": "x", "values": )" +
+                           xs + R"(},
       {"path": "/y/z", "name": "z", "values": [0.5, 2]}]})",
                        "t.json", "");
   REQUIRE(r.ok());
@@ -82,11 +82,12 @@ TEST_CASE("CSV output is exactly the hand-computed table") {
   auto sum = run_sweep(small_spec(), fake_evaluator(), opts(d / "r.csv", 2));
   REQUIRE(sum.ok());
   CHECK(sum->complete);
-  CHECK(sum->total_points == 6);   // 3 x values x 2 z values
-  CHECK(sum->skipped_points == 2); // x = 3 with z = 0.5 and z = 2
-  CHECK(sum->rows_written == 10);  // 4 ok points x 2 rows + 2 skipped x 1 row
+  CHECK(sum->total_points == 6);    // 3 x values x 2 z values
+  CHECK(sum->skipped_points == 2);  // x = 3 with z = 0.5 and z = 2
+  CHECK(sum->rows_written == 10);   // 4 ok points x 2 rows + 2 skipped x 1 row
   CHECK_FALSE(fs::exists(d / "r.csv.partial"));
-  // p1 = x + z, p2 = x * z: (1, 0.5) -> 1.5, 0.5; (1, 2) -> 3, 2; (2, 0.5) -> 2.5, 1; (2, 2) -> 4, 4.
+  // p1 = x + z, p2 = x * z: (1, 0.5) -> 1.5, 0.5; (1, 2) -> 3, 2; (2, 0.5) -> 2.5, 1; (2, 2) ->
+  // 4, 4.
   CHECK(slurp(d / "r.csv") ==
         "point,x,z,status,reason,policy,value\n"
         "0,1,0.5,ok,,p1,1.5\n"

@@ -19,8 +19,8 @@ const char* kStudy = R"({"num_gpus": 8, "model": "hunyuanvideo-720p",
   "policies": [{"placement": "contiguous", "scheme": "ring", "runtime": "sync"}]})";
 
 std::string sweep(const std::string& axes, const std::string& extra = "") {
-  return std::string(R"({"schema_version": 1, "study": )") + kStudy + extra +
-         R"(, "axes": )" + axes + "}";
+  return std::string(R"({"schema_version": 1, "study": )") + kStudy + extra + R"(, "axes": )" +
+         axes + "}";
 }
 
 std::string error_of(const std::string& text) {
@@ -71,10 +71,11 @@ TEST_CASE("zip groups advance together, product with the rest") {
 }
 
 TEST_CASE("combine zip and ranges") {
-  auto r = parse_sweep(sweep(R"([{"name": "density", "range": {"start": 0.5, "stop": 0.9, "step": 0.2}},
+  auto r =
+      parse_sweep(sweep(R"([{"name": "density", "range": {"start": 0.5, "stop": 0.9, "step": 0.2}},
       {"name": "block", "range": {"start": 128, "stop": 384, "step": 128}}])",
-                             R"(, "combine": "zip")"),
-                       "s.json", "");
+                        R"(, "combine": "zip")"),
+                  "s.json", "");
   REQUIRE(r.ok());
   // Ranges include the stop: 0.5, 0.7, 0.9 and 128, 256, 384; zipped -> 3 points.
   CHECK(num_points(*r) == 3);
@@ -95,8 +96,11 @@ TEST_CASE("array elements and whole objects as values") {
 }
 
 TEST_CASE("bad sweep input names the JSON pointer") {
-  CHECK(error_of(sweep(R"([{"name": "block", "values": [128]}, {"name": "gpu_per_switch", "values": [2]}])"))
-            .rfind("s.json:/axes/1/name: unknown axis \"gpu_per_switch\"", 0) == 0);
+  CHECK(
+      error_of(
+          sweep(
+              R"([{"name": "block", "values": [128]}, {"name": "gpu_per_switch", "values": [2]}])"))
+          .rfind("s.json:/axes/1/name: unknown axis \"gpu_per_switch\"", 0) == 0);
   CHECK(error_of(sweep(R"([{"name": "block", "values": []}])")) ==
         "s.json:/axes/0/values: empty axis (no values)");
   CHECK(error_of(sweep(R"([{"name": "block", "values": [128, "256"]}])")) ==
@@ -105,26 +109,34 @@ TEST_CASE("bad sweep input names the JSON pointer") {
   CHECK(error_of(sweep(R"([{"path": "/pattern/window", "values": [[3,3,3], 4]}])")) ==
         "s.json:/axes/0/values/1: type mismatch: expected an array (as /pattern/window in the "
         "study), got a number");
-  CHECK(error_of(sweep(R"([{"zip": [{"name": "block", "values": [1, 2]}, {"name": "window", "values": [[1,1,1]]}]}])")) ==
-        "s.json:/axes/0/zip/1: zipped axes need equal lengths: 1 values vs 2");
+  CHECK(
+      error_of(sweep(
+          R"([{"zip": [{"name": "block", "values": [1, 2]}, {"name": "window", "values": [[1,1,1]]}]}])")) ==
+      "s.json:/axes/0/zip/1: zipped axes need equal lengths: 1 values vs 2");
   CHECK(error_of(sweep(R"([{"path": "/no/such", "values": [1]}])")) ==
         "s.json:/axes/0/path: the study has no object at /no to hold /no/such");
   CHECK(error_of(sweep(R"([{"path": "/policies/0/scheme/x", "values": [1]}])")) ==
         "s.json:/axes/0/path: the study has no object at /policies/0/scheme to hold "
         "/policies/0/scheme/x (it is a string; inline that part of the study as an object to "
         "sweep its fields)");
-  CHECK(error_of(sweep(R"([{"name": "block", "values": [1]}, {"name": "block", "values": [2]}])")) ==
-        "s.json:/axes/1/name: duplicate axis name \"block\"");
-  CHECK(error_of(sweep(R"([{"name": "policies", "values": [[]]}, {"name": "scheme", "values": ["ring"]}])"))
-            .find("overlap") != std::string::npos);
+  CHECK(
+      error_of(sweep(R"([{"name": "block", "values": [1]}, {"name": "block", "values": [2]}])")) ==
+      "s.json:/axes/1/name: duplicate axis name \"block\"");
+  CHECK(
+      error_of(
+          sweep(
+              R"([{"name": "policies", "values": [[]]}, {"name": "scheme", "values": ["ring"]}])"))
+          .find("overlap") != std::string::npos);
   CHECK(error_of(sweep(R"([])")) == "s.json:/axes: expected a non-empty array of axes");
   CHECK(error_of(sweep(R"([{"name": "block", "values": [1], "vals": 2}])")) ==
         "s.json:/axes/0/vals: unknown key (expected name, path, values, range, description)");
   CHECK(error_of(R"({"study": {}, "axes": [{"name": "block", "values": [1]}], "extra": 1})") ==
         "s.json:/extra: unknown key");
   CHECK(error_of("{\n\"study\": ,}").rfind("s.json:2: invalid JSON", 0) == 0);
-  CHECK(error_of(R"({"study": "/nonexistent/study.json", "axes": [{"name": "block", "values": [1]}]})") ==
-        "s.json:/study: /nonexistent/study.json: cannot open file");
+  CHECK(
+      error_of(
+          R"({"study": "/nonexistent/study.json", "axes": [{"name": "block", "values": [1]}]})") ==
+      "s.json:/study: /nonexistent/study.json: cannot open file");
 }
 
 TEST_CASE("a referenced topology file is inlined to sweep its template; sparsity = 1 - density") {

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "sparsp/sweep.hpp"
@@ -60,9 +59,9 @@ TEST_CASE("exhaustive search when the space fits the budget") {
   auto r = run_tune(t, objective(&calls), 2);
   REQUIRE(r.ok());
   CHECK(r->method_used == TuneMethod::exhaustive);
-  CHECK(r->space_size == 96);   // 6 x 4 x 4
+  CHECK(r->space_size == 96);  // 6 x 4 x 4
   CHECK(r->evaluations == 96);
-  CHECK(calls.load() == 97);    // every point + the default
+  CHECK(calls.load() == 97);  // every point + the default
   // 96 points minus the 6 invalid (buffers 1, SMs 32, any chunk) are ranked.
   CHECK(r->ranked.size() == 90);
   CHECK(r->best.coords == std::vector<int>{3, 2, 2});  // chunk 8, buffers 3, SMs 16
@@ -70,8 +69,10 @@ TEST_CASE("exhaustive search when the space fits the budget") {
   CHECK(r->has_default);
   CHECK(r->default_entry.score.value == 13.0);
   CHECK(r->margin == doctest::Approx(0.3));
-  CHECK(json::parse(r->tuned_policy_json) ==
-        json::parse(R"({"scheme": "demand_direct", "chunk_mib": 8, "staging_buffers": 3, "comm_sms": 16})"));
+  CHECK(
+      json::parse(r->tuned_policy_json) ==
+      json::parse(
+          R"({"scheme": "demand_direct", "chunk_mib": 8, "staging_buffers": 3, "comm_sms": 16})"));
   // Second best: one unit off in one coordinate (value 11); ties broken by point index, so
   // the first is chunk 4 (index 2*16 + 2*4 + 2 = 42).
   CHECK(r->ranked[1].score.value == 11.0);
