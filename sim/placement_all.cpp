@@ -1,5 +1,6 @@
 // Placements of query/KV blocks on the ranks of the sequence-parallel group. The registry table at
 // the bottom is the only place a new placement is listed.
+#include <mutex>
 #include <metis.h>
 
 #include <algorithm>
@@ -244,6 +245,11 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   options[METIS_OPTION_CONTIG] = 0;
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
   if (adj.empty()) return place_balanced(c);
+  // METIS keeps its random state in a process-wide global (GKlib's random.c, reseeded from
+  // options[METIS_OPTION_SEED] at each call), so concurrent calls interleave their streams and the
+  // partition would depend on thread timing (seen in parallel sweeps). Serialise the call.
+  static std::mutex metis_mutex;
+  std::lock_guard<std::mutex> metis_lock(metis_mutex);
   const int rc = METIS_PartGraphKway(&nv, &ncon, xadj.data(), adj.data(), vw.data(), nullptr,
                                      adjw.data(), &np, nullptr, &ub, options, &objval, part.data());
   if (rc != METIS_OK) return Error{"dependency_aware: METIS_PartGraphKway failed (" +

@@ -179,22 +179,6 @@ Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch
   return Ok{};
 }
 
-// METIS keeps its random state in a process-wide global (GKlib's gk_randinit/gk_randint64 in
-// random.c), so two concurrent METIS_PartGraphKway calls interleave their random streams and the
-// partition depends on thread timing (observed: sweep rows of dependency_aware differed between
-// -j1 and -j2, up to 2.8 GB of volume). Until sim/placement_all.cpp serialises its METIS call,
-// studies using the dependency_aware placement run one at a time; others run in parallel.
-std::mutex& metis_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-
-bool uses_metis(const Study& s) {
-  for (const auto& p : s.policies)
-    if (p.placement == "dependency_aware") return true;
-  return false;
-}
-
 std::string cell(const std::string& s) { return json(s).dump(); }
 std::string cell(double v) { return std::isfinite(v) ? json(v).dump() : "null"; }
 std::string cell(int64_t v) { return std::to_string(v); }
@@ -219,10 +203,7 @@ Result<PointEvaluator> study_point_evaluator() {
     if (!st) return PointOutcome{true, st.error().message, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study) return PointOutcome{true, study.error().message, {}};
-    std::unique_lock<std::mutex> lock(metis_mutex(), std::defer_lock);
-    if (uses_metis(*study)) lock.lock();
     auto res = run_study(*study);
-    if (lock.owns_lock()) lock.unlock();
     if (!res) return PointOutcome{true, res.error().message, {}};
     for (const PolicyResult& r : res->policies) {
       json params = json::object();
