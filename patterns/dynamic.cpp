@@ -76,16 +76,28 @@ void select_cdf(const float* scores, int rows, int cols, double threshold, const
     for (int c = 0; c < cols; ++c)
       z += p[static_cast<size_t>(c)] = std::exp(static_cast<double>(s[c] - mx));
     std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(),
-              [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+    auto before = [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); };
     uint64_t* row = out.row(rows_idx[r]);
     double mass = 0;
-    for (int i = 0; i < cols; ++i) {
-      const int c = idx[static_cast<size_t>(i)];
-      const int col = cols_idx[c];
-      row[col >> 6] |= uint64_t{1} << (col & 63);
-      mass += p[static_cast<size_t>(c)] / z;
-      if (mass >= threshold - 1e-12) break;
+    // The columns in descending order, sorted a chunk at a time (doubling) until the mass is
+    // reached: the same order as a full sort (strict total order), without sorting the tail.
+    bool done = false;
+    for (size_t pos = 0, chunk = 32; pos < idx.size() && !done; pos += chunk, chunk *= 2) {
+      chunk = std::min(chunk, idx.size() - pos);
+      const auto b = idx.begin() + static_cast<ptrdiff_t>(pos);
+      const auto e = b + static_cast<ptrdiff_t>(chunk);
+      if (e != idx.end()) std::nth_element(b, e - 1, idx.end(), before);
+      std::sort(b, e, before);
+      for (auto it = b; it != e; ++it) {
+        const int c = *it;
+        const int col = cols_idx[c];
+        row[col >> 6] |= uint64_t{1} << (col & 63);
+        mass += p[static_cast<size_t>(c)] / z;
+        if (mass >= threshold - 1e-12) {
+          done = true;
+          break;
+        }
+      }
     }
   }
 }
@@ -189,8 +201,8 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
   //
   // Per row, [tau, tau_hi) is a step-independent band that holds the k-th best noisy score with
   // high probability: with uniform noise, column j scores >= t with probability
-  // p_j(t) = clamp((b_j + amp - t) / (2 amp), 0, 1); tau solves sum p_j = k + 4 sigma + 4 and
-  // tau_hi solves sum p_j = k - 4 sigma - 4 (sigma^2 = sum p_j (1 - p_j)). Groups whose best
+  // p_j(t) = clamp((b_j + amp - t) / (2 amp), 0, 1); tau solves sum p_j = k + 2.5 sigma + 1
+  // and tau_hi solves sum p_j = k - 2.5 sigma - 1 (sigma^2 = sum p_j (1 - p_j)). Groups whose best
   // column cannot reach tau (b_j + amp < tau) are stored after the others (`mid`) and scored
   // only in the rare fallback.
   const int nv = layout_.num_video_blocks;
@@ -214,7 +226,7 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
     }
     float tau = -kInf, tau_hi = kInf;
     if (amp > 0) {
-      // sum_j p_j(t) - k - sign (4 sigma(t) + 4): decreasing in t.
+      // sum_j p_j(t) - k - sign (2.5 sigma(t) + 1): decreasing in t.
       auto excess = [&](double t, double sign) {
         double e = 0, v = 0;
         for (uint32_t g : groups)
@@ -224,7 +236,7 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
             e += pj;
             v += pj * (1 - pj);
           }
-        return e - topk_ - sign * (4 * std::sqrt(v) + 4);
+        return e - topk_ - sign * (2.5 * std::sqrt(v) + 1);
       };
       // Largest t in [kth - 3 amp, kth + 2 amp] with excess(t, sign) >= 0; nullopt when none.
       auto solve = [&](double sign) -> std::optional<double> {
@@ -281,10 +293,6 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
     const float amp = static_cast<float>(noise_);
     const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
     const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
-    auto noise_of = [&](uint64_t row_base, int k) {
-      const uint64_t r = mix64(row_base + static_cast<uint64_t>(k / 4)) >> (16 * (k % 4));
-      return static_cast<float>(r & 0xffff) * nscale + noff;
-    };
     BlockMask& m = out[static_cast<size_t>(h)];
     if (!cdf_) {
       const Candidates& cand = candidates(variant);
@@ -351,6 +359,12 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
       };
       constexpr float kInf = std::numeric_limits<float>::infinity();
       const uint32_t kk = static_cast<uint32_t>(topk_);
+      auto set_cols = [first](uint64_t* row, const uint64_t* keys, uint32_t n) {
+        for (uint32_t i = 0; i < n; ++i) {
+          const int col = first + static_cast<int>(static_cast<uint32_t>(keys[i]));
+          row[col >> 6] |= uint64_t{1} << (col & 63);
+        }
+      };
       const int words = m.words_per_row();
       for (int q = 0; q < nv; ++q) {
         const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
@@ -368,22 +382,33 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
               score(row_base, e0, e1, std::numeric_limits<float>::lowest(), kInf, row, band);
         }
         const uint32_t rest = kk - ns;
-        if (rest > 0) {
-          if (rest < nb) std::nth_element(band, band + (rest - 1), band + nb);
-          for (uint32_t i = 0; i < rest; ++i) {
+        if (rest >= nb) {
+          set_cols(row, band, nb);
+        } else if (nb <= 32) {
+          // Small band: key i is selected when fewer than `rest` keys are smaller (keys are
+          // distinct), branch-free.
+          for (uint32_t i = 0; i < nb; ++i) {
+            uint32_t rank = 0;
+            for (uint32_t j = 0; j < nb; ++j) rank += band[j] < band[i] ? 1u : 0u;
             const int col = first + static_cast<int>(static_cast<uint32_t>(band[i]));
-            row[col >> 6] |= uint64_t{1} << (col & 63);
+            row[col >> 6] |= static_cast<uint64_t>(rank < rest) << (col & 63);
           }
+        } else if (rest > 0) {
+          std::nth_element(band, band + (rest - 1), band + nb);
+          set_cols(row, band, rest);
         }
       }
     } else {
       for (int q = 0; q < nv; ++q) {
         float* s = scores_.data() + static_cast<size_t>(q) * nv;
         const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        for (int k = 0; k < nv; ++k) {
-          s[k] = base_score(q, k, inv);
-          if (amp > 0) s[k] += noise_of(row_base, k);
-        }
+        for (int k = 0; k < nv; ++k) s[k] = base_score(q, k, inv);
+        if (amp > 0)
+          for (int g = 0; 4 * g < nv; ++g) {  // one hash per four columns
+            const uint64_t r = mix64(row_base + static_cast<uint64_t>(g));
+            for (int j = 0; j < 4 && 4 * g + j < nv; ++j)
+              s[4 * g + j] += static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff;
+          }
       }
       select_cdf(scores_.data(), nv, nv, threshold_, rows_.data(), rows_.data(), m);
     }
