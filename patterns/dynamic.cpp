@@ -329,7 +329,7 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
             band[nb] = (static_cast<uint64_t>(ord[j]) << 32) | (k0 + j);
             nb += (in_band >> j) & 1u;
           }
-          ns += static_cast<uint32_t>(__builtin_popcount(sure));
+          ns += static_cast<uint32_t>((0x4332322132212110ull >> (4 * sure)) & 15);  // popcount of 4 bits
           // Padding past the last block scores -inf, so sure bits are real columns.
           const int col = first + static_cast<int>(k0);
           const int sh = col & 63;
