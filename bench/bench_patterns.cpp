@@ -88,6 +88,28 @@ void BM_WanTopkStream(benchmark::State& state) {
 }
 BENCHMARK(BM_WanTopkStream)->Arg(2)->Arg(50)->Unit(benchmark::kMillisecond)->Iterations(1);
 
+// Generation only, cdf (synthetic scores, threshold 0.9) of Wan2.1-14B: every row scores all
+// 591 video blocks. Arg: number of steps.
+void BM_WanCdfGen(benchmark::State& state) {
+  auto model = pt::load_model("wan2.1-14b-720p").value();
+  const int steps = static_cast<int>(state.range(0));
+  int64_t active = 0;
+  for (auto _ : state) {
+    pt::PatternOptions o;
+    o.kind = "cdf";
+    o.block_tokens = 128;
+    o.threshold = 0.9;
+    o.steps = steps;
+    auto p = pt::make_pattern(model, o).value();
+    for (int s = 0; s < steps; ++s)
+      for (int l = 0; l < p->layers(); ++l)
+        for (int h = 0; h < p->heads(); ++h) active += p->mask(s, l, h).row_count(0);
+    benchmark::DoNotOptimize(active);
+  }
+  state.counters["masks"] = static_cast<double>(steps) * model.layers * model.heads;
+}
+BENCHMARK(BM_WanCdfGen)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);
+
 // Statistics of the whole HunyuanVideo STA pattern (50 steps x 60 layers x 24 heads).
 void BM_HunyuanStaStats(benchmark::State& state) {
   auto model = pt::load_model("hunyuanvideo-720p").value();

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cassert>
 
+#include "pattern_impl.hpp"
 #include "sparsp/pattern.hpp"
 
 namespace sparsp::patterns {
@@ -24,14 +25,14 @@ void BlockMask::set(int q, int k, bool v) {
 
 int64_t BlockMask::count() const {
   int64_t n = 0;
-  for (uint64_t w : bits_) n += std::popcount(w);
+  for (uint64_t w : bits_) n += popcount64(w);
   return n;
 }
 
 int BlockMask::row_count(int q) const {
   int n = 0;
   const uint64_t* r = row(q);
-  for (int i = 0; i < words_per_row_; ++i) n += std::popcount(r[i]);
+  for (int i = 0; i < words_per_row_; ++i) n += popcount64(r[i]);
   return n;
 }
 

@@ -5,6 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <numeric>
 
 namespace sparsp::patterns {
@@ -68,16 +76,28 @@ void select_cdf(const float* scores, int rows, int cols, double threshold, const
     for (int c = 0; c < cols; ++c)
       z += p[static_cast<size_t>(c)] = std::exp(static_cast<double>(s[c] - mx));
     std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(),
-              [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+    auto before = [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); };
     uint64_t* row = out.row(rows_idx[r]);
     double mass = 0;
-    for (int i = 0; i < cols; ++i) {
-      const int c = idx[static_cast<size_t>(i)];
-      const int col = cols_idx[c];
-      row[col >> 6] |= uint64_t{1} << (col & 63);
-      mass += p[static_cast<size_t>(c)] / z;
-      if (mass >= threshold - 1e-12) break;
+    // The columns in descending order, sorted a chunk at a time (doubling) until the mass is
+    // reached: the same order as a full sort (strict total order), without sorting the tail.
+    bool done = false;
+    for (size_t pos = 0, chunk = 32; pos < idx.size() && !done; pos += chunk, chunk *= 2) {
+      chunk = std::min(chunk, idx.size() - pos);
+      const auto b = idx.begin() + static_cast<ptrdiff_t>(pos);
+      const auto e = b + static_cast<ptrdiff_t>(chunk);
+      if (e != idx.end()) std::nth_element(b, e - 1, idx.end(), before);
+      std::sort(b, e, before);
+      for (auto it = b; it != e; ++it) {
+        const int c = *it;
+        const int col = cols_idx[c];
+        row[col >> 6] |= uint64_t{1} << (col & 63);
+        mass += p[static_cast<size_t>(c)] / z;
+        if (mass >= threshold - 1e-12) {
+          done = true;
+          break;
+        }
+      }
     }
   }
 }
@@ -175,21 +195,79 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
   if (!c.offset.empty()) return c;
   // Noise lies in (-amp, amp), so a column whose base score is below (k-th largest base) - 2 amp
   // scores below every one of the k best-base columns at any step: it can never be selected.
-  // The remaining columns depend on the metric only, not on the step.
+  // The remaining columns depend on the metric only, not on the step. They are kept as groups of
+  // four (one noise hash each); extra columns of a group are harmless (never selected), padding
+  // past the last block scores -inf.
+  //
+  // Per row, [tau, tau_hi) is a step-independent band that holds the k-th best noisy score with
+  // high probability: with uniform noise, column j scores >= t with probability
+  // p_j(t) = clamp((b_j + amp - t) / (2 amp), 0, 1); tau solves sum p_j = k + 2.5 sigma + 1
+  // and tau_hi solves sum p_j = k - 2.5 sigma - 1 (sigma^2 = sum p_j (1 - p_j)). Groups whose best
+  // column cannot reach tau (b_j + amp < tau) are stored after the others (`mid`) and scored
+  // only in the rare fallback.
   const int nv = layout_.num_video_blocks;
+  const int ng = (nv + 3) / 4;
   const auto inv = metric(variant);
   const float amp = static_cast<float>(noise_);
-  std::vector<float> base(static_cast<size_t>(nv)), tmp(static_cast<size_t>(nv));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> base(static_cast<size_t>(ng) * 4, -kInf), tmp;
+  std::vector<uint32_t> early, late;
   c.offset.push_back(0);
   for (int q = 0; q < nv; ++q) {
     for (int k = 0; k < nv; ++k) base[static_cast<size_t>(k)] = base_score(q, k, inv);
-    tmp = base;
+    tmp.assign(base.begin(), base.begin() + nv);
     std::nth_element(tmp.begin(), tmp.begin() + (topk_ - 1), tmp.end(), std::greater<float>());
     const float kth = tmp[static_cast<size_t>(topk_ - 1)];
     const float cut = kth - 2 * amp - 1e-5f * (1 + std::fabs(kth) + 2 * amp);
-    for (int k = 0; k < nv; ++k)
-      if (base[static_cast<size_t>(k)] >= cut) c.cols.push_back(k);
-    c.offset.push_back(static_cast<uint32_t>(c.cols.size()));
+    std::vector<uint32_t> groups;
+    for (int g = 0; g < ng; ++g) {
+      const float* b4 = base.data() + 4 * g;
+      if (std::max({b4[0], b4[1], b4[2], b4[3]}) >= cut) groups.push_back(static_cast<uint32_t>(g));
+    }
+    float tau = -kInf, tau_hi = kInf;
+    if (amp > 0) {
+      // sum_j p_j(t) - k - sign (2.5 sigma(t) + 1): decreasing in t.
+      auto excess = [&](double t, double sign) {
+        double e = 0, v = 0;
+        for (uint32_t g : groups)
+          for (int j = 0; j < 4; ++j) {
+            const double pj =
+                std::clamp((base[4 * g + static_cast<uint32_t>(j)] + amp - t) / (2.0 * amp), 0.0, 1.0);
+            e += pj;
+            v += pj * (1 - pj);
+          }
+        return e - topk_ - sign * (2.5 * std::sqrt(v) + 1);
+      };
+      // Largest t in [kth - 3 amp, kth + 2 amp] with excess(t, sign) >= 0; nullopt when none.
+      auto solve = [&](double sign) -> std::optional<double> {
+        double lo = kth - 3.0 * amp, hi = kth + 2.0 * amp;
+        if (excess(lo, sign) < 0) return std::nullopt;
+        for (int it = 0; it < 40; ++it) {
+          const double mid = 0.5 * (lo + hi);
+          (excess(mid, sign) >= 0 ? lo : hi) = mid;
+        }
+        return lo;
+      };
+      if (auto t = solve(+1)) tau = static_cast<float>(*t);
+      if (auto t = solve(-1); t && static_cast<float>(*t) > tau) tau_hi = static_cast<float>(*t);
+    }
+    // Groups that may reach tau (float rounding margin as for `cut`) first, then the rest.
+    const float reach = tau - amp - 1e-5f * (1 + std::fabs(tau) + 2 * amp);
+    early.clear();
+    late.clear();
+    for (uint32_t g : groups) {
+      const float* b4 = base.data() + 4 * g;
+      (std::max({b4[0], b4[1], b4[2], b4[3]}) >= reach ? early : late).push_back(g);
+    }
+    for (const auto* part : {&early, &late})
+      for (uint32_t g : *part) {
+        c.group.push_back(g);
+        c.base.insert(c.base.end(), base.begin() + 4 * g, base.begin() + 4 * g + 4);
+      }
+    c.mid.push_back(static_cast<uint32_t>(c.offset.back() + early.size()));
+    c.offset.push_back(static_cast<uint32_t>(c.group.size()));
+    c.tau.push_back(tau);
+    c.tau_hi.push_back(tau_hi);
   }
   return c;
 }
@@ -215,39 +293,122 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
     const float amp = static_cast<float>(noise_);
     const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
     const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
-    auto noise_of = [&](uint64_t row_base, int k) {
-      const uint64_t r = mix64(row_base + static_cast<uint64_t>(k / 4)) >> (16 * (k % 4));
-      return static_cast<float>(r & 0xffff) * nscale + noff;
-    };
     BlockMask& m = out[static_cast<size_t>(h)];
     if (!cdf_) {
       const Candidates& cand = candidates(variant);
+      const int first = L.first_video_block;
+      // Noisy scores of the candidate groups [e0, e1): columns scoring >= hi set their bit in
+      // `row` at once, those in [lo, hi) go to `band` as top-k keys (branch-free). Returns the
+      // two counts.
+      auto score = [&](uint64_t row_base, uint32_t e0, uint32_t e1, float lo, float hi,
+                       uint64_t* row, uint64_t* band) {
+        uint32_t ns = 0, nb = 0;
+#if defined(__SSE2__)
+        // The four columns of a group in one SSE register: the same IEEE float operations in
+        // the same order as the scalar code below, so the same scores.
+        const __m128 vscale = _mm_set1_ps(nscale), voff = _mm_set1_ps(noff);
+        const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+        const __m128i zero = _mm_setzero_si128(), sign = _mm_set1_epi32(INT32_MIN);
+        const __m128 negzero = _mm_set1_ps(-0.0f), pzero = _mm_setzero_ps();
+        alignas(16) uint32_t ord[4];
+        for (uint32_t e = e0; e < e1; ++e) {
+          const uint32_t g = cand.group[e];
+          const uint64_t r = mix64(row_base + g);
+          const __m128i u16 = _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<long long>(r)), zero);
+          const __m128 noise = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(u16), vscale), voff);
+          const __m128 sc = _mm_add_ps(_mm_loadu_ps(cand.base.data() + 4 * static_cast<size_t>(e)), noise);
+          const unsigned sure = static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vhi)));
+          const unsigned in_band =
+              static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vlo))) & ~sure;
+          // topk_key's order-preserving transform of -score, four at a time.
+          const __m128i u = _mm_castps_si128(_mm_add_ps(_mm_xor_ps(sc, negzero), pzero));
+          _mm_store_si128(reinterpret_cast<__m128i*>(ord),
+                          _mm_xor_si128(u, _mm_or_si128(_mm_srai_epi32(u, 31), sign)));
+          const uint64_t k0 = 4 * static_cast<uint64_t>(g);
+          for (unsigned j = 0; j < 4; ++j) {
+            band[nb] = (static_cast<uint64_t>(ord[j]) << 32) | (k0 + j);
+            nb += (in_band >> j) & 1u;
+          }
+          ns += static_cast<uint32_t>((0x4332322132212110ull >> (4 * sure)) & 15);  // popcount of 4 bits
+          // Padding past the last block scores -inf, so sure bits are real columns.
+          const int col = first + static_cast<int>(k0);
+          const int sh = col & 63;
+          uint64_t* w = row + (col >> 6);
+          w[0] |= static_cast<uint64_t>(sure) << sh;
+          if (sh > 60 && sure >> (64 - sh)) w[1] |= static_cast<uint64_t>(sure) >> (64 - sh);
+        }
+#else
+        for (uint32_t e = e0; e < e1; ++e) {
+          const uint32_t g = cand.group[e];
+          const float* b4 = cand.base.data() + 4 * static_cast<size_t>(e);
+          const uint64_t r = mix64(row_base + g);
+          for (int j = 0; j < 4; ++j) {
+            const int k = static_cast<int>(4 * g) + j;
+            const float sc =
+                b4[j] + (static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff);
+            band[nb] = topk_key(sc, k);
+            const bool in_sure = sc >= hi;
+            ns += in_sure ? 1u : 0u;
+            nb += (!in_sure && sc >= lo) ? 1u : 0u;
+            const int col = first + std::min(k, nv - 1);  // padding never scores >= hi
+            row[col >> 6] |= static_cast<uint64_t>(in_sure) << (col & 63);
+          }
+        }
+#endif
+        return std::pair{ns, nb};
+      };
+      constexpr float kInf = std::numeric_limits<float>::infinity();
+      const uint32_t kk = static_cast<uint32_t>(topk_);
+      auto set_cols = [first](uint64_t* row, const uint64_t* keys, uint32_t n) {
+        for (uint32_t i = 0; i < n; ++i) {
+          const int col = first + static_cast<int>(static_cast<uint32_t>(keys[i]));
+          row[col >> 6] |= uint64_t{1} << (col & 63);
+        }
+      };
+      const int words = m.words_per_row();
       for (int q = 0; q < nv; ++q) {
         const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        const uint32_t b0 = cand.offset[static_cast<size_t>(q)],
-                       b1 = cand.offset[static_cast<size_t>(q) + 1];
-        keys_.clear();
-        for (uint32_t i = b0; i < b1; ++i) {
-          const int k = cand.cols[i];
-          float sc = base_score(q, k, inv);
-          if (amp > 0) sc += noise_of(row_base, k);
-          keys_.push_back(topk_key(sc, k));
+        const size_t qi = static_cast<size_t>(q);
+        const uint32_t e0 = cand.offset[qi], mid = cand.mid[qi], e1 = cand.offset[qi + 1];
+        keys_.resize(4 * static_cast<size_t>(e1 - e0));
+        uint64_t* band = keys_.data();
+        uint64_t* row = m.row(rows_[qi]);
+        // Every score >= tau_hi beats every other; the rest of the top k lies in [tau, tau_hi)
+        // when enough scores reach tau. Otherwise (rare) select among all candidates.
+        auto [ns, nb] = score(row_base, e0, mid, cand.tau[qi], cand.tau_hi[qi], row, band);
+        if (ns > kk || ns + nb < kk) {
+          std::fill(row, row + words, uint64_t{0});
+          std::tie(ns, nb) =
+              score(row_base, e0, e1, std::numeric_limits<float>::lowest(), kInf, row, band);
         }
-        std::nth_element(keys_.begin(), keys_.begin() + (topk_ - 1), keys_.end());
-        uint64_t* row = m.row(rows_[static_cast<size_t>(q)]);
-        for (int i = 0; i < topk_; ++i) {
-          const int c = rows_[static_cast<uint32_t>(keys_[static_cast<size_t>(i)])];
-          row[c >> 6] |= uint64_t{1} << (c & 63);
+        const uint32_t rest = kk - ns;
+        if (rest >= nb) {
+          set_cols(row, band, nb);
+        } else if (nb <= 32) {
+          // Small band: key i is selected when fewer than `rest` keys are smaller (keys are
+          // distinct), branch-free.
+          for (uint32_t i = 0; i < nb; ++i) {
+            uint32_t rank = 0;
+            for (uint32_t j = 0; j < nb; ++j) rank += band[j] < band[i] ? 1u : 0u;
+            const int col = first + static_cast<int>(static_cast<uint32_t>(band[i]));
+            row[col >> 6] |= static_cast<uint64_t>(rank < rest) << (col & 63);
+          }
+        } else if (rest > 0) {
+          std::nth_element(band, band + (rest - 1), band + nb);
+          set_cols(row, band, rest);
         }
       }
     } else {
       for (int q = 0; q < nv; ++q) {
         float* s = scores_.data() + static_cast<size_t>(q) * nv;
         const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        for (int k = 0; k < nv; ++k) {
-          s[k] = base_score(q, k, inv);
-          if (amp > 0) s[k] += noise_of(row_base, k);
-        }
+        for (int k = 0; k < nv; ++k) s[k] = base_score(q, k, inv);
+        if (amp > 0)
+          for (int g = 0; 4 * g < nv; ++g) {  // one hash per four columns
+            const uint64_t r = mix64(row_base + static_cast<uint64_t>(g));
+            for (int j = 0; j < 4 && 4 * g + j < nv; ++j)
+              s[4 * g + j] += static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff;
+          }
       }
       select_cdf(scores_.data(), nv, nv, threshold_, rows_.data(), rows_.data(), m);
     }

@@ -33,9 +33,13 @@ class SyntheticScorePattern final : public LazyPattern {
 
  private:
   static constexpr int kMetricVariants = 8;
-  struct Candidates {
-    std::vector<uint32_t> offset;  ///< [nv + 1] CSR row offsets
-    std::vector<int> cols;         ///< video column indices
+  struct Candidates {                ///< step-independent, per metric variant
+    std::vector<uint32_t> offset;  ///< [nv + 1] CSR row offsets into `group`
+    std::vector<uint32_t> mid;     ///< [nv] end of the groups that can reach tau
+    std::vector<uint32_t> group;   ///< candidate column groups g (columns 4g .. 4g + 3)
+    std::vector<float> base;       ///< [4 per group] noise-free scores (-inf past the last)
+    std::vector<float> tau;        ///< [nv] likely lower bound of the k-th best noisy score
+    std::vector<float> tau_hi;     ///< [nv] likely upper bound of it (+inf: none)
   };
   std::array<float, 3> metric(int variant) const;
   const Candidates& candidates(int variant);

@@ -10,6 +10,19 @@
 
 namespace sparsp::patterns {
 
+/// Set bits of a word. Without -mpopcnt, std::popcount is a libgcc call (__popcountdi2); this is
+/// the branch-free SWAR count (Hacker's Delight, 5-2) inline, or the instruction when available.
+inline int popcount64(uint64_t x) {
+#if defined(__POPCNT__)
+  return __builtin_popcountll(x);
+#else
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+#endif
+}
+
 /// splitmix64 finaliser: the counter-based hash behind all seeded randomness of this module.
 inline uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

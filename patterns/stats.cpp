@@ -16,7 +16,7 @@ constexpr uint64_t kPosBit[6] = {0xAAAAAAAAAAAAAAAAull, 0xCCCCCCCCCCCCCCCCull,
 
 inline int64_t pos_sum(uint64_t w) {
   int64_t s = 0;
-  for (int b = 0; b < 6; ++b) s += (int64_t{1} << b) * std::popcount(w & kPosBit[b]);
+  for (int b = 0; b < 6; ++b) s += (int64_t{1} << b) * popcount64(w & kPosBit[b]);
   return s;
 }
 
@@ -49,7 +49,7 @@ void row_distance(const uint64_t* row, int lo, int hi, int q, double& sum, int64
       below = bits & m;
       above = bits & ~m;
     }
-    const int nb = std::popcount(below), na = std::popcount(above);
+    const int nb = popcount64(below), na = popcount64(above);
     const int64_t sb = pos_sum(below) + int64_t{base} * nb;  // sum of k for k < q
     const int64_t sa = pos_sum(above) + int64_t{base} * na;  // sum of k for k >= q
     sum += static_cast<double>(int64_t{q} * nb - sb + sa - int64_t{q} * na);

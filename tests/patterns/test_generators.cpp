@@ -304,3 +304,98 @@ TEST_CASE("kind errors") {
   auto rad = make_pattern(m, {.kind = "radial", .block_tokens = 1, .order = "tile"});
   REQUIRE(!rad.ok());
 }
+
+namespace {
+
+// The synthetic score model exactly as patterns/README.md documents it, scored over full rows
+// (no candidate pruning) and selected with select_topk: score(q, k) = -sum_d |c_q,d - c_k,d| *
+// inv_d + noise, inv_d = 1 / (length * extent_d * exp(U - 0.5)) for the metric variant of
+// (layer, head), noise = amp * (2 u - 1) with u = (16 hash bits + 0.5) / 2^16 from splitmix64 of
+// (seed, step, layer, head, q, k). Its hash constants are the generator's definition (the same
+// since the generator was written); this test checks that the pruned generator (candidates, the
+// [tau, tau_hi) band, the fallback) selects exactly the top k of the full rows.
+BlockMask reference_topk(const BlockLayout& L, const PatternOptions& o, int k, int step,
+                         int layer, int head) {
+  const int nv = L.num_video_blocks;
+  std::array<float, 3> extent{};
+  if (L.order == TokenOrder::tile) {
+    for (int d = 0; d < 3; ++d) extent[static_cast<size_t>(d)] = static_cast<float>(L.tile[static_cast<size_t>(d)]);
+  } else {
+    const int W = L.grid[2], H = L.grid[1], B = L.block_tokens;
+    extent = {1.0f, static_cast<float>(std::clamp(B / W, 1, H)), static_cast<float>(std::min(B, W))};
+  }
+  const uint64_t seed = o.seed;
+  const int variant = static_cast<int>(
+      mix64(seed ^ mix64((static_cast<uint64_t>(layer) << 40) ^
+                         (static_cast<uint64_t>(head) << 8) ^ 0x5a5aull)) % 8);
+  std::array<float, 3> inv{};
+  for (int d = 0; d < 3; ++d) {
+    const uint64_t r = mix64(seed ^ mix64((static_cast<uint64_t>(variant) << 8) ^
+                                          static_cast<uint64_t>(d) ^ 0xabcdefull));
+    inv[static_cast<size_t>(d)] = static_cast<float>(
+        1.0 / (o.score_length * extent[static_cast<size_t>(d)] * std::exp(unit_from(r) - 0.5)));
+  }
+  const uint64_t base =
+      mix64(seed ^ mix64((static_cast<uint64_t>(step) << 42) ^
+                         (static_cast<uint64_t>(layer) << 21) ^ static_cast<uint64_t>(head)));
+  const float amp = static_cast<float>(o.score_noise);
+  const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
+  std::vector<float> s(static_cast<size_t>(nv) * static_cast<size_t>(nv));
+  for (int q = 0; q < nv; ++q)
+    for (int c = 0; c < nv; ++c) {
+      const auto& a = L.block_center[static_cast<size_t>(q)];
+      const auto& b = L.block_center[static_cast<size_t>(c)];
+      float v = -(std::fabs(a[0] - b[0]) * inv[0] + std::fabs(a[1] - b[1]) * inv[1] +
+                  std::fabs(a[2] - b[2]) * inv[2]);
+      if (amp > 0) {
+        const uint64_t r = mix64(base + static_cast<uint64_t>(q) * static_cast<uint64_t>((nv + 3) / 4) +
+                                 static_cast<uint64_t>(c / 4)) >> (16 * (c % 4));
+        v += static_cast<float>(r & 0xffff) * nscale + noff;
+      }
+      s[static_cast<size_t>(q) * static_cast<size_t>(nv) + static_cast<size_t>(c)] = v;
+    }
+  std::vector<int> idx(static_cast<size_t>(nv));
+  for (int i = 0; i < nv; ++i) idx[static_cast<size_t>(i)] = L.first_video_block + i;
+  BlockMask m(L.num_blocks, L.num_blocks);
+  select_topk(s.data(), nv, nv, k, idx.data(), idx.data(), m);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("topk synthetic equals the top k of fully scored rows (pruning is exact)") {
+  // Text first (226 tokens / block 8 = 29 text blocks: video columns start at block 29, not a
+  // multiple of 4 or 64) and text last; raster and tile order; noise from none to larger than
+  // the whole distance range (then every column is a candidate and the band rarely holds).
+  struct Case {
+    ModelSpec m;
+    std::string order;
+    int block, k;
+    double noise;
+  };
+  const std::vector<Case> cases = {
+      {grid_model(3, 12, 16, 226, TextPosition::start), "raster", 8, 7, 0.5},
+      {grid_model(3, 12, 16, 226, TextPosition::start), "raster", 8, 20, 0.05},
+      {grid_model(3, 12, 16, 226, TextPosition::start), "raster", 8, 5, 0.0},
+      {grid_model(4, 8, 8, 64, TextPosition::end), "tile", 16, 9, 0.5},
+      {grid_model(4, 8, 8, 64, TextPosition::end), "tile", 16, 12, 8.0},
+      {grid_model(5, 9, 10), "raster", 3, 40, 1.5},
+  };
+  for (const Case& c : cases) {
+    PatternOptions o{.kind = "topk", .block_tokens = c.block, .order = c.order, .seed = 11,
+                     .topk = c.k, .text_dense = false, .score_noise = c.noise};
+    if (c.order == "tile") o.tile = {2, 4, 4};
+    auto p = make(c.m, o);
+    const BlockLayout& L = p->layout();
+    REQUIRE(static_cast<int>(L.block_center.size()) == L.num_video_blocks);
+    for (int step = 0; step < 2; ++step)
+      for (int layer = 0; layer < 2; ++layer)
+        for (int h = 0; h < p->heads(); ++h) {
+          CAPTURE(c.order);
+          CAPTURE(c.k);
+          CAPTURE(c.noise);
+          const BlockMask ref = reference_topk(L, o, c.k, step, layer, h);
+          CHECK(p->mask(step, layer, h) == ref);
+        }
+  }
+}
