@@ -132,12 +132,7 @@ void FlowNetwork::update() {
     }
     for (int c : lmm_.changed_constraints()) {
       Stats& s = stats_[c];
-      const double dt = now_ - s.t_last;
-      if (dt > 0) {
-        s.bytes += s.load * dt;
-        if (s.load > 0) s.busy_s += dt;
-      }
-      s.t_last = now_;
+      s.advance(now_);
       const double load = lmm_.load(c);
       if (load != s.load) {
         s.load = load;
@@ -216,15 +211,7 @@ void FlowNetwork::advance(double t, std::vector<Completion>& out) {
 double FlowNetwork::flow_rate(int64_t flow) const { return classes_[flows_[flow].cls].rate; }
 
 void FlowNetwork::flush() {
-  for (size_t c = 0; c < stats_.size(); ++c) {
-    Stats& s = stats_[c];
-    const double dt = now_ - s.t_last;
-    if (dt > 0) {
-      s.bytes += s.load * dt;
-      if (s.load > 0) s.busy_s += dt;
-    }
-    s.t_last = now_;
-  }
+  for (Stats& s : stats_) s.advance(now_);
 }
 
 }  // namespace sparsp::sim

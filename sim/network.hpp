@@ -99,6 +99,15 @@ class FlowNetwork {
     double load = 0, t_last = 0;
     double bytes = 0, busy_s = 0, peak_load = 0;
     std::vector<LoadPoint> timeline;
+    /// Accounts the constant load since t_last up to `now` (bytes and busy time).
+    void advance(double now) {
+      const double dt = now - t_last;
+      if (dt > 0) {
+        bytes += load * dt;
+        if (load > 0) busy_s += dt;
+      }
+      t_last = now;
+    }
   };
   void materialize(Class& k);
   void schedule(int cls);
