@@ -38,10 +38,12 @@ Result<json> read_json_file(const std::string& path) {
   if (!in) return input_error(path, "", "cannot open table file");
   std::ostringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
-    return input_error(path, std::to_string(e.byte), std::string("invalid JSON: ") + e.what());
+    return input_error(path, std::to_string(line_of_offset(text, e.byte)),
+                       std::string("invalid JSON: ") + e.what());
   }
 }
 

@@ -36,7 +36,8 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    return input_error(src, std::to_string(e.byte), std::string("invalid JSON: ") + e.what());
+    return input_error(src, std::to_string(line_of_offset(text, e.byte)),
+                       std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))

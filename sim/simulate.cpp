@@ -2,6 +2,7 @@
 // (engine.hpp); maps the Outcome back to ids and names.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -17,6 +18,18 @@ std::string ptr(const char* array, size_t i, const char* field) {
 }
 
 bool bad_number(double x) { return !std::isfinite(x) || x < 0; }
+
+// Sanity limits on one transfer: 1 PiB is far above any GPU's memory (an H200 has 141 GB), so
+// a larger figure is a unit mistake; 1e7 chunks bound the events one pipelined transfer creates
+// (and keep byte counts exact in double precision).
+constexpr double kMaxTransferBytes = 1125899906842624.0;  // 2^50 B = 1 PiB
+constexpr double kMaxChunksPerTransfer = 1e7;
+
+std::string fmt_g(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
 
 }  // namespace
 
@@ -78,6 +91,9 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
       return input_error(file, ptr("transfers", i, "chunk_bytes"), "chunk_bytes must be >= 0");
     if (t.staging_buffers < 0)
       return input_error(file, ptr("transfers", i, "staging_buffers"), "must be >= 0");
+    if (t.bytes > kMaxTransferBytes)
+      return input_error(file, ptr("transfers", i, "bytes"),
+                         "bytes must be at most 2^50 (1 PiB), got " + fmt_g(t.bytes));
     if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
     const Result<topology::Route>& rr = topo.route_ref(se, de, t.route);
     if (!rr)
@@ -102,6 +118,10 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
       k.chunk_bytes = t.chunk_bytes;
       k.buffers = 1;
     }
+    if (k.chunk_bytes > 0 && k.bytes / k.chunk_bytes > kMaxChunksPerTransfer)
+      return input_error(file, ptr("transfers", i, "chunk_bytes"),
+                         "more than 1e7 chunks (" + fmt_g(k.bytes / k.chunk_bytes) +
+                             "); raise chunk_bytes");
     k.launch_s = options.launch_overhead_s;
     const int src_gpu = se < ngpu ? se : -1, dst_gpu = de < ngpu ? de : -1;
     owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;

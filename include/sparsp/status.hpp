@@ -3,6 +3,7 @@
 // Result<T>; internal invariants assert; nothing throws across a public API.
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -21,6 +22,16 @@ struct Error {
 /// Formats "<file>:<place>: <what>" (place omitted when empty).
 inline Error input_error(const std::string& file, const std::string& place, const std::string& what) {
   return Error{place.empty() ? file + ": " + what : file + ":" + place + ": " + what, 2};
+}
+
+/// 1-based line number of a 1-based byte offset into `text` (as nlohmann::json's
+/// parse_error::byte reports it), for "<file>:<line>: ..." messages on malformed JSON.
+inline int line_of_offset(std::string_view text, size_t byte) {
+  int line = 1;
+  const size_t end = byte == 0 ? 0 : (byte - 1 < text.size() ? byte - 1 : text.size());
+  for (size_t i = 0; i < end; ++i)
+    if (text[i] == '\n') ++line;
+  return line;
 }
 
 /// Either a T or an Error. Accessing value() of an error aborts (a programming error, not input).

@@ -187,6 +187,11 @@ TEST_CASE("simulate: bad workloads give one-line errors naming the place") {
         "w.json:/compute/0/gpu: unknown GPU 'host0'");
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "engine": "dma"}]})") ==
         "w.json:/transfers/0/engine: expected \"ce\", \"sm\" or \"host\", got \"dma\"");
+  // Sanity limits: 1e18 B is above 2^50 B (1 PiB); 2^49 B in 1 MiB chunks is 2^29 > 1e7 chunks.
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e18}]})") ==
+        "w.json:/transfers/0/bytes: bytes must be at most 2^50 (1 PiB), got 1e+18");
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 562949953421312, "chunk_bytes": 1048576}]})") ==
+        "w.json:/transfers/0/chunk_bytes: more than 1e7 chunks (5.36871e+08); raise chunk_bytes");
 }
 
 TEST_CASE("simulate: deterministic, bit for bit") {
