@@ -180,8 +180,9 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
       for (size_t i = 0; i < n; ++i)
         if (indeg[i] > 0) {
           const bool tr = i < trs.size();
-          return rd.err(tr ? ptr_index(lp + "/transfers", i) : ptr_index(lp + "/compute", i - trs.size()),
-                        "dependency cycle through \"" + (tr ? trs[i].id : cps[i - trs.size()].id) + "\"");
+          return rd.err(
+              tr ? ptr_index(lp + "/transfers", i) : ptr_index(lp + "/compute", i - trs.size()),
+              "dependency cycle through \"" + (tr ? trs[i].id : cps[i - trs.size()].id) + "\"");
         }
     }
     // Ancestor sets (bitsets over activities), in topological order.
@@ -192,7 +193,8 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
         for (size_t w = 0; w < words; ++w) anc[i * words + w] |= anc[d * words + w];
         anc[i * words + d / 64] |= uint64_t{1} << (d % 64);
       }
-    std::map<std::pair<std::string, int>, std::vector<size_t>> delivered;  // (dst, block) -> transfers
+    // (dst, block) -> transfers delivering it.
+    std::map<std::pair<std::string, int>, std::vector<size_t>> delivered;
     for (size_t i = 0; i < trs.size(); ++i)
       for (int b : trs[i].kv_blocks) delivered[{trs[i].dst, b}].push_back(i);
     for (size_t ti = 0; ti < trs.size(); ++ti) {
@@ -207,8 +209,8 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
             if (anc[ti * words + r / 64] >> (r % 64) & 1) held = true;
         if (!held)
           return rd.err(ptr_index(ptr_index(lp + "/transfers", ti) + "/kv_blocks", k),
-                        t.src + " sends block " + std::to_string(b) + " but neither owns it (owner gpu" +
-                            std::to_string(owner) +
+                        t.src + " sends block " + std::to_string(b) +
+                            " but neither owns it (owner gpu" + std::to_string(owner) +
                             ") nor receives it by a transfer it depends on");
       }
     }

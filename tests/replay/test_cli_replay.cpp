@@ -204,7 +204,8 @@ TEST_CASE("replay refuses a hand-corrupted plan before any work, naming file and
   auto j = orig;
   j["layers"][0]["transfers"][0]["bytes"] = 1000;
   CHECK(attempt(j, &out) == 2);
-  CHECK(out.find("sparsp: " + bad + ":/layers/0/transfers/0/bytes: 1000 bytes, but its 150 "
+  CHECK(out.find("sparsp: " + bad +
+                 ":/layers/0/transfers/0/bytes: 1000 bytes, but its 150 "
                  "kv_blocks hold 707788800 bytes") == 0);
   // Transfer 1 (gpu1 -> gpu0) carries 150 full blocks + the 256-token text block 300:
   // 150 * 4718592 + 3145728 = 710934528 B; halved, 355467264 B is no partial-block deficit.
@@ -217,7 +218,7 @@ TEST_CASE("replay refuses a hand-corrupted plan before any work, naming file and
   j["layers"][0]["transfers"][0]["kv_blocks"][0] = 150;
   CHECK(attempt(j, &out) == 2);
   CHECK(out.find(bad + ":/layers/0/transfers/0/kv_blocks/0: gpu0 sends block 150 but neither "
-                 "owns it (owner gpu1)") != std::string::npos);
+                       "owns it (owner gpu1)") != std::string::npos);
   // Unchanged: replays, every KV block checked (150 + 151 received blocks).
   CHECK(attempt(orig, &out) == 0);
   fs::remove(bad);

@@ -48,7 +48,9 @@ plan::Plan ragged_plan() {
   return p;
 }
 
-Result<plan::Plan> reparse(const plan::Plan& p) { return plan::parse_plan(plan::to_json(p), "p.json"); }
+Result<plan::Plan> reparse(const plan::Plan& p) {
+  return plan::parse_plan(plan::to_json(p), "p.json");
+}
 
 replay::ReplayOptions host_opts() {
   replay::ReplayOptions o;
