@@ -130,6 +130,15 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
       double sum = 0;
       for (int b : t.kv_blocks) sum += size_of[static_cast<size_t>(b)];
       carries_blocks[i] = !t.kv_blocks.empty() && std::abs(t.bytes - sum) <= 1.0;
+      // A transfer naming blocks must carry them whole, or it could pass unchecked (plan_io.cpp
+      // refuses such a file at load; this covers plans built in memory).
+      if (!t.kv_blocks.empty() && !carries_blocks[i])
+        return Error{
+            where + "/transfers/" + std::to_string(i) +
+                "/bytes: " + std::to_string(static_cast<long long>(std::llround(t.bytes))) +
+                " bytes, but its " + std::to_string(t.kv_blocks.size()) + " kv_blocks hold " +
+                std::to_string(static_cast<long long>(std::llround(sum))) + " bytes",
+            2};
     }
     // Block slots: (holder, block) -> offset. Owners hold sources; receivers hold copies.
     std::map<std::pair<int, int>, uint64_t> slot;

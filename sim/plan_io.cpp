@@ -3,7 +3,9 @@
 // parsed (insertion order kept).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -93,6 +95,128 @@ bool valid_endpoint(const std::string& s, int gpus) {
 }
 
 std::string ptr_index(const std::string& base, size_t i) { return base + "/" + std::to_string(i); }
+
+std::string num_text(double x) {
+  std::ostringstream o;
+  o.precision(15);
+  o << x;
+  return o.str();
+}
+
+/// Checks the KV payload of every transfer that names kv_blocks (sim/PLAN.md, "What replay does
+/// with it"): its bytes must be the sum of its blocks' sizes (block_bytes, or kv_block_bytes with
+/// the last block's size inferred from the first transfer carrying it, as replay/lower.cpp does),
+/// to 1 byte; and its source must own each block or receive it by a transfer it depends on
+/// (transitively, through `after` and named-stream FIFO order), as a ring forwards shards.
+/// Also refuses dependency cycles. Returns the first error, naming the JSON pointer.
+std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
+  const int nb = p.num_blocks;
+  std::vector<double> size(static_cast<size_t>(nb), p.kv_block_bytes);
+  if (!p.block_bytes.empty()) size = p.block_bytes;
+  bool last_open = p.block_bytes.empty() && nb > 0;
+  for (size_t li = 0; li < p.layers.size(); ++li) {
+    const std::string lp = ptr_index("/layers", li);
+    const auto& trs = p.layers[li].work.transfers;
+    const auto& cps = p.layers[li].work.compute;
+    for (size_t ti = 0; ti < trs.size(); ++ti) {
+      const auto& t = trs[ti];
+      if (t.kv_blocks.empty()) continue;
+      double sum = 0;
+      bool has_last = false;
+      for (int b : t.kv_blocks) {
+        sum += size[static_cast<size_t>(b)];
+        has_last = has_last || b == nb - 1;
+      }
+      if (last_open && has_last) {
+        const double deficit = sum - t.bytes;
+        if (deficit > 1.0 && deficit < p.kv_block_bytes) {
+          size[static_cast<size_t>(nb - 1)] = p.kv_block_bytes - deficit;
+          sum -= deficit;
+        }
+        last_open = false;
+      }
+      if (std::abs(t.bytes - sum) > 1.0)
+        return rd.err(ptr_index(lp + "/transfers", ti) + "/bytes",
+                      num_text(t.bytes) + " bytes, but its " + std::to_string(t.kv_blocks.size()) +
+                          " kv_blocks hold " + num_text(sum) +
+                          " bytes (block_bytes, or kv_block_bytes with a partial last block); "
+                          "blocks of unequal size need block_bytes");
+    }
+    // Dependency order: `after` plus the FIFO predecessor on a named stream (replay/lower.cpp).
+    const size_t n = trs.size() + cps.size();
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < trs.size(); ++i) index_of[trs[i].id] = i;
+    for (size_t i = 0; i < cps.size(); ++i) index_of[cps[i].id] = trs.size() + i;
+    std::vector<std::vector<size_t>> deps(n);
+    std::map<std::string, size_t> last_on_stream;
+    for (size_t i = 0; i < n; ++i) {
+      const auto& after = i < trs.size() ? trs[i].after : cps[i - trs.size()].after;
+      const auto& stream = i < trs.size() ? trs[i].stream : cps[i - trs.size()].stream;
+      for (const auto& id : after) deps[i].push_back(index_of.at(id));
+      if (!stream.empty()) {
+        auto it = last_on_stream.find(stream);
+        if (it != last_on_stream.end()) deps[i].push_back(it->second);
+        last_on_stream[stream] = i;
+      }
+    }
+    std::vector<int> indeg(n, 0);
+    std::vector<std::vector<size_t>> out(n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t d : deps[i]) {
+        ++indeg[i];
+        out[d].push_back(i);
+      }
+    std::vector<size_t> order, ready;
+    for (size_t i = 0; i < n; ++i)
+      if (indeg[i] == 0) ready.push_back(i);
+    while (!ready.empty()) {
+      const size_t i = ready.back();
+      ready.pop_back();
+      order.push_back(i);
+      for (size_t j : out[i])
+        if (--indeg[j] == 0) ready.push_back(j);
+    }
+    if (order.size() != n) {
+      for (size_t i = 0; i < n; ++i)
+        if (indeg[i] > 0) {
+          const bool tr = i < trs.size();
+          return rd.err(
+              tr ? ptr_index(lp + "/transfers", i) : ptr_index(lp + "/compute", i - trs.size()),
+              "dependency cycle through \"" + (tr ? trs[i].id : cps[i - trs.size()].id) + "\"");
+        }
+    }
+    // Ancestor sets (bitsets over activities), in topological order.
+    const size_t words = (n + 63) / 64;
+    std::vector<uint64_t> anc(n * words, 0);
+    for (size_t i : order)
+      for (size_t d : deps[i]) {
+        for (size_t w = 0; w < words; ++w) anc[i * words + w] |= anc[d * words + w];
+        anc[i * words + d / 64] |= uint64_t{1} << (d % 64);
+      }
+    // (dst, block) -> transfers delivering it.
+    std::map<std::pair<std::string, int>, std::vector<size_t>> delivered;
+    for (size_t i = 0; i < trs.size(); ++i)
+      for (int b : trs[i].kv_blocks) delivered[{trs[i].dst, b}].push_back(i);
+    for (size_t ti = 0; ti < trs.size(); ++ti) {
+      const auto& t = trs[ti];
+      for (size_t k = 0; k < t.kv_blocks.size(); ++k) {
+        const int b = t.kv_blocks[k];
+        const int owner = p.block_owner[static_cast<size_t>(b)];
+        if (t.src == "gpu" + std::to_string(owner)) continue;
+        bool held = false;
+        if (auto it = delivered.find({t.src, b}); it != delivered.end())
+          for (size_t r : it->second)
+            if (anc[ti * words + r / 64] >> (r % 64) & 1) held = true;
+        if (!held)
+          return rd.err(ptr_index(ptr_index(lp + "/transfers", ti) + "/kv_blocks", k),
+                        t.src + " sends block " + std::to_string(b) +
+                            " but neither owns it (owner gpu" + std::to_string(owner) +
+                            ") nor receives it by a transfer it depends on");
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -356,6 +480,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                         "unknown activity id \"" + L.work.compute[ci].after[k] + "\"");
     p.layers.push_back(std::move(L));
   }
+  if (auto ke = check_kv_payloads(p, rd)) return *ke;
   return p;
 }
 

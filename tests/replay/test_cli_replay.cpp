@@ -186,3 +186,40 @@ TEST_CASE("validate writes measurement and simulation side by side in one Perfet
   CHECK(replay_procs == 2);
   CHECK(sim_procs == 2);
 }
+
+TEST_CASE("replay refuses a hand-corrupted plan before any work, naming file and pointer") {
+  const fs::path src =
+      fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
+      "4x-h200-pcie-replay__contiguous_allgather_sync_ce_only-1_host_staged-1.plan.json";
+  std::ifstream in(src);
+  const nlohmann::json orig = nlohmann::json::parse(in);
+  const std::string bad = (fs::temp_directory_path() / "sparsp_corrupt.plan.json").string();
+  auto attempt = [&](const nlohmann::json& j, std::string* out) {
+    std::ofstream(bad) << j.dump();
+    return run_cli("replay --plan " + bad + " --backend host --payload-scale 0.001 --no-compute",
+                   out);
+  };
+  std::string out;
+  // Transfer 0 carries blocks 0..149 of 4718592 B each (= 707788800 B); cut to 1000 B.
+  auto j = orig;
+  j["layers"][0]["transfers"][0]["bytes"] = 1000;
+  CHECK(attempt(j, &out) == 2);
+  CHECK(out.find("sparsp: " + bad +
+                 ":/layers/0/transfers/0/bytes: 1000 bytes, but its 150 "
+                 "kv_blocks hold 707788800 bytes") == 0);
+  // Transfer 1 (gpu1 -> gpu0) carries 150 full blocks + the 256-token text block 300:
+  // 150 * 4718592 + 3145728 = 710934528 B; halved, 355467264 B is no partial-block deficit.
+  j = orig;
+  j["layers"][0]["transfers"][1]["bytes"] = 355467264.0;
+  CHECK(attempt(j, &out) == 2);
+  CHECK(out.find(bad + ":/layers/0/transfers/1/bytes: 355467264 bytes") != std::string::npos);
+  // gpu0 sending block 150, which gpu1 owns and gpu0 never receives first.
+  j = orig;
+  j["layers"][0]["transfers"][0]["kv_blocks"][0] = 150;
+  CHECK(attempt(j, &out) == 2);
+  CHECK(out.find(bad + ":/layers/0/transfers/0/kv_blocks/0: gpu0 sends block 150 but neither "
+                       "owns it (owner gpu1)") != std::string::npos);
+  // Unchanged: replays, every KV block checked (150 + 151 received blocks).
+  CHECK(attempt(orig, &out) == 0);
+  fs::remove(bad);
+}
