@@ -25,7 +25,7 @@ Status write_file(const std::string& path, const std::string& text) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": cannot rename temporary file: " + ec.message(), 1};
+  if (ec) return Error{path + ": cannot rename temporary file: " + ec.message(), 2};
   return Ok{};
 }
 

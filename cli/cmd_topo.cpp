@@ -34,7 +34,7 @@ Status write_file_atomically(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    return Error{path + ": cannot write file: " + ec.message(), 1};
+    return Error{path + ": cannot write file: " + ec.message(), 2};
   }
   return Ok{};
 }
@@ -201,6 +201,10 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = report(st.error());
     return;
   }
+  if (t->num_gpus() > 0 && t->gpu(0).peak_bf16_flops <= 0)
+    std::cerr << "sparsp: warning: " << name << ": GPU model '" << t->gpu(0).model
+              << "' has no compute figures (0 SMs, 0 FLOP/s); pass --gpu-model (see `sparsp topo "
+                 "models`) before simulating compute\n";
   ctx.exit_code = 0;
 });
 }  // namespace sparsp::cli

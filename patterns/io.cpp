@@ -130,7 +130,7 @@ class AtomicFile {
     out_.close();
     std::error_code ec;
     fs::rename(tmp_, path_, ec);
-    if (ec) return Error{path_ + ": cannot rename temp file: " + ec.message(), 1};
+    if (ec) return Error{path_ + ": cannot rename temp file: " + ec.message(), 2};
     done_ = true;
     return Ok{};
   }

@@ -338,7 +338,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
     if (ec) return Error{partial_path + ": cannot truncate: " + ec.message(), 1};
   }
   std::FILE* f = std::fopen(partial_path.c_str(), st.fresh ? "wb" : "ab");
-  if (!f) return Error{partial_path + ": cannot open for writing", 1};
+  if (!f) return Error{partial_path + ": cannot open for writing", 2};
   if (st.fresh && format == OutputFormat::csv) {
     const std::string h = header + "\n";
     std::fwrite(h.data(), 1, h.size(), f);
@@ -445,7 +445,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   std::fclose(f);
   if (next_write >= total) {
     fs::rename(partial_path, final_path, ec);
-    if (ec) return Error{final_path + ": cannot rename from .partial: " + ec.message(), 1};
+    if (ec) return Error{final_path + ": cannot rename from .partial: " + ec.message(), 2};
     sum.complete = true;
   }
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

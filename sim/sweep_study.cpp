@@ -54,14 +54,14 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write (" + tmp + ")", 1};
+    if (!out) return Error{path + ": cannot write (" + tmp + ")", 2};
     out << text;
     out.flush();
     if (!out) return Error{path + ": write failed", 1};
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": cannot rename from " + tmp + ": " + ec.message(), 1};
+  if (ec) return Error{path + ": cannot rename from " + tmp + ": " + ec.message(), 2};
   return Ok{};
 }
 
