@@ -37,7 +37,9 @@ struct SimulateArgs {
 };
 
 // Flags that still make sense with --plan (output format only).
-bool plan_compatible(const std::string& flag) { return flag == "--json" || flag == "--csv" || flag == "--plan"; }
+bool plan_compatible(const std::string& flag) {
+  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan";
+}
 
 Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
   std::array<int, 3> v{};
@@ -164,8 +166,15 @@ int run(const SimulateArgs& a) {
                                                            " cannot be combined with it"));
     auto pl = plan::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
-    auto r = sim::retime_plan(*pl);
+    sim::RunOptions ro;
+    ro.keep_trace = !a.trace_dir.empty();
+    auto r = sim::retime_plan(*pl, {}, ro);
     if (!r) return report(r.error());
+    if (ro.keep_trace && !r->policies.empty() && !r->policies[0].trace_json.empty()) {
+      const std::string stem = std::filesystem::path(a.plan_in).filename().string();
+      if (auto st = write_file(a.trace_dir, safe_name(stem) + ".trace.json", r->policies[0].trace_json); !st)
+        return report(st.error());
+    }
     print(*r, a);
     return 0;
   }

@@ -147,7 +147,7 @@ std::string to_csv(const StudyResult& r) {
   return out.str();
 }
 
-Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options) {
+Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options, const RunOptions& run) {
   auto topo = topology::Topology::from_json_text(pl.topology_json, "<plan topology>");
   if (!topo) return topo.error();
   StudyResult out;
@@ -162,8 +162,12 @@ Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options)
   std::map<std::string, int64_t> binding;
   std::vector<double> res_bytes;
   for (const auto& lp : pl.layers) {
-    auto res = simulate(*topo, lp.work, options);
+    SimOptions so = options;
+    const bool trace_this = run.keep_trace && r.trace_json.empty();
+    so.record_resource_timeline = so.record_resource_timeline || trace_this;
+    auto res = simulate(*topo, lp.work, so);
     if (!res) return res.error();
+    if (trace_this) r.trace_json = to_chrome_trace(lp.work, *res);
     auto b = lower_bound(*topo, lp.work);
     if (!b) return b.error();
     const double rep = static_cast<double>(lp.repeat);

@@ -100,7 +100,10 @@ inline constexpr const char* kPlanStepsKey = "model_steps";
 inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
 
 /// Re-times a plan (its topology, compute and transfers as written). Deterministic.
-Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {});
+/// With keep_trace, the first policy result's trace_json holds a Chrome trace of the plan's first
+/// layer (as run_study's).
+Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {},
+                                const RunOptions& run = {});
 
 std::string format_table(const StudyResult& r);
 std::string to_json(const StudyResult& r);

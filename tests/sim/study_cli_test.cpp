@@ -163,6 +163,16 @@ TEST_CASE("emitted plans re-time byte-identically; traces are written") {
     ++traces;
   }
   CHECK(traces == 1);
+  // --trace is allowed with --plan: one trace of the plan's first layer.
+  auto tr = sparsp("simulate --plan " + plan + " --trace " + (dir / "retrace").string());
+  REQUIRE(tr.code == 0);
+  int retraces = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "retrace")) {
+    auto j = nlohmann::json::parse(slurp(e.path().string()));
+    CHECK((j.is_object() || j.is_array()));
+    ++retraces;
+  }
+  CHECK(retraces == 1);
 }
 
 TEST_CASE("table: singular GPU, '-' for a 0-byte baseline, closing line naming the fastest") {
