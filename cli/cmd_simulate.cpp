@@ -33,7 +33,13 @@ struct SimulateArgs {
   std::optional<double> attention_efficiency;
   bool json = false, csv = false, list = false;
   std::string trace_dir, plan_dir, plan_in;
+  std::vector<std::string> given;  ///< flags given on the command line (CLI11 count > 0)
 };
+
+// Flags that still make sense with --plan (output format only).
+bool plan_compatible(const std::string& flag) {
+  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan";
+}
 
 Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
   std::array<int, 3> v{};
@@ -151,11 +157,24 @@ int run(const SimulateArgs& a) {
     for (const auto& p : sim::runtimes()) std::cout << "  " << p.name << ": " << p.description << "\n";
     return 0;
   }
+  if (a.json && a.csv)
+    return report(input_error("<command line>", "--csv", "--json and --csv are mutually exclusive"));
   if (!a.plan_in.empty()) {
+    for (const auto& f : a.given)
+      if (!plan_compatible(f))
+        return report(input_error("<command line>", f, "--plan re-times a plan as written; " + f +
+                                                           " cannot be combined with it"));
     auto pl = plan::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
-    auto r = sim::retime_plan(*pl);
+    sim::RunOptions ro;
+    ro.keep_trace = !a.trace_dir.empty();
+    auto r = sim::retime_plan(*pl, {}, ro);
     if (!r) return report(r.error());
+    if (ro.keep_trace && !r->policies.empty() && !r->policies[0].trace_json.empty()) {
+      const std::string stem = std::filesystem::path(a.plan_in).filename().string();
+      if (auto st = write_file(a.trace_dir, safe_name(stem) + ".trace.json", r->policies[0].trace_json); !st)
+        return report(st.error());
+    }
     print(*r, a);
     return 0;
   }
@@ -223,7 +242,12 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
   cmd->add_flag("--list", args->list, "list the placements, schemes and runtimes");
-  cmd->callback([args, &ctx] { ctx.exit_code = run(*args); });
+  cmd->callback([args, cmd, &ctx] {
+    args->given.clear();
+    for (const CLI::Option* o : cmd->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty()) args->given.push_back("--" + o->get_lnames().front());
+    ctx.exit_code = run(*args);
+  });
 }
 
 }  // namespace sparsp::cli

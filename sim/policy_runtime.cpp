@@ -92,6 +92,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
   Workload w;
   const int comm_sms = static_cast<int>(param(p, "comm_sms", 16));
   const double chunk = param(p, "chunk_bytes", 0);
+  const int staging = static_cast<int>(param(p, "staging_buffers", 0));  // 0: SimOptions default
   const bool ce_only = param(p, "ce_only", 0) != 0;
   const std::string L = "L" + std::to_string(layer) + ".";
   auto mid = [&](size_t i) {
@@ -135,6 +136,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
     t.comm_sms = t.engine == Engine::sm ? comm_sms : 0;
     t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
     t.chunk_bytes = chunk;
+    t.staging_buffers = staging;
     t.layer = layer;
     t.kv_blocks = m.kv_blocks;
     w.transfers.push_back(std::move(t));
@@ -210,7 +212,11 @@ std::string names(const std::vector<PolicyInfo>& list) {
   return s;
 }
 const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text"};
+                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text",
+                                    "staging_buffers"};
+// Host-staged pipeline chunk: at least one 4 KiB page (smaller chunks only multiply events and
+// per-chunk overheads), at most 1 TB (as /sim/chunk_bytes in a study).
+constexpr double kMinChunkBytes = 4096, kMaxChunkBytes = 1e12;
 }  // namespace
 
 Status check_policy(const plan::PolicySpec& spec) {
@@ -227,6 +233,55 @@ Status check_policy(const plan::PolicySpec& spec) {
   }
   if (spec.params.count("tolerance") && spec.params.at("tolerance") < 1.0)
     return Error{"policy parameter 'tolerance' must be >= 1"};
+  auto integer_in = [&](const char* k, double lo, double hi) -> Status {
+    auto it = spec.params.find(k);
+    if (it == spec.params.end()) return Ok{};
+    const double v = it->second;
+    if (v < lo || v > hi || v != std::floor(v)) {
+      std::ostringstream o;
+      o << "policy parameter '" << k << "' must be an integer in [" << lo << ", " << hi << "], got " << v;
+      return Error{o.str()};
+    }
+    return Ok{};
+  };
+  // comm_sms is also checked against the GPU's SM count when the study runs (check_policy_on).
+  if (auto st = integer_in("comm_sms", 1, 1024); !st) return st;
+  if (auto st = integer_in("staging_buffers", 1, 1024); !st) return st;
+  if (auto st = integer_in("ulysses_degree", 1, 1024); !st) return st;
+  if (auto it = spec.params.find("chunk_bytes");
+      it != spec.params.end() && (it->second < kMinChunkBytes || it->second > kMaxChunkBytes)) {
+    std::ostringstream o;
+    o << "policy parameter 'chunk_bytes' must be in [" << kMinChunkBytes << ", " << kMaxChunkBytes
+      << "] bytes, got " << it->second;
+    return Error{o.str()};
+  }
+  // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
+  if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
+    return Error{"policy '" + spec.name() + "': scheme 'ulysses' splits heads, so its placement must be "
+                 "head_parallel (got '" + spec.placement + "')"};
+  return Ok{};
+}
+
+Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int gpu_sm_count) {
+  if (auto it = spec.params.find("comm_sms");
+      it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
+    std::ostringstream o;
+    o << "policy '" << spec.name() << "': policy parameter 'comm_sms' must be in [1, " << gpu_sm_count
+      << "] (the GPU's SMs), got " << it->second;
+    return Error{o.str(), 2};
+  }
+  if (spec.scheme == "usp" && ranks > 1) {
+    const int u = spec.params.count("ulysses_degree") ? static_cast<int>(spec.params.at("ulysses_degree"))
+                                                      : default_ulysses_degree(ranks, heads);
+    if (u <= 1)
+      return Error{"policy '" + spec.name() + "': no Ulysses degree > 1 " +
+                       (spec.params.count("ulysses_degree") ? std::string("given")
+                                                            : "divides both the " + std::to_string(ranks) +
+                                                                  " ranks and the " + std::to_string(heads) +
+                                                                  " heads (default P/2)") +
+                       ", so USP would be plain ring; use the ring scheme or set ulysses_degree",
+                   2};
+  }
   return Ok{};
 }
 

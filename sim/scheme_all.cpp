@@ -241,12 +241,6 @@ Result<CommPlan> scheme_usp_impl(const LayerInput& in, int u, bool staged, const
   return plan;
 }
 
-int default_ulysses_degree(int P, int H) {
-  // xDiT's common PCIe setting: Ulysses inside half the group, ring across the halves.
-  int u = P >= 4 ? P / 2 : 1;
-  while (u > 1 && (H % u != 0 || P % u != 0)) --u;
-  return u;
-}
 
 Result<CommPlan> scheme_ulysses(const LayerInput& in, const Params& p) {
   return scheme_usp_impl(in, in.placement->ranks, param(p, "host_staged", 0) != 0, "a2a");
@@ -512,6 +506,13 @@ Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in, cons
   for (const auto& s : kSchemes)
     if (name == s.name) return s.make(in, params);
   return Error{"unknown scheme '" + name + "'"};
+}
+
+int default_ulysses_degree(int P, int H) {
+  // xDiT's common PCIe setting: Ulysses inside half the group, ring across the halves.
+  int u = P >= 4 ? P / 2 : 1;
+  while (u > 1 && (H % u != 0 || P % u != 0)) --u;
+  return u;
 }
 
 }  // namespace sparsp::sim

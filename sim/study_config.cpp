@@ -1,4 +1,5 @@
 // Study JSON reader (schema: configs/studies/README.md). Errors: "<file>:<JSON pointer>: <what>".
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -219,7 +220,10 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    return r.err(std::to_string(e.byte), std::string("invalid JSON: ") + e.what());
+    // e.byte is 1-based: the offending character is text[e.byte - 1]. Report its line.
+    const size_t end = std::min(text.size(), e.byte > 0 ? static_cast<size_t>(e.byte - 1) : 0);
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n');
+    return r.err(std::to_string(line), std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) return r.err("", "expected a JSON object");
   if (auto st = check_keys(r, j, "", {"schema_version", "name", "description", "topology",
@@ -362,6 +366,8 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
 }
 
 Result<Study> load_study(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return input_error(path, "", "is a directory, not a study file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return input_error(path, "", "cannot read the study file");
   std::stringstream ss;

@@ -39,35 +39,52 @@ double r9(double v) {
 
 std::string format_table(const StudyResult& r) {
   std::ostringstream out;
-  out << "model " << r.model << ", pattern " << r.pattern << ", " << r.gpus << " GPUs"
-      << (r.dynamic ? " (dynamic)" : "") << "; baseline " << r.baseline << "\n";
-  out << "volume and control: bytes between GPUs per denoising step (all layers); attn: attention "
-         "phase per layer; LB: its lower bound\n";
-  std::string topo;
+  out << "model " << r.model << ", pattern " << r.pattern << ", " << r.gpus
+      << (r.gpus == 1 ? " GPU" : " GPUs") << (r.dynamic ? " (dynamic)" : "") << "; baseline "
+      << r.baseline << "\n";
+  out << "volume and control: bytes between GPUs per denoising step (all layers); vs base: volume / "
+         "the baseline's ('-' when the baseline moves none); attn: attention phase per layer; step: "
+         "one denoising step; e2e: all denoising steps; speedup: baseline e2e / this e2e; attn x: "
+         "baseline attention / this attention; imbal: max over ranks of attention FLOPs / mean; "
+         "LB: lower bound of the attention phase; sim/LB: simulated attention / LB (1.00 = at the "
+         "bound)\n";
   const char* hdr =
       "%-58s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
-  for (const auto& p : r.policies) {
-    if (p.topology != topo) {
-      topo = p.topology;
-      out << "\n== " << topo << "\n";
-      char buf[512];
-      std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer",
-                    "step", "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer",
-                    "sim/LB");
+  for (size_t i = 0; i < r.policies.size();) {
+    const std::string topo = r.policies[i].topology;
+    size_t j = i;
+    while (j < r.policies.size() && r.policies[j].topology == topo) ++j;
+    out << "\n== " << topo << "\n";
+    char buf[512];
+    std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer", "step",
+                  "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer", "sim/LB");
+    out << buf;
+    double base_volume = -1;
+    for (size_t k = i; k < j; ++k)
+      if (policy_label(r.policies[k].policy) == r.baseline) base_volume = r.policies[k].volume_bytes;
+    size_t best = i;
+    for (size_t k = i; k < j; ++k) {
+      const auto& p = r.policies[k];
+      if (p.speedup > r.policies[best].speedup) best = k;
+      const std::string busiest =
+          p.busiest_link.empty() ? "-" : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
+      const std::string vs = base_volume == 0 ? "-" : fmt("%.1f%%", 100 * p.volume_vs_baseline);
+      std::snprintf(buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
+                    vs.c_str(), bytes_str(p.control_bytes).c_str(),
+                    fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
+                    fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
+                    fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
+                    fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
+                    fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
+                    fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
       out << buf;
     }
-    char buf[512];
-    const std::string busiest =
-        p.busiest_link.empty() ? "-" : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
-    std::snprintf(buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
-                  fmt("%.1f%%", 100 * p.volume_vs_baseline).c_str(), bytes_str(p.control_bytes).c_str(),
-                  fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
-                  fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
-                  fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
-                  fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
-                  fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
-                  fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
-    out << buf;
+    if (j - i > 1) {
+      const auto& b = r.policies[best];
+      out << "fastest on " << topo << ": " << policy_label(b.policy) << fmt(", %.2fx end to end", b.speedup)
+          << fmt(", %.2fx attention", b.attention_speedup) << " vs " << r.baseline << "\n";
+    }
+    i = j;
   }
   return out.str();
 }
@@ -130,7 +147,7 @@ std::string to_csv(const StudyResult& r) {
   return out.str();
 }
 
-Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options) {
+Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options, const RunOptions& run) {
   auto topo = topology::Topology::from_json_text(pl.topology_json, "<plan topology>");
   if (!topo) return topo.error();
   StudyResult out;
@@ -145,8 +162,12 @@ Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options)
   std::map<std::string, int64_t> binding;
   std::vector<double> res_bytes;
   for (const auto& lp : pl.layers) {
-    auto res = simulate(*topo, lp.work, options);
+    SimOptions so = options;
+    const bool trace_this = run.keep_trace && r.trace_json.empty();
+    so.record_resource_timeline = so.record_resource_timeline || trace_this;
+    auto res = simulate(*topo, lp.work, so);
     if (!res) return res.error();
+    if (trace_this) r.trace_json = to_chrome_trace(lp.work, *res);
     auto b = lower_bound(*topo, lp.work);
     if (!b) return b.error();
     const double rep = static_cast<double>(lp.repeat);
@@ -172,13 +193,25 @@ Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options)
       best = c;
       r.lower_bound_binding = k;
     }
-  // Per-step figures from the model preset named in the plan (layers, steps); attention phase
-  // only (the plan holds no other work). Without a known model: the plan's total.
+  // Per-step figures: non-attention work and the layers/steps to extrapolate to as the study
+  // that wrote the plan stored them (policy params, kPlan*Key); otherwise from the model preset
+  // named in the plan, attention phase only; without a known model, the plan's total.
   auto model = patterns::load_model(pl.model);
-  const double layers = model ? model->layers : u;
-  const double steps = model ? model->steps : 1;
+  double layers = model ? model->layers : u;
+  double steps = model ? model->steps : 1;
+  auto take = [&](const char* key, double& v) {
+    auto it = r.policy.params.find(key);
+    if (it == r.policy.params.end()) return;
+    v = it->second;
+    r.policy.params.erase(it);
+  };
+  take(kPlanOtherTimeKey, r.other_time_s);
+  take(kPlanLayersKey, layers);
+  take(kPlanStepsKey, steps);
+  take(kPlanImbalanceKey, r.compute_imbalance);
+  out.baseline = policy_label(r.policy);
   r.volume_bytes = vol / u * layers;
-  r.step_time_s = r.attention_time_s * layers;
+  r.step_time_s = (r.attention_time_s + r.other_time_s) * layers;
   r.e2e_time_s = r.step_time_s * steps;
   const auto& resources = topo->resources();
   for (size_t i = 0; i < res_bytes.size() && i < resources.size(); ++i) {

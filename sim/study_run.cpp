@@ -149,6 +149,17 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     ComputeModel cm = compute_model_for(topo->gpu(gpus[0]));
     if (st.attention_efficiency > 0) cm.attention_efficiency = st.attention_efficiency;
     if (st.gemm_efficiency > 0) cm.gemm_efficiency = st.gemm_efficiency;
+    // Policies against this group (comm_sms vs the GPU's SMs, a real Ulysses degree for USP).
+    {
+      int sms = 0;
+      for (int g : gpus) {
+        const int c = topo->gpu(g).sm_count;
+        if (c > 0) sms = sms > 0 ? std::min(sms, c) : c;
+      }
+      for (size_t pi = 0; pi < st.policies.size(); ++pi)
+        if (auto chk = check_policy_on(st.policies[pi], P, model->heads, sms); !chk)
+          return at(st, place_of(st, pi), chk.error());
+    }
     // Placements (one per distinct placement + parameters).
     const BlockGraph graph = block_graph(pattern);
     std::map<std::string, Placement> placement_cache;
@@ -302,6 +313,13 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
       }
       r.units = a.units;
       r.simulated = a.simulated;
+      if (plans[pi]) {
+        // What retime_plan needs to give the same step/e2e figures (sim/PLAN.md, policy params).
+        plans[pi]->policy.params[std::string(kPlanOtherTimeKey)] = r.other_time_s;
+        plans[pi]->policy.params[std::string(kPlanLayersKey)] = nlayers_model;
+        plans[pi]->policy.params[std::string(kPlanStepsKey)] = nsteps_model;
+        plans[pi]->policy.params[std::string(kPlanImbalanceKey)] = r.compute_imbalance;
+      }
       r.plan = plans[pi];
       r.trace_json = std::move(traces[pi]);
       out.policies.push_back(std::move(r));

@@ -180,6 +180,15 @@ Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
 /// Validates a policy triple and its parameters (names known, values in range).
 Status check_policy(const plan::PolicySpec& spec);
 
+/// USP's Ulysses degree when `ulysses_degree` is not given: P/2 for P >= 4 (xDiT's common PCIe
+/// setting), lowered until it divides both P and the heads H; 1 (plain ring) for P < 4.
+int default_ulysses_degree(int ranks, int heads);
+
+/// Checks a policy against the group it runs on: comm_sms at most the GPU's SMs (sm_count, when
+/// known), and USP with a Ulysses degree > 1 (without ulysses_degree, one must divide both the
+/// ranks and the heads; otherwise USP would silently be plain ring). Error names the policy.
+Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int gpu_sm_count);
+
 /// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
 Result<plan::PolicySpec> parse_policy(const std::string& text);
 

@@ -89,8 +89,21 @@ struct RunOptions {
 /// divisible by the Ulysses degree, pattern/block mismatch, unknown baseline.
 Result<StudyResult> run_study(const Study& study, const RunOptions& options = {});
 
+/// Keys a study adds to an emitted plan's policy params so that retime_plan reproduces the
+/// study's step and end-to-end times: non-attention work per layer on the slowest rank (seconds),
+/// the model's layers per step and denoising steps the figures extrapolate to, and the compute
+/// imbalance (not recoverable from the workload alone). retime_plan
+/// removes them from the reported policy.
+inline constexpr const char* kPlanOtherTimeKey = "other_time_s";
+inline constexpr const char* kPlanLayersKey = "model_layers";
+inline constexpr const char* kPlanStepsKey = "model_steps";
+inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
+
 /// Re-times a plan (its topology, compute and transfers as written). Deterministic.
-Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {});
+/// With keep_trace, the first policy result's trace_json holds a Chrome trace of the plan's first
+/// layer (as run_study's).
+Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {},
+                                const RunOptions& run = {});
 
 std::string format_table(const StudyResult& r);
 std::string to_json(const StudyResult& r);

@@ -76,7 +76,7 @@ TEST_CASE("sparsp simulate with no arguments runs the default study") {
 
 TEST_CASE("bad study input exits 2 with one clear line") {
   struct Case {
-    const char* args;
+    std::string args;
     const char* needle;
   };
   const Case cases[] = {
@@ -89,6 +89,30 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       {"simulate --policy contiguous/teleport/sync", "unknown scheme 'teleport'"},
       {"simulate --baseline nope", "baseline 'nope' is not one of the policies"},
       {"simulate --config /nonexistent/study.json", "cannot read the study file"},
+      // A directory is not a study file (and not "invalid JSON").
+      {"simulate --config " + std::string(SPARSP_SOURCE_DIR) + "/configs", "is a directory"},
+      // --plan re-times a plan as written: study flags are refused (checked before the plan is read).
+      {"simulate --plan p.json --topology 8x-l40s-gen4-4switch",
+       "--plan re-times a plan as written; --topology cannot be combined with it"},
+      {"simulate --plan p.json --gpus 4", "--gpus cannot be combined"},
+      {"simulate --plan p.json --config x.json", "--config cannot be combined"},
+      {"simulate --plan p.json --policy contiguous/ring/sync", "--policy cannot be combined"},
+      {"simulate --plan p.json --emit-plan d", "--emit-plan cannot be combined"},
+      {"simulate --json --csv", "--json and --csv are mutually exclusive"},
+      // 7 ranks, 24 heads: USP's default degree 7/2 = 3 -> 2 -> 1 (neither divides 7): plain ring.
+      {"simulate --gpus 7 --topology 8x-l40s-gen4-4switch --policy contiguous/usp/sm_overlap",
+       "policy 'contiguous/usp/sm_overlap': no Ulysses degree > 1 divides both the 7 ranks"},
+      {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1", "no Ulysses degree > 1 given"},
+      {"simulate --policy contiguous/ulysses/sync", "placement must be head_parallel (got 'contiguous')"},
+      {"simulate --policy contiguous/ring/sm_overlap:comm_sms=100000",
+       "'comm_sms' must be an integer in [1, 1024]"},
+      // The L40S has 142 SMs (datasheet; topology/gpu_models.cpp).
+      {"simulate --topology 8x-l40s-gen4-4switch --policy contiguous/ring/sm_overlap:comm_sms=200",
+       "'comm_sms' must be in [1, 142] (the GPU's SMs), got 200"},
+      {"simulate --policy contiguous/ring/sm_overlap:comm_sms=0", "'comm_sms' must be an integer"},
+      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=0", "'chunk_bytes' must be in [4096, 1e+12]"},
+      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=1e30", "'chunk_bytes' must be in [4096"},
+      {"simulate --policy contiguous/ring/sm_overlap:staging_buffers=0", "'staging_buffers' must be an integer"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
@@ -105,7 +129,8 @@ TEST_CASE("emitted plans re-time byte-identically; traces are written") {
   const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_plans";
   std::filesystem::remove_all(dir);
   auto r = sparsp("simulate --topology 8x-l40s-gen4-4switch --gpus 4 --policy "
-                  "dependency_aware/demand_direct/ce_decoupled:route=host_staged --json --emit-plan " +
+                  "dependency_aware/demand_direct/ce_decoupled:route=host_staged,staging_buffers=3 --json "
+                  "--emit-plan " +
                   (dir / "plans").string() + " --trace " + (dir / "traces").string());
   REQUIRE(r.code == 0);
   std::string plan;
@@ -121,6 +146,16 @@ TEST_CASE("emitted plans re-time byte-identically; traces are written") {
   auto re = nlohmann::json::parse(a.out)["policies"][0];
   CHECK(re["attention_time_s"].get<double>() == doctest::Approx(study["attention_time_s"].get<double>()));
   CHECK(re["volume_bytes"].get<double>() == doctest::Approx(study["volume_bytes"].get<double>()));
+  // Re-timing gives the study's step and end-to-end times: the plan carries the non-attention
+  // work per layer and the layers/steps extrapolated to (they were 0 / attention only before).
+  CHECK(study["other_time_s"].get<double>() > 0);
+  CHECK(re["other_time_s"].get<double>() == doctest::Approx(study["other_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["step_time_s"].get<double>() == doctest::Approx(study["step_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["e2e_time_s"].get<double>() == doctest::Approx(study["e2e_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["compute_imbalance"].get<double>() == doctest::Approx(study["compute_imbalance"].get<double>()));
+  // The bookkeeping keys are not reported as policy parameters; staging_buffers is.
+  CHECK(re["name"] == study["name"]);
+  CHECK(a.out.find("model_layers") == std::string::npos);
   int traces = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir / "traces")) {
     auto j = nlohmann::json::parse(slurp(e.path().string()));
@@ -128,4 +163,41 @@ TEST_CASE("emitted plans re-time byte-identically; traces are written") {
     ++traces;
   }
   CHECK(traces == 1);
+  // --trace is allowed with --plan: one trace of the plan's first layer.
+  auto tr = sparsp("simulate --plan " + plan + " --trace " + (dir / "retrace").string());
+  REQUIRE(tr.code == 0);
+  int retraces = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "retrace")) {
+    auto j = nlohmann::json::parse(slurp(e.path().string()));
+    CHECK((j.is_object() || j.is_array()));
+    ++retraces;
+  }
+  CHECK(retraces == 1);
+}
+
+TEST_CASE("table: singular GPU, '-' for a 0-byte baseline, closing line naming the fastest") {
+  // One GPU moves nothing: every volume is 0 B, so "vs base" cannot be a percentage.
+  auto one = sparsp("simulate --gpus 1 --topology 8x-l40s-gen4-4switch --steps 1 --layers 1");
+  REQUIRE(one.code == 0);
+  CHECK(one.out.find(", 1 GPU;") != std::string::npos);
+  CHECK(one.out.find("1 GPUs") == std::string::npos);
+  CHECK(one.out.find("100.0%") == std::string::npos);
+  auto t = sparsp("simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 --policy "
+                  "contiguous/ring/sm_overlap --policy dependency_aware/demand_direct/ce_decoupled");
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find(", 8 GPUs;") != std::string::npos);
+  CHECK(t.out.find("e2e: all denoising steps") != std::string::npos);
+  CHECK(t.out.find("sim/LB: simulated attention / LB") != std::string::npos);
+  // The closing line agrees with the JSON: the policy with the highest e2e speedup.
+  auto j = nlohmann::json::parse(sparsp("simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 "
+                                        "--policy contiguous/ring/sm_overlap --policy "
+                                        "dependency_aware/demand_direct/ce_decoupled --json").out);
+  const auto& fast = j["policies"][0]["speedup"].get<double>() >= j["policies"][1]["speedup"].get<double>()
+                         ? j["policies"][0]
+                         : j["policies"][1];
+  char line[256];
+  std::snprintf(line, sizeof line, "fastest on 8x-l40s-gen4-4switch: %s, %.2fx end to end, %.2fx attention vs %s\n",
+                fast["name"].get<std::string>().c_str(), fast["speedup"].get<double>(),
+                fast["attention_speedup"].get<double>(), "contiguous/ring/sm_overlap");
+  CHECK(t.out.find(line) != std::string::npos);
 }

@@ -102,3 +102,15 @@ TEST_CASE("study errors name the file and the JSON pointer") {
     CHECK(s.error().exit_code == 2);
   }
 }
+
+TEST_CASE("JSON syntax errors report the line, not the byte offset") {
+  // The stray x is on line 4, the 21st byte; nlohmann reports that 1-based byte offset (21).
+  auto s = sim::parse_study("{\n  \"name\": \"a\",\n\n  x\n}\n", "bad5.json");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().exit_code == 2);
+  CHECK(s.error().message.rfind("bad5.json:4: invalid JSON", 0) == 0);
+  // Truncated at the end of line 2.
+  auto t = sim::parse_study("{\n  \"name\": ", "t.json");
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().message.rfind("t.json:2: ", 0) == 0);
+}

@@ -32,7 +32,8 @@ TEST_CASE("every scheme x runtime runs on STA; static patterns are simulated onc
   for (const char* scheme : {"ring", "allgather", "ulysses", "usp", "demand_alltoall",
                              "demand_direct", "demand_hierarchical"})
     for (const char* rt : {"sync", "sm_overlap", "ce_decoupled"})
-      add(s, (std::string("contiguous/") + scheme + "/" + rt).c_str());
+      add(s, ((std::string(scheme) == "ulysses" ? "head_parallel/" : "contiguous/") + std::string(scheme) +
+              "/" + rt).c_str());
   add(s, "dependency_aware/demand_direct/ce_decoupled");
   add(s, "balanced/demand_direct/ce_decoupled");
   add(s, "striped/demand_direct/sync:route=host_staged");
