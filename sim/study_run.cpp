@@ -201,6 +201,15 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
         p->num_blocks = pattern.layout().num_blocks;
         p->kv_block_bytes = 2.0 * pattern.layout().block_tokens * model->heads * model->head_dim *
                             model->dtype_bytes;
+        // Blocks of unequal size (tile padding, partial tiles) other than the last one need
+        // per-block sizes so that replay can verify each block (sim/PLAN.md).
+        const auto& tokens = pattern.layout().tokens_in_block;
+        const double per_token = 2.0 * model->heads * model->head_dim * model->dtype_bytes;
+        bool ragged = false;
+        for (size_t b = 0; b + 1 < tokens.size(); ++b)
+          ragged = ragged || tokens[b] != pattern.layout().block_tokens;
+        if (ragged)
+          for (int t : tokens) p->block_bytes.push_back(per_token * t);
         p->policy = st.policies[pi];
         p->block_owner = placement_of[pi]->block_owner;
         plans[pi] = std::move(p);

@@ -201,3 +201,28 @@ TEST_CASE("table: singular GPU, '-' for a 0-byte baseline, closing line naming t
                 fast["attention_speedup"].get<double>(), "contiguous/ring/sm_overlap");
   CHECK(t.out.find(line) != std::string::npos);
 }
+
+TEST_CASE("emitted plans of ragged block layouts carry per-block sizes that replay verifies") {
+  // Wan2.1-1.3B 480p: latent 21 x 30 x 52 = 32,760 video tokens, no text; the default tile order
+  // leaves partial tiles at the borders (30 = 3*8 + 6, 52 = 6*8 + 4, 21 = 3*6 + 3), so blocks are
+  // ragged and the plan must carry block_bytes = 2 * tokens * heads(12) * head_dim(128) * 2 B,
+  // summing to the whole sequence's K and V: 2 * 32,760 * 12 * 128 * 2 = 201,277,440 B.
+  const auto dir = std::filesystem::temp_directory_path() / "sparsp_ragged_plan";
+  std::filesystem::remove_all(dir);
+  auto r = sparsp("simulate --model wan2.1-1.3b-480p --topology 2x-h200-nvlink --gpus 2 "
+                  "--policy dependency_aware/demand_direct/ce_decoupled --emit-plan " + dir.string());
+  REQUIRE(r.code == 0);
+  const auto plan_path = dir / "2x-h200-nvlink__dependency_aware_demand_direct_ce_decoupled.plan.json";
+  const auto plan = nlohmann::json::parse(slurp(plan_path.string()));
+  REQUIRE(plan.contains("block_bytes"));
+  REQUIRE(plan["block_bytes"].size() == plan["num_blocks"].get<size_t>());
+  double total = 0;
+  for (const auto& b : plan["block_bytes"]) total += b.get<double>();
+  CHECK(total == doctest::Approx(201277440.0));
+  auto rp = sparsp("replay --plan " + plan_path.string() + " --backend host --json -o " +
+                   (dir / "t.json").string());
+  REQUIRE(rp.code == 0);
+  const auto s = nlohmann::json::parse(rp.out);
+  CHECK(s["blocks_verified"].get<double>() > 0);
+  CHECK(s["bytes_verified"].get<double>() == s["bytes_moved"].get<double>());
+}
