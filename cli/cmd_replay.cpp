@@ -94,6 +94,11 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   r->add_option("--compute-sms", ra->opt.compute_sms,
                 "SMs a compute task keeps busy (0: the device's SMs / ranks on it)")
       ->capture_default_str();
+  r->add_option("--timeout-s", ra->opt.timeout_s,
+                "abort (exit 1) when one iteration or set-up step makes no progress this long; "
+                "0: never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
   r->add_flag("--json", ra->json,
               "print the JSON summary (bytes_moved, bytes_verified, makespans)");

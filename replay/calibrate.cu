@@ -51,17 +51,6 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
-int pcie_gen_of_speed(const std::string& s) {
-  // sysfs "32.0 GT/s PCIe" -> Gen5; 16 -> 4; 8 -> 3; 5 -> 2; 2.5 -> 1; 64 -> 6.
-  const double gts = std::atof(s.c_str());
-  if (gts >= 60) return 6;
-  if (gts >= 30) return 5;
-  if (gts >= 15) return 4;
-  if (gts >= 7) return 3;
-  if (gts >= 4) return 2;
-  return gts > 0 ? 1 : 0;
-}
-
 /// Measures `bytes` copies with `launch` (which issues the copies on the given streams), the
 /// median over `iters` after one warm-up. Streams: s[0] records the events, s[1..] join.
 template <class Launch>
@@ -158,7 +147,6 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   machine["cuda_driver"] = drv;
   machine["cuda_runtime"] = rt;
   Json jdevs = Json::array();
-  std::vector<detail::CalibratedGpu> cg(devs.size());
   for (size_t i = 0; i < devs.size(); ++i) {
     cudaDeviceProp p{};
     SPARSP_CUDA_TRY(cudaGetDeviceProperties(&p, devs[i]));
@@ -186,16 +174,6 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
     d["max_link_width"] = read_text(sys + "/max_link_width");
     d["numa_node"] = read_text(sys + "/numa_node");
     jdevs.push_back(d);
-    cg[i].model = p.name;
-    cg[i].sm_count = p.multiProcessorCount;
-    cg[i].copy_engines = std::max(1, p.asyncEngineCount);
-    cg[i].memory_bytes = static_cast<double>(p.totalGlobalMem);
-    const std::string numa = read_text(sys + "/numa_node");
-    cg[i].numa_node = numa.empty() ? 0 : std::max(0, std::atoi(numa.c_str()));
-    const int gen = pcie_gen_of_speed(read_text(sys + "/max_link_speed"));
-    if (gen > 0) cg[i].pcie_gen = gen;
-    const int width = std::atoi(read_text(sys + "/max_link_width").c_str());
-    if (width > 0) cg[i].pcie_width = width;
   }
   machine["devices"] = jdevs;
   machine["nvidia_smi_topo"] =
@@ -273,11 +251,6 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
       return Ok{};
     });
     if (!d2d) return d2d.error();
-    cg[i].h2d_Bps = h2d->bandwidth_Bps;
-    cg[i].d2h_Bps = d2h->bandwidth_Bps;
-    cg[i].bidir_aggregate_Bps = bid->aggregate_Bps;
-    cg[i].latency_s = 0.5 * (h2d->latency_s + d2h->latency_s);
-    cg[i].d2d_Bps = d2d->bandwidth_Bps;
     // Host-staged pipeline (as the replay runs it): total bytes through 2 pinned buffers of C
     // bytes, D2H on s0, H2D on s1, event hand-offs; t = bytes / bw + chunks * overhead, fitted
     // by least squares over C = 1..16 MiB.
@@ -334,7 +307,6 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
           f.bandwidth_Bps = sb > 0 ? 1.0 / sb : 0;
           f.latency_s = std::max(0.0, c);
         }
-        cg[i].staged_chunk_s = f.latency_s;
         res.fits.push_back(f);
       }
     }
@@ -361,24 +333,25 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
       res.fits.push_back(*f);
     }
   }
-  std::vector<detail::CalibratedPeer> peers;
+  // Peer access in both directions of every pair before any peer measurement: a copy whose
+  // reverse direction is not yet enabled takes a slower path (the first two-GPU run measured
+  // 394 GB/s for both directions together, the same as one, because of that).
+  for (size_t i = 0; i < devs.size(); ++i)
+    for (size_t j = 0; j < devs.size(); ++j) {
+      int can = 0;
+      if (i == j) continue;
+      SPARSP_CUDA_TRY(cudaDeviceCanAccessPeer(&can, devs[i], devs[j]));
+      if (!can) continue;
+      SPARSP_CUDA_TRY(cudaSetDevice(devs[i]));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(devs[j], 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        SPARSP_CUDA_TRY(e);
+    }
   for (size_t i = 0; i < devs.size(); ++i)
     for (size_t j = 0; j < devs.size(); ++j) {
       if (i == j) continue;
-      detail::CalibratedPeer cp;
-      cp.a = devs[i];
-      cp.b = devs[j];
-      int can = 0;
-      SPARSP_CUDA_TRY(cudaDeviceCanAccessPeer(&can, devs[i], devs[j]));
-      cp.p2p = can != 0;
-      if (can) {
-        SPARSP_CUDA_TRY(cudaSetDevice(devs[i]));
-        const cudaError_t e = cudaDeviceEnablePeerAccess(devs[j], 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled)
-          (void)cudaGetLastError();
-        else
-          SPARSP_CUDA_TRY(e);
-      }
       const std::string name = std::to_string(devs[i]) + "->" + std::to_string(devs[j]);
       auto uni = sweep("p2p:" + name, {bufs[i].s0}, {devs[i]}, 1, [&](size_t n) -> Status {
         SPARSP_CUDA_TRY(
@@ -387,8 +360,6 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
       });
       if (!uni) return uni.error();
       res.fits.push_back(*uni);
-      cp.uni_Bps = uni->bandwidth_Bps;
-      cp.latency_s = uni->latency_s;
       if (i < j) {
         auto bi = sweep("p2p_bidir:" + std::to_string(devs[i]) + "<->" + std::to_string(devs[j]),
                         {bufs[i].s0, bufs[j].s0}, {devs[i], devs[j]}, 2, [&](size_t n) -> Status {
@@ -400,9 +371,7 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
                         });
         if (!bi) return bi.error();
         res.fits.push_back(*bi);
-        cp.bidir_aggregate_Bps = bi->aggregate_Bps;
       }
-      peers.push_back(cp);
     }
   for (auto& b : bufs) {
     cudaFree(b.d0);
@@ -415,14 +384,13 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   Json fits = Json::array();
   for (const auto& f : res.fits) fits.push_back(fit_json(f));
   machine["fits"] = std::move(fits);
+  // One path from measurements to topology: the same function `calibrate --from machine.json`
+  // uses, so a recorded machine file always rebuilds the topology written here.
   const sim::SimOptions defaults;
-  const std::string name = "calibrated-" + std::to_string(devs.size()) + "x-" + [&] {
-    std::string m = cg[0].model;
-    std::replace(m.begin(), m.end(), ' ', '-');
-    return m;
-  }() + (opt.virtual_ranks > 1 ? "-folded" + std::to_string(opt.virtual_ranks) : "");
-  res.topology_json = detail::calibrated_topology_json(name, cg, peers, opt.virtual_ranks,
-                                                       defaults.launch_overhead_s);
+  auto topo = detail::topology_from_machine(machine.dump(), "calibrate", opt.virtual_ranks,
+                                            defaults.launch_overhead_s);
+  if (!topo) return topo.error();
+  res.topology_json = *topo;
   machine["topology"] = Json::parse(res.topology_json);
   res.machine_json = machine.dump(1) + "\n";
   return res;

@@ -7,6 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sparsp/topology.hpp"
+
 namespace sparsp::replay::detail {
 
 using Json = nlohmann::ordered_json;
@@ -37,6 +39,16 @@ Json pcie_link(const std::string& a, const std::string& b, int gen, int width, d
   return l;
 }
 }  // namespace
+
+bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& gpus) {
+  if (p.nvlink_count > 0) return true;
+  if (!p.p2p || p.a < 0 || p.b < 0 || p.a >= static_cast<int>(gpus.size()) ||
+      p.b >= static_cast<int>(gpus.size()))
+    return false;
+  auto pcie = [](const CalibratedGpu& g) { return std::max(g.h2d_Bps, g.d2h_Bps); };
+  const double fastest = std::max(pcie(gpus[p.a]), pcie(gpus[p.b]));
+  return fastest > 0 && p.uni_Bps > 1.25 * fastest;
+}
 
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
@@ -101,6 +113,34 @@ std::string calibrated_topology_json(const std::string& name,
                                 duplex));
     }
   }
+  // NVLink: one link per unordered pair, from the two directions' measurements.
+  if (virtual_ranks <= 1) {
+    for (const CalibratedPeer& p : peers) {
+      if (p.a >= p.b || !peer_is_nvlink(p, gpus)) continue;
+      const CalibratedPeer* back = nullptr;
+      for (const CalibratedPeer& q : peers)
+        if (q.a == p.b && q.b == p.a) back = &q;
+      const double cap =
+          back && back->uni_Bps > 0 ? 0.5 * (p.uni_Bps + back->uni_Bps) : p.uni_Bps;
+      const double lat =
+          back && back->uni_Bps > 0 ? 0.5 * (p.latency_s + back->latency_s) : p.latency_s;
+      // Nominal 25 GB/s per link per direction x efficiency 0.88 (topology/README.md).
+      const int count = p.nvlink_count > 0
+                            ? p.nvlink_count
+                            : std::clamp(static_cast<int>(std::lround(cap / (25e9 * 0.88))), 1, 64);
+      Json l = Json::object();
+      l["a"] = "gpu" + std::to_string(p.a);
+      l["b"] = "gpu" + std::to_string(p.b);
+      l["kind"] = "nvlink";
+      l["count"] = count;
+      if (cap > 0) l["capacity_GBps"] = gbps(cap);
+      l["latency_us"] = std::max(0.0, lat - launch_overhead_s) * 1e6;
+      const double duplex =
+          cap > 0 && p.bidir_aggregate_Bps > 0 ? p.bidir_aggregate_Bps / (2 * cap) : 1.0;
+      l["duplex_factor"] = std::clamp(duplex, 0.5, 1.0);
+      links.push_back(std::move(l));
+    }
+  }
   root["nodes"] = std::move(nodes);
   root["links"] = std::move(links);
   return root.dump(2) + "\n";
@@ -121,6 +161,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
   if (!m.is_object() || m.value("schema", "") != "sparsp.machine")
     return input_error(src, "/schema", "expected \"sparsp.machine\"");
   std::vector<CalibratedGpu> gpus;
+  std::vector<CalibratedPeer> peers;
   try {
     std::map<std::string, const Json*> fits;
     for (const Json& f : m.at("fits")) fits[f.at("name").get<std::string>()] = &f;
@@ -153,6 +194,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
     auto bw = [&](const std::string& k) { return refit(k).bandwidth_Bps; };
     auto agg = [&](const std::string& k) { return refit(k).aggregate_Bps; };
     auto lat = [&](const std::string& k) { return refit(k).latency_s; };
+    std::vector<int> ordinals;
     for (const Json& d : m.at("devices")) {
       CalibratedGpu g;
       const std::string k = std::to_string(d.at("ordinal").get<int>());
@@ -179,7 +221,44 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
       g.d2d_Bps = bw("d2d:" + k);
       g.staged_chunk_s = lat("staged:" + k);
       gpus.push_back(g);
+      ordinals.push_back(d.at("ordinal").get<int>());
     }
+    // NV# per pair from the recorded `nvidia-smi topo -m` (GPU k of the matrix = ordinal k).
+    std::vector<std::vector<int>> nv;
+    if (m.contains("nvidia_smi_topo") && m["nvidia_smi_topo"].is_string()) {
+      auto imported = topology::import_nvidia_smi(m["nvidia_smi_topo"].get<std::string>(),
+                                                  src + ":/nvidia_smi_topo");
+      if (imported.ok()) {
+        const int n = imported->num_gpus();
+        nv.assign(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) nv[i][j] = i == j ? 0 : imported->nvlink_count(i, j);
+      }
+    }
+    std::map<std::pair<int, int>, bool> access;
+    if (m.contains("p2p_access"))
+      for (const Json& a : m["p2p_access"])
+        access[{a.at("from").get<int>(), a.at("to").get<int>()}] = a.at("access").get<bool>();
+    for (size_t i = 0; i < ordinals.size(); ++i)
+      for (size_t j = 0; j < ordinals.size(); ++j) {
+        if (i == j) continue;
+        const int oi = ordinals[i], oj = ordinals[j];
+        const std::string name = std::to_string(oi) + "->" + std::to_string(oj);
+        if (!fits.count("p2p:" + name)) continue;
+        CalibratedPeer p;
+        p.a = static_cast<int>(i);
+        p.b = static_cast<int>(j);
+        const PathFit f = refit("p2p:" + name);
+        p.uni_Bps = f.bandwidth_Bps;
+        p.latency_s = f.latency_s;
+        auto it = access.find({oi, oj});
+        p.p2p = it != access.end() && it->second;
+        if (i < j) p.bidir_aggregate_Bps = agg("p2p_bidir:" + std::to_string(oi) + "<->" +
+                                               std::to_string(oj));
+        if (oi >= 0 && oj >= 0 && static_cast<size_t>(std::max(oi, oj)) < nv.size())
+          p.nvlink_count = nv[oi][oj];
+        peers.push_back(p);
+      }
   } catch (const Json::exception& e) {
     return input_error(src, "", std::string("malformed machine JSON: ") + e.what());
   }
@@ -187,7 +266,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
   std::string name = "calibrated-" + std::to_string(gpus.size()) + "x-" + gpus[0].model;
   std::replace(name.begin(), name.end(), ' ', '-');
   if (virtual_ranks > 1) name += "-folded" + std::to_string(virtual_ranks);
-  return calibrated_topology_json(name, gpus, {}, virtual_ranks, launch_overhead_s);
+  return calibrated_topology_json(name, gpus, peers, virtual_ranks, launch_overhead_s);
 }
 
 }  // namespace sparsp::replay::detail

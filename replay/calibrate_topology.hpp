@@ -23,11 +23,19 @@ struct CalibratedGpu {
                               ///< H2D streams, 2 pinned buffers, event hand-offs); 0: unknown
 };
 
+/// One ordered GPU pair a -> b (indices into the `gpus` vector, not CUDA ordinals).
 struct CalibratedPeer {
   int a = 0, b = 0;
-  double uni_Bps = 0, bidir_aggregate_Bps = 0, latency_s = 0;
-  bool p2p = false;
+  double uni_Bps = 0;              ///< fitted cudaMemcpyPeerAsync bandwidth a -> b
+  double bidir_aggregate_Bps = 0;  ///< both ways at once, sum (set on the a < b entry)
+  double latency_s = 0;            ///< fitted single-copy latency a -> b
+  bool p2p = false;                ///< cudaDeviceCanAccessPeer(a, b)
+  int nvlink_count = 0;            ///< NV# of `nvidia-smi topo -m` for the pair; 0: none/unknown
 };
+
+/// The pair is joined by NVLink: nvidia-smi reports NV# for it, or (no NV# known) its measured
+/// peer bandwidth exceeds 1.25x the faster of the two GPUs' PCIe links, which no PCIe path can.
+bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& gpus);
 
 /// The GPU link's latency is the measured per-chunk overhead of a host-staged pipeline when known
 /// (the simulator charges a leg's latency once per chunk and stage, and host-staged transfers are
@@ -36,6 +44,10 @@ struct CalibratedPeer {
 /// `virtual_ranks` > 1: one GPU is modelled as that many ranks behind a virtual switch whose uplink
 /// is the GPU's measured PCIe link and whose downlinks carry device-local copies (the `--devices
 /// 0,0,...` replay mapping).
+/// NVLink pairs (peer_is_nvlink) get one `nvlink` link: `count` = NV# (else the measured bandwidth
+/// over 25 GB/s x 0.88 per link, topology/README.md), `capacity_GBps` = mean of the two measured
+/// directions, `duplex_factor` = both-ways aggregate / (2 x capacity), `latency_us` = fitted peer
+/// latency less `launch_overhead_s`. Other P2P pairs route over PCIe through the CPU.
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,

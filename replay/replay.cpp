@@ -1,9 +1,15 @@
 // replay::run: lower, prepare the backend, per layer plan fill / warm up / time / verify, medians.
 // Also the trace, Perfetto and summary JSON.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -41,6 +47,59 @@ std::string lane_of(const detail::Activity& a, const std::vector<int>& devices, 
   (void)ranks;
   return lane;
 }
+/// Ends the process when one backend call runs longer than the timeout. A GPU stuck in a
+/// collective whose peer never arrives (or a host thread blocked inside the NCCL or CUDA runtime)
+/// cannot be cancelled, so the watchdog reports where it was and exits; no output file has been
+/// written at that point (they are written after run() returns).
+class Watchdog {
+ public:
+  explicit Watchdog(double timeout_s) : timeout_s_(timeout_s) {
+    if (timeout_s_ > 0) thread_ = std::jthread([this](std::stop_token st) { watch(st); });
+  }
+  ~Watchdog() {
+    if (thread_.joinable()) {
+      thread_.request_stop();
+      cv_.notify_all();
+    }
+  }
+  /// Starts the clock for the next backend call, described by `what`.
+  void enter(std::string what) {
+    if (timeout_s_ <= 0) return;
+    std::lock_guard lock(mu_);
+    what_ = std::move(what);
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(timeout_s_));
+    cv_.notify_all();
+  }
+
+ private:
+  void watch(std::stop_token st) {
+    std::unique_lock lock(mu_);
+    while (!st.stop_requested()) {
+      const auto deadline = deadline_;
+      if (deadline == std::chrono::steady_clock::time_point{}) {
+        cv_.wait(lock, st, [&] { return deadline_ != deadline; });
+        continue;
+      }
+      if (cv_.wait_until(lock, st, deadline, [&] { return deadline_ != deadline; })) continue;
+      if (st.stop_requested()) return;
+      std::fprintf(stderr,
+                   "sparsp: replay: no progress for %g s while %s (a hung NCCL collective or "
+                   "copy; raise --timeout-s if the plan is that slow); aborted, nothing written\n",
+                   timeout_s_, what_.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+
+  double timeout_s_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::jthread thread_;  // last: joined before the members it uses are destroyed
+};
 }  // namespace
 
 Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
@@ -65,6 +124,8 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
                  2};
   auto ex = detail::lower(plan, opt);
   if (!ex) return ex.error();
+  Watchdog watchdog(opt.timeout_s);
+  watchdog.enter("preparing the " + opt.backend + " backend (allocation, peer access, NCCL set-up)");
   if (auto st = be->prepare(plan, *ex, opt); !st) return st.error();
 
   ReplayResult res;
@@ -77,16 +138,22 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   res.iterations = opt.iterations;
   for (const detail::ExecLayer& el : ex->layers) {
     const plan::LayerPlan& L = plan.layers[el.plan_index];
+    const std::string where =
+        "layer plan " + std::to_string(el.plan_index) + " (step " + std::to_string(L.step) +
+        ", layer " + std::to_string(L.layer) + ")";
+    watchdog.enter("filling the send buffers of " + where);
     if (auto st = be->fill(el); !st) return st.error();
     const size_t n = el.acts.size();
     std::vector<std::vector<double>> starts(n), ends(n);
     std::vector<double> makespans;
     for (int it = 0; it < opt.warmup + opt.iterations; ++it) {
       std::vector<double> s, e;
+      watchdog.enter("running iteration " + std::to_string(it) + " of " + where);
       if (auto st = be->run_once(el, s, e); !st) return st.error();
       if (el.corrupt_check >= 0) {
         if (auto st = be->corrupt(el, el.checks[el.corrupt_check]); !st) return st.error();
       }
+      watchdog.enter("verifying iteration " + std::to_string(it) + " of " + where);
       auto v = be->verify(el);
       if (!v) return v.error();
       if (v->first >= 0) {

@@ -46,6 +46,10 @@ struct ReplayOptions {
                                ///< on small machines; bytes reported are the scaled ones)
   int max_layers = 0;          ///< replay only the first N layer plans (0: all)
   bool use_nccl = true;        ///< NCCL for NCCL-based schemes when available
+  double timeout_s = 300;      ///< watchdog: a backend call (set-up, one iteration, a check)
+                               ///< that makes no progress for this long ends the process with
+                               ///< exit 1 and a message naming the layer and iteration (a hung
+                               ///< collective cannot be cancelled from the host); 0: off
   // Fault injection (tests of the integrity check):
   std::string skip_transfer;  ///< id of a transfer not to execute
   int corrupt_block = -1;     ///< flip one byte of this block after it is received
