@@ -167,6 +167,11 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   v->add_option("--perfetto", va->perfetto,
                 "write measurement and simulation side by side (Perfetto JSON)");
   v->add_flag("--json", va->json, "print JSON (mape, p50, p90, max_error as fractions)");
+  v->add_flag("--no-compute", va->opt.no_compute,
+              "simulate without compute (for traces of replay --no-compute that do not say so)");
+  v->add_flag("--nccl-p2p-disable", va->opt.nccl_p2p_disable,
+              "model NCCL transfers on its host path (for traces run with NCCL_P2P_DISABLE=1 "
+              "that do not say so)");
   v->callback([va, &ctx] {
     auto plan = plan::load_plan(va->plan);
     if (!plan) {

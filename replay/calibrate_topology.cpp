@@ -53,7 +53,8 @@ bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& g
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
-                                     double launch_overhead_s) {
+                                     double launch_overhead_s,
+                                     const topology::NcclFigures& nccl) {
   Json root = Json::object();
   root["schema_version"] = 1;
   root["name"] = name;
@@ -141,6 +142,19 @@ std::string calibrated_topology_json(const std::string& name,
       links.push_back(std::move(l));
     }
   }
+  if (nccl.any() && virtual_ranks <= 1) {
+    Json nc = Json::object();
+    if (nccl.p2p_Bps > 0) nc["p2p_GBps"] = gbps(nccl.p2p_Bps);
+    if (nccl.p2p_bidir_Bps > 0) nc["p2p_bidir_GBps"] = gbps(nccl.p2p_bidir_Bps);
+    if (nccl.host_Bps > 0) nc["host_GBps"] = gbps(nccl.host_Bps);
+    if (nccl.host_bidir_Bps > 0) nc["host_bidir_GBps"] = gbps(nccl.host_bidir_Bps);
+    if (nccl.p2p_latency_s > 0) nc["p2p_latency_us"] = nccl.p2p_latency_s * 1e6;
+    if (nccl.host_latency_s > 0) nc["host_latency_us"] = nccl.host_latency_s * 1e6;
+    nc["source"] =
+        "sparsp calibrate: NCCL send/recv between the first two GPUs, 64 KiB-max sizes, fitted "
+        "bandwidth; one way = mean of both directions; host = NCCL_P2P_DISABLE=1";
+    root["nccl"] = std::move(nc);
+  }
   root["nodes"] = std::move(nodes);
   root["links"] = std::move(links);
   return root.dump(2) + "\n";
@@ -162,6 +176,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
     return input_error(src, "/schema", "expected \"sparsp.machine\"");
   std::vector<CalibratedGpu> gpus;
   std::vector<CalibratedPeer> peers;
+  topology::NcclFigures nccl;
   try {
     std::map<std::string, const Json*> fits;
     for (const Json& f : m.at("fits")) fits[f.at("name").get<std::string>()] = &f;
@@ -259,6 +274,29 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
           p.nvlink_count = nv[oi][oj];
         peers.push_back(p);
       }
+    // NCCL send/recv (calibrate's nccl_sweeps): one way = mean of the directions measured.
+    auto one_way = [&](const std::string& prefix, bool latency) {
+      double sum = 0;
+      int n = 0;
+      for (const auto& [k, f] : fits)
+        if (k.rfind(prefix + ":", 0) == 0) {
+          const PathFit x = refit(k);
+          sum += latency ? x.latency_s : x.bandwidth_Bps;
+          ++n;
+        }
+      return n > 0 ? sum / n : 0.0;
+    };
+    auto both_ways = [&](const std::string& prefix) {
+      for (const auto& [k, f] : fits)
+        if (k.rfind(prefix + "_bidir:", 0) == 0) return refit(k).aggregate_Bps;
+      return 0.0;
+    };
+    nccl.p2p_Bps = one_way("nccl", false);
+    nccl.p2p_latency_s = one_way("nccl", true);
+    nccl.p2p_bidir_Bps = both_ways("nccl");
+    nccl.host_Bps = one_way("nccl_shm", false);
+    nccl.host_latency_s = one_way("nccl_shm", true);
+    nccl.host_bidir_Bps = both_ways("nccl_shm");
   } catch (const Json::exception& e) {
     return input_error(src, "", std::string("malformed machine JSON: ") + e.what());
   }
@@ -266,7 +304,7 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
   std::string name = "calibrated-" + std::to_string(gpus.size()) + "x-" + gpus[0].model;
   std::replace(name.begin(), name.end(), ' ', '-');
   if (virtual_ranks > 1) name += "-folded" + std::to_string(virtual_ranks);
-  return calibrated_topology_json(name, gpus, peers, virtual_ranks, launch_overhead_s);
+  return calibrated_topology_json(name, gpus, peers, virtual_ranks, launch_overhead_s, nccl);
 }
 
 }  // namespace sparsp::replay::detail

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sparsp/replay.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::replay::detail {
 
@@ -48,10 +49,12 @@ bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& g
 /// over 25 GB/s x 0.88 per link, topology/README.md), `capacity_GBps` = mean of the two measured
 /// directions, `duplex_factor` = both-ways aggregate / (2 x capacity), `latency_us` = fitted peer
 /// latency less `launch_overhead_s`. Other P2P pairs route over PCIe through the CPU.
+/// `nccl` (measured NCCL send/recv figures) goes to the topology's "nccl" object when any is set.
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
-                                     double launch_overhead_s);
+                                     double launch_overhead_s,
+                                     const topology::NcclFigures& nccl = {});
 
 }  // namespace sparsp::replay::detail
 

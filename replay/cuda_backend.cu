@@ -398,23 +398,16 @@ class CudaBackend final : public Backend {
           open_gate();
           gate_open = true;
         }
-        // NCCL transfers released together (same dependencies) form one collective: one
-        // ncclGroupStart/End, as an all-gather or all-to-all issues its sends and receives.
-        // Issued one group per transfer, NCCL would serialise them on each communicator (its
-        // kernels of one communicator run in issue order), e.g. the two directions of a
-        // two-rank all-to-all one after the other. Groups go in topological order.
-        std::map<std::vector<int>, std::vector<int>> by_deps;
-        for (int i : nccl_ready) by_deps[live_deps(layer, i)].push_back(i);
-        std::vector<std::vector<int>> groups;
-        for (auto& [deps, members] : by_deps) groups.push_back(std::move(members));
-        std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) {
-          return topo_pos[x.front()] < topo_pos[y.front()];
-        });
-        for (const auto& members : groups) {
-          SPARSP_TRY(issue_nccl_group(layer, members, st));
-          ops += static_cast<int>(members.size());
-          completed.insert(completed.end(), members.begin(), members.end());
-        }
+        // NCCL transfers released in the same round (none depends on another) form one
+        // collective: one ncclGroupStart/End after all their dependencies, as a framework
+        // issues an all-gather or all-to-all. Issued one group per transfer, NCCL would
+        // serialise them on each communicator (its kernels of one communicator run in issue
+        // order), e.g. the two directions of a two-rank all-to-all one after the other.
+        std::sort(nccl_ready.begin(), nccl_ready.end(),
+                  [&](int x, int y) { return topo_pos[x] < topo_pos[y]; });
+        SPARSP_TRY(issue_nccl_group(layer, nccl_ready, st));
+        ops += static_cast<int>(nccl_ready.size());
+        completed.insert(completed.end(), nccl_ready.begin(), nccl_ready.end());
       }
       for (int i : completed) {
         ++finished;
@@ -566,18 +559,9 @@ class CudaBackend final : public Backend {
     return Ok{};
   }
 
-  /// Dependencies of activity i that are executed (skipped ones dropped), sorted.
-  static std::vector<int> live_deps(const ExecLayer& layer, int i) {
-    std::vector<int> d;
-    for (int j : layer.acts[static_cast<size_t>(i)].deps)
-      if (!layer.acts[static_cast<size_t>(j)].skip) d.push_back(j);
-    std::sort(d.begin(), d.end());
-    return d;
-  }
-
-  /// Issues NCCL transfers with identical dependencies as one group: every piece sent on the
-  /// source rank's communicator and received on the destination's. One stream per device
-  /// involved (the first member's slot); each waits for the common dependencies; the start
+  /// Issues NCCL transfers as one group: every piece sent on the source rank's communicator and
+  /// received on the destination's. One stream per device involved (the first member's slot);
+  /// each waits for the dependencies of all members; the start
   /// event is recorded on every device before the group, the end after all devices' parts of
   /// the group finished (the collective completes as a whole). Members share those events.
   Status issue_nccl_group(const ExecLayer& layer, const std::vector<int>& members,
@@ -591,7 +575,7 @@ class CudaBackend final : public Backend {
     }
     std::map<int, cudaEvent_t> start, done, end;
     for (auto& [d, s] : stream) {
-      SPARSP_TRY(wait_deps(layer, static_cast<size_t>(members.front()), st, d, s));
+      for (int i : members) SPARSP_TRY(wait_deps(layer, static_cast<size_t>(i), st, d, s));
       auto e = event(d, true);
       if (!e) return e.error();
       start[d] = *e;

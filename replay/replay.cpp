@@ -136,6 +136,11 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   res.device_description = be->description();
   res.warmup = opt.warmup;
   res.iterations = opt.iterations;
+  res.compute_emulated = opt.emulate_compute;
+  {
+    const char* v = std::getenv("NCCL_P2P_DISABLE");
+    res.nccl_p2p_disabled = opt.backend == "cuda" && opt.use_nccl && v && std::atoi(v) != 0;
+  }
   for (const detail::ExecLayer& el : ex->layers) {
     const plan::LayerPlan& L = plan.layers[el.plan_index];
     const std::string where =
@@ -228,6 +233,8 @@ std::string trace_json(const plan::Plan& plan, const ReplayResult& r) {
   root["bytes_verified"] = r.bytes_verified;
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
+  root["compute_emulated"] = r.compute_emulated;
+  root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers) {
     Json lj = Json::object();
@@ -277,6 +284,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     r.bytes_verified = root.value("bytes_verified", 0.0);
     r.blocks_verified = root.value("blocks_verified", int64_t{0});
     r.total_s = root.value("total_s", 0.0);
+    r.compute_emulated = root.value("compute_emulated", true);
+    r.nccl_p2p_disabled = root.value("nccl_p2p_disable", false);
     if (!root.contains("layers") || !root["layers"].is_array())
       return input_error(src, "/layers", "expected an array");
     for (size_t i = 0; i < root["layers"].size(); ++i) {
@@ -379,6 +388,8 @@ std::string summary_json(const ReplayResult& r) {
   root["bytes_verified"] = r.bytes_verified;
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
+  root["compute_emulated"] = r.compute_emulated;
+  root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers)
     layers.push_back(

@@ -64,7 +64,20 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                        "), the plan's is (step " + std::to_string(L.step) + ", layer " +
                        std::to_string(L.layer) + ")",
                    2};
-    auto sim = sim::simulate(*topo, L.work, opt.sim);
+    // Model the run as it was made: without compute when the replay skipped it, NCCL's
+    // host path for SM-driven transfers when NCCL_P2P_DISABLE was set.
+    sim::Workload work = L.work;
+    if (opt.no_compute || !trace.compute_emulated)
+      for (auto& c : work.compute) {
+        c.duration_s = 0;
+        c.flops = 0;
+      }
+    if (opt.nccl_p2p_disable || trace.nccl_p2p_disabled)
+      for (auto& t : work.transfers)
+        if (t.engine == sim::Engine::sm && t.src.rfind("gpu", 0) == 0 &&
+            t.dst.rfind("gpu", 0) == 0 && t.src != t.dst)
+          t.route = topology::RouteMode::host_staged;
+    auto sim = sim::simulate(*topo, work, opt.sim);
     if (!sim) return sim.error();
     LayerReplay sim_layer;
     sim_layer.step = L.step;

@@ -44,6 +44,27 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     const auto& spec = topo.gpu(g);
     p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)});
   }
+  // Measured NCCL throughput (topology "nccl"), for SM-driven GPU-to-GPU transfers: a per-flow
+  // cap (one direction alone) and, per GPU pair and transport, one extra resource holding both
+  // directions' sum (both ways at once). A host-staged transfer's two legs each carry its bytes,
+  // so each leg uses that resource with coefficient 1/2: two opposite transfers at rate r load
+  // it with 2r, as the measurement does. The measured send/recv latency replaces the launch
+  // overhead.
+  const topology::NcclFigures& nccl = topo.options().nccl;
+  std::map<std::tuple<int, int, bool>, int> nccl_pair_resource;
+  auto apply_nccl = [&](Task& k, int a, int b) {
+    const bool host = k.legs.size() == 2;
+    const double cap = host ? nccl.host_Bps : nccl.p2p_Bps;
+    const double bidir = host ? nccl.host_bidir_Bps : nccl.p2p_bidir_Bps;
+    if (cap > 0) k.cap_Bps = k.cap_Bps > 0 ? std::min(k.cap_Bps, cap) : cap;
+    const double latency = host ? nccl.host_latency_s : nccl.p2p_latency_s;
+    if (latency > 0) k.launch_s = latency;  // measured send/recv latency, launch included
+    if (bidir <= 0) return;
+    const auto key = std::make_tuple(std::min(a, b), std::max(a, b), host);
+    auto [it, fresh] = nccl_pair_resource.try_emplace(key, static_cast<int>(p.capacity_Bps.size()));
+    if (fresh) p.capacity_Bps.push_back(bidir);
+    for (NetLeg& leg : k.legs) leg.uses.push_back(lmm::Use{it->second, host ? 0.5 : 1.0});
+  };
   // Ids.
   std::map<std::string, int> index;
   auto add_id = [&](const std::string& id, const std::string& place) -> Status {
@@ -138,6 +159,7 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
         k.sm_gpus[0] = src_gpu;
         k.sm_gpus[1] = dst_gpu == src_gpu ? -1 : dst_gpu;
         k.comm_sms = t.comm_sms;
+        if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) apply_nccl(k, src_gpu, dst_gpu);
         break;
       case Engine::host:
         break;

@@ -551,7 +551,7 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     r.expect_object(root, Ptr());
     r.allow_keys(root, Ptr(),
                  {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
-                  "nodes", "links", "template"});
+                  "nccl", "nodes", "links", "template"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -599,6 +599,26 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         if (!r.find(o, "p2p")) r.fail(oat / "p2p", "missing required key 'p2p'");
         p.options.p2p_overrides.push_back({{a, b}, r.boolean(o, oat, "p2p", true)});
       }
+    }
+    if (const json* nc = r.find(root, "nccl")) {
+      const Ptr at("/nccl");
+      r.expect_object(*nc, at);
+      r.allow_keys(*nc, at,
+                   {"p2p_Bps", "p2p_GBps", "p2p_bidir_Bps", "p2p_bidir_GBps", "host_Bps",
+                    "host_GBps", "host_bidir_Bps", "host_bidir_GBps", "p2p_latency_us",
+                    "host_latency_us", "source"});
+      NcclFigures& f = p.options.nccl;
+      f.p2p_Bps = r.bandwidth(*nc, at, "p2p").value_or(0);
+      f.p2p_bidir_Bps = r.bandwidth(*nc, at, "p2p_bidir").value_or(0);
+      f.host_Bps = r.bandwidth(*nc, at, "host").value_or(0);
+      f.host_bidir_Bps = r.bandwidth(*nc, at, "host_bidir").value_or(0);
+      for (auto [key, dst] : {std::pair{"p2p_latency_us", &f.p2p_latency_s},
+                              std::pair{"host_latency_us", &f.host_latency_s}})
+        if (auto v = r.opt_number(*nc, at, key)) {
+          if (!(*v >= 0 && *v <= 1e6)) r.fail(at / key, "latency must be in [0, 1e6] us");
+          *dst = *v * 1e-6;
+        }
+      (void)r.string(*nc, at, "source", std::string());
     }
     return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options,
                            file, std::move(p.node_places), std::move(p.link_places));
@@ -669,6 +689,16 @@ std::string Topology::to_json() const {
         {"p2p", allowed}});
   }
   root["p2p_overrides"] = overrides;
+  if (const NcclFigures& f = impl_->options.nccl; f.any()) {
+    ojson nc = ojson::object();
+    if (f.p2p_Bps > 0) nc["p2p_Bps"] = f.p2p_Bps;
+    if (f.p2p_bidir_Bps > 0) nc["p2p_bidir_Bps"] = f.p2p_bidir_Bps;
+    if (f.host_Bps > 0) nc["host_Bps"] = f.host_Bps;
+    if (f.host_bidir_Bps > 0) nc["host_bidir_Bps"] = f.host_bidir_Bps;
+    if (f.p2p_latency_s > 0) nc["p2p_latency_us"] = f.p2p_latency_s * 1e6;
+    if (f.host_latency_s > 0) nc["host_latency_us"] = f.host_latency_s * 1e6;
+    root["nccl"] = nc;
+  }
   ojson nodes = ojson::array();
   for (const Node& n : impl_->nodes) {
     ojson o;

@@ -78,6 +78,9 @@ struct ReplayResult {
   double bytes_verified = 0;  ///< received bytes checked against expected content
   int64_t blocks_verified = 0;
   double total_s = 0;  ///< sum over layer plans of makespan_s * repeat
+  bool compute_emulated = true;    ///< compute tasks ran (false: --no-compute; transfers only)
+  bool nccl_p2p_disabled = false;  ///< NCCL carried SM-driven transfers with NCCL_P2P_DISABLE
+                                   ///< set (its host-memory path); validate models them staged
 };
 
 /// Names of the backends compiled into this build ("host", and "cuda" when built).
@@ -108,6 +111,10 @@ struct ValidateOptions {
   std::string topology_path;  ///< empty: the plan's embedded topology
   sim::SimOptions sim;        ///< simulator options
   int top_outliers = 10;
+  /// The model follows how the trace was run (ReplayResult::compute_emulated,
+  /// nccl_p2p_disabled); these force it for traces that do not record it.
+  bool no_compute = false;        ///< simulate without compute tasks (durations 0)
+  bool nccl_p2p_disable = false;  ///< SM-driven GPU-to-GPU transfers go host-staged
 };
 
 struct TransferError {

@@ -107,6 +107,26 @@ struct Route {
   std::vector<RouteLeg> legs;
 };
 
+/// Measured NCCL send/recv throughput between two GPUs of this machine (`sparsp calibrate`'s
+/// nccl:* fits, NCCL 2.28 on the two-GPU H200 machine: replay/RESULTS.md). The simulator applies
+/// it to SM-driven (Engine::sm) GPU-to-GPU transfers: each at most `*_Bps`, all of them between
+/// one GPU pair together (both directions) at most `*_bidir_Bps`. "p2p": NCCL's transport where
+/// the pair has peer access (NVLink or PCIe P2P); "host": its host-memory (SHM) path, used where
+/// the route is host-staged (no P2P, or NCCL_P2P_DISABLE=1). The same figures serve every pair
+/// (measured on the first two GPUs). 0: not measured; the link capacities alone apply.
+struct NcclFigures {
+  double p2p_Bps = 0;         ///< one direction alone
+  double p2p_bidir_Bps = 0;   ///< both directions at once, sum
+  double host_Bps = 0;        ///< one direction alone, host path
+  double host_bidir_Bps = 0;  ///< both directions at once, sum, host path
+  double p2p_latency_s = 0;   ///< fitted latency of one send/recv (replaces the simulator's
+  double host_latency_s = 0;  ///< launch overhead for such transfers); 0: not measured
+  bool any() const {
+    return p2p_Bps > 0 || p2p_bidir_Bps > 0 || host_Bps > 0 || host_bidir_Bps > 0 ||
+           p2p_latency_s > 0 || host_latency_s > 0;
+  }
+};
+
 class Topology {
  public:
   Topology();
@@ -184,6 +204,7 @@ class Topology {
     bool p2p_cross_socket = true;  ///< PCIe P2P across sockets allowed
     /// Per-pair overrides (GPU indices i < j, allowed?), applied after every other rule.
     std::vector<std::pair<std::pair<int, int>, bool>> p2p_overrides;
+    NcclFigures nccl;  ///< measured NCCL throughput (JSON "nccl"), if any
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,

@@ -2,7 +2,7 @@
 # Two-GPU hardware validation run (issue 8) on nvidia-h200-x2. Expects, in DIR (default: this
 # script's folder): sparsp, lib/ (shared libraries the device lacks), plans/<config>/*.plan.json
 # from replay/tools/x2_plans.sh. Writes $OUT/x2.tgz (refreshed after each configuration) (log, machine and topology JSON, traces,
-# summaries, validate outputs).
+# summaries, validate outputs). X2_ONLY=nccl: only the NCCL plans and the communication-alone runs.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 D=$(cd "${1:-$(dirname "$0")}" && pwd)
@@ -50,14 +50,16 @@ for cfg in hunyuan-sta hunyuan-radial wan14b-sta wan14b-radial; do
         else
           one "$n.sm" "$p" A=1 -- --no-nccl
         fi ;;
-      *) one "$n" "$p" A=1 -- ;;
+      *) [ "$X2_ONLY" = nccl ] || one "$n" "$p" A=1 -- ;;
     esac
   done
   # Communication alone (no compute): demand_direct with copy engines (NVLink, host-staged) vs the
   # NCCL all-to-all of the same needed bytes (NCCL P2P on and off).
   P=$D/plans/$cfg/2x-h200-nvlink__dependency_aware
-  one "$cfg.comm.ce_p2p" "${P}_demand_direct_sync.plan.json" A=1 -- --no-compute
-  one "$cfg.comm.ce_staged" "${P}_demand_direct_sync_host_staged-1.plan.json" A=1 -- --no-compute
+  if [ "$X2_ONLY" != nccl ]; then
+    one "$cfg.comm.ce_p2p" "${P}_demand_direct_sync.plan.json" A=1 -- --no-compute
+    one "$cfg.comm.ce_staged" "${P}_demand_direct_sync_host_staged-1.plan.json" A=1 -- --no-compute
+  fi
   if [ $NCCL_OK = 1 ]; then
     one "$cfg.comm.nccl_p2p" "${P}_demand_alltoall_sync.plan.json" A=1 -- --no-compute
     one "$cfg.comm.nccl_nop2p" "${P}_demand_alltoall_sync.plan.json" NCCL_P2P_DISABLE=1 -- --no-compute
