@@ -86,9 +86,9 @@ struct RingShard {
 // owner+s (after the step s-1 message; step 1 after `first_after`), which then computes
 // `flops_at[owner+s]` on it. `ring[q]` is the rank at position q. Zero-FLOP pieces are skipped
 // unless `keep_empty_tasks`. Returns the task index of each step (index s; -1 where none).
-std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring, const RingShard& shard,
-                                const std::vector<double>& flops_at, bool keep_empty_tasks,
-                                bool staged) {
+std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
+                                const RingShard& shard, const std::vector<double>& flops_at,
+                                bool keep_empty_tasks, bool staged) {
   const int n = static_cast<int>(ring.size());
   std::vector<int> tasks(static_cast<size_t>(shard.last_step) + 1, -1);
   int prev = -1;
@@ -139,7 +139,8 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
         if (!d.blocks[static_cast<size_t>((o + s) % P) * P + o].empty()) shard.last_step = s;
     }
     std::vector<double> flops_at(static_cast<size_t>(P));
-    for (int x = 0; x < P; ++x) flops_at[static_cast<size_t>(x)] = d.flops[static_cast<size_t>(x) * P + o];
+    for (int x = 0; x < P; ++x)
+      flops_at[static_cast<size_t>(x)] = d.flops[static_cast<size_t>(x) * P + o];
     add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/false, staged);
   }
   return plan;
@@ -244,7 +245,8 @@ Result<CommPlan> scheme_usp_impl(const LayerInput& in, int u, bool staged, const
       shard.first_after = a2a_of[static_cast<size_t>(ring[static_cast<size_t>(o)])];
       std::vector<double> flops_at(static_cast<size_t>(r));
       for (int j = 0; j < r; ++j) flops_at[static_cast<size_t>(j)] = F(i, j, o);
-      const auto steps = add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
+      const auto steps =
+          add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
       for (int s = 1; s < r; ++s)
         tasks_of[static_cast<size_t>(ring[static_cast<size_t>((o + s) % r)])].push_back(
             steps[static_cast<size_t>(s)]);

@@ -1,10 +1,9 @@
 // Study JSON reader (schema: configs/studies/README.md). Errors: "<file>:<JSON pointer>: <what>".
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"

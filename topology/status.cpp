@@ -25,7 +25,8 @@ Error invalid_json(const std::string& file, std::string_view what, std::string_v
   // nlohmann's messages start "[json.exception.parse_error.101] ": keep what follows.
   constexpr std::string_view kPrefix = "[json.exception.";
   if (what.substr(0, kPrefix.size()) == kPrefix) {
-    if (const auto end = what.find("] "); end != std::string_view::npos) what.remove_prefix(end + 2);
+    if (const auto end = what.find("] "); end != std::string_view::npos)
+      what.remove_prefix(end + 2);
   }
   const std::string place = byte == 0 ? std::string() : std::to_string(line_of_offset(text, byte));
   return input_error(file, place, "invalid JSON: " + std::string(what));

@@ -71,13 +71,15 @@ TEST_CASE("a JSON syntax error names the line of the character parsing stopped a
   CHECK(parse_error_of("").rfind("t.json:1: invalid JSON: ", 0) == 0);
   CHECK(parse_error_of("{\n").rfind("t.json:2: invalid JSON: ", 0) == 0);
   // Same for ordered_json (plans keep key order).
-  CHECK(parse_error_of<nlohmann::ordered_json>("[1,\n\n2,,]").rfind("t.json:3: invalid JSON: ", 0) ==
-        0);
+  CHECK(
+      parse_error_of<nlohmann::ordered_json>("[1,\n\n2,,]").rfind("t.json:3: invalid JSON: ", 0) ==
+      0);
 }
 
 TEST_CASE("a number out of range is an error without a line, not an exception") {
   // nlohmann throws out_of_range.406 (no byte position) for 1e999, which overflows a double.
-  CHECK(parse_error_of("{\"a\": 1e999}") == "t.json: invalid JSON: number overflow parsing '1e999'");
+  CHECK(parse_error_of("{\"a\": 1e999}") ==
+        "t.json: invalid JSON: number overflow parsing '1e999'");
 }
 
 TEST_CASE("parse_json returns the document; invalid_json formats any message") {
