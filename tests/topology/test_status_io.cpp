@@ -82,7 +82,7 @@ TEST_CASE("a number out of range is an error without a line, not an exception") 
         "t.json: invalid JSON: number overflow parsing '1e999'");
 }
 
-TEST_CASE("parse_json returns the document; invalid_json formats any message") {
+TEST_CASE("parse_json returns the document, invalid_json formats any message") {
   auto r = parse_json<nlohmann::ordered_json>(R"({"b": 1, "a": [2]})", "t.json");
   REQUIRE(r.ok());
   CHECK(r->dump() == R"({"b":1,"a":[2]})");  // ordered_json keeps the file's key order
