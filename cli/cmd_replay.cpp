@@ -52,7 +52,7 @@ Result<std::vector<int>> parse_devices(const std::string& s) {
 
 struct ReplayArgs {
   std::string plan, devices, out, perfetto;
-  bool json = false, no_compute = false;
+  bool json = false, no_compute = false, no_nccl = false;
   replay::ReplayOptions opt;
 };
 
@@ -100,6 +100,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
+  r->add_flag("--no-nccl", ra->no_nccl,
+              "SM-driven transfers run as copy kernels instead of NCCL send/recv");
   r->add_flag("--json", ra->json,
               "print the JSON summary (bytes_moved, bytes_verified, makespans)");
   r->add_option("--skip-transfer", ra->opt.skip_transfer,
@@ -116,6 +118,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     }
     ra->opt.devices = *devs;
     ra->opt.emulate_compute = !ra->no_compute;
+    ra->opt.use_nccl = !ra->no_nccl;
     auto plan = plan::load_plan(ra->plan);
     if (!plan) {
       ctx.exit_code = report(plan.error());
@@ -214,6 +217,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   c->add_option("--max-bytes", ca->opt.max_bytes, "largest size of the sweep")
       ->capture_default_str();
   c->add_flag("--json", ca->json, "print the fits as JSON");
+  c->add_flag("!--no-nccl", ca->opt.nccl,
+              "skip the NCCL send/recv measurements (default transports and host path)");
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);
     if (!devs) {

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "calibrate_topology.hpp"
 #include "cuda_check.hpp"
@@ -116,9 +122,157 @@ Json fit_json(const PathFit& f) {
   return j;
 }
 
+#ifdef SPARSP_HAVE_NCCL
+/// NCCL send/recv between two devices in one process (ncclCommInitAll), nccl-tests' sendrecv
+/// shape: `<prefix>:a->b`, `<prefix>:b->a` (one way) and `<prefix>_bidir:a<->b` (both ways in one
+/// group; aggregate = 2 x bytes / time). Sizes from 64 KiB (NCCL's launch cost dominates below).
+Result<std::vector<PathFit>> nccl_sweeps(const std::string& prefix, int a, int b,
+                                         const std::vector<double>& all_sizes, int iters) {
+  std::vector<double> sizes;
+  for (double x : all_sizes)
+    if (x >= 64 * 1024.0) sizes.push_back(x);
+  if (sizes.size() < 2) return std::vector<PathFit>{};
+  const size_t max_b = static_cast<size_t>(sizes.back());
+  const int devs[2] = {a, b};
+  ncclComm_t comms[2];
+  SPARSP_NCCL_TRY(ncclCommInitAll(comms, 2, devs));
+  uint8_t *send[2], *recv[2];
+  cudaStream_t st[2];
+  for (int k = 0; k < 2; ++k) {
+    SPARSP_CUDA_TRY(cudaSetDevice(devs[k]));
+    SPARSP_CUDA_TRY(cudaMalloc(&send[k], max_b));
+    SPARSP_CUDA_TRY(cudaMalloc(&recv[k], max_b));
+    SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+  }
+  std::vector<PathFit> out;
+  const std::string ab = std::to_string(a) + "->" + std::to_string(b),
+                    ba = std::to_string(b) + "->" + std::to_string(a),
+                    both = std::to_string(a) + "<->" + std::to_string(b);
+  struct Case {
+    std::string name;
+    bool fwd, rev;
+  };
+  for (const Case& c : {Case{prefix + ":" + ab, true, false}, Case{prefix + ":" + ba, false, true},
+                        Case{prefix + "_bidir:" + both, true, true}}) {
+    std::vector<double> times;
+    for (double sz : sizes) {
+      const size_t n = static_cast<size_t>(sz);
+      auto t = time_copies({st[0], st[1]}, {devs[0], devs[1]}, iters, [&]() -> Status {
+        SPARSP_NCCL_TRY(ncclGroupStart());
+        if (c.fwd) {
+          SPARSP_NCCL_TRY(ncclSend(send[0], n, ncclUint8, 1, comms[0], st[0]));
+          SPARSP_NCCL_TRY(ncclRecv(recv[1], n, ncclUint8, 0, comms[1], st[1]));
+        }
+        if (c.rev) {
+          SPARSP_NCCL_TRY(ncclSend(send[1], n, ncclUint8, 0, comms[1], st[1]));
+          SPARSP_NCCL_TRY(ncclRecv(recv[0], n, ncclUint8, 1, comms[0], st[0]));
+        }
+        SPARSP_NCCL_TRY(ncclGroupEnd());
+        return Ok{};
+      });
+      if (!t) return t.error();
+      times.push_back(*t);
+    }
+    PathFit f = fit_latency_bandwidth(c.name, sizes, times);
+    if (c.fwd && c.rev) f.aggregate_Bps = 2 * f.bandwidth_Bps;
+    out.push_back(f);
+  }
+  for (int k = 0; k < 2; ++k) {
+    cudaSetDevice(devs[k]);
+    cudaStreamSynchronize(st[k]);
+    cudaFree(send[k]);
+    cudaFree(recv[k]);
+    cudaStreamDestroy(st[k]);
+    ncclCommDestroy(comms[k]);
+  }
+  return out;
+}
+
+/// NCCL's host-memory path (what P2P-less PCIe servers get) needs NCCL_P2P_DISABLE=1 at
+/// communicator creation, and NCCL reads it once per process; so it is measured in a child
+/// forked before this process touches CUDA. Returns the child's fits as JSON text (an array of
+/// fit_json objects), or an error naming what failed. The child gets `timeout_s` in all.
+Result<std::string> nccl_host_path_in_child(int a, int b, const std::vector<double>& sizes,
+                                            int iters, double timeout_s) {
+  int fd[2];
+  if (pipe(fd) != 0) return Error{"calibrate: pipe() failed", 1};
+  const pid_t pid = fork();
+  if (pid < 0) return Error{"calibrate: fork() failed", 1};
+  if (pid == 0) {
+    close(fd[0]);
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+    auto fits = nccl_sweeps("nccl_shm", a, b, sizes, iters);
+    std::string text;
+    if (fits) {
+      Json arr = Json::array();
+      for (const auto& f : *fits) arr.push_back(fit_json(f));
+      text = arr.dump();
+    } else {
+      text = "!" + fits.error().message;
+    }
+    size_t off = 0;
+    while (off < text.size()) {
+      const ssize_t w = write(fd[1], text.data() + off, text.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fd[1]);
+    _exit(fits ? 0 : 1);
+  }
+  close(fd[1]);
+  std::string text;
+  char buf[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fd[0], POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0) break;
+    if (r == 0) continue;
+    const ssize_t n = read(fd[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out)
+    return Error{"calibrate: NCCL host-path measurement (NCCL_P2P_DISABLE=1) did not finish in " +
+                     std::to_string(static_cast<int>(timeout_s)) + " s",
+                 1};
+  if (!text.empty() && text[0] == '!') return Error{text.substr(1), 1};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty())
+    return Error{"calibrate: NCCL host-path measurement child failed", 1};
+  return text;
+}
+#endif
+
 }  // namespace
 
 Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
+  // NCCL's host path first, in a child forked before any CUDA call of this process (see
+  // nccl_host_path_in_child). Its failure is reported in the machine JSON, not fatal.
+  std::string nccl_host_json, nccl_host_error;
+#ifdef SPARSP_HAVE_NCCL
+  if (opt.nccl && opt.devices.size() != 1) {
+    std::vector<double> sz;
+    for (double x = opt.min_bytes; x <= opt.max_bytes * 1.0000001; x *= 2) sz.push_back(x);
+    const int a = opt.devices.size() >= 2 ? opt.devices[0] : 0;
+    const int b = opt.devices.size() >= 2 ? opt.devices[1] : 1;
+    auto r = nccl_host_path_in_child(a, b, sz, opt.iterations, 300);
+    if (r)
+      nccl_host_json = *r;
+    else
+      nccl_host_error = r.error().message;
+  }
+#endif
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   int count = 0;
   SPARSP_CUDA_TRY(cudaGetDeviceCount(&count));
@@ -373,6 +527,34 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
         res.fits.push_back(*bi);
       }
     }
+#ifdef SPARSP_HAVE_NCCL
+  // NCCL send/recv between the first two devices: default transports (P2P over NVLink or PCIe
+  // where allowed), then the host path measured by the child (NCCL_P2P_DISABLE=1).
+  Json nccl_note = Json::object();
+  if (opt.nccl && devs.size() >= 2) {
+    auto f = nccl_sweeps("nccl", devs[0], devs[1], sizes, opt.iterations);
+    if (f)
+      for (const auto& x : *f) res.fits.push_back(x);
+    else
+      nccl_note["p2p_error"] = f.error().message;
+    if (!nccl_host_json.empty()) {
+      for (const Json& j : Json::parse(nccl_host_json)) {
+        PathFit x;
+        x.name = j.at("name").get<std::string>();
+        x.latency_s = j.at("latency_us").get<double>() * 1e-6;
+        x.bandwidth_Bps = j.at("bandwidth_GBps").get<double>() * 1e9;
+        x.aggregate_Bps = j.value("aggregate_GBps", 0.0) * 1e9;
+        for (const Json& p : j.at("points")) {
+          x.sizes_bytes.push_back(p.at("bytes").get<double>());
+          x.times_s.push_back(p.at("time_us").get<double>() * 1e-6);
+        }
+        res.fits.push_back(x);
+      }
+    }
+    if (!nccl_host_error.empty()) nccl_note["host_path_error"] = nccl_host_error;
+  }
+  if (!nccl_note.empty()) machine["nccl"] = nccl_note;
+#endif
   for (auto& b : bufs) {
     cudaFree(b.d0);
     cudaFree(b.d1);

@@ -374,22 +374,47 @@ class CudaBackend final : public Backend {
       if (active.empty()) break;  // unreachable: the order is a topological order
       std::vector<int> next;
       std::vector<int> completed;
+      std::vector<int> nccl_ready;  // NCCL transfers issuable in this round
       for (int i : active) {
-        bool done = false;
-        // NCCL's host-side launch path may wait for device work of its communicator (stream
-        // joins, proxy set-up); behind a closed gate that wait never ends. So the gate opens
-        // before the first NCCL call: the NCCL baseline is issued as frameworks issue it,
-        // with the GPUs already running.
-        if (!gate_open && use_nccl_ && uses_nccl(layer.acts[static_cast<size_t>(i)])) {
-          open_gate();
-          gate_open = true;
+        const Activity& a = layer.acts[static_cast<size_t>(i)];
+        if (use_nccl_ && !a.skip && uses_nccl(a)) {
+          nccl_ready.push_back(i);
+          continue;
         }
+        bool done = false;
         SPARSP_TRY(issue_step(layer, static_cast<size_t>(i), st, done));
         ++ops;
         if (done)
           completed.push_back(i);
         else
           next.push_back(i);
+      }
+      if (!nccl_ready.empty()) {
+        // NCCL's host-side launch path may wait for device work of its communicator (stream
+        // joins, proxy set-up); behind a closed gate that wait never ends. So the gate opens
+        // before the first NCCL call: the NCCL baseline is issued as frameworks issue it,
+        // with the GPUs already running.
+        if (!gate_open) {
+          open_gate();
+          gate_open = true;
+        }
+        // NCCL transfers released together (same dependencies) form one collective: one
+        // ncclGroupStart/End, as an all-gather or all-to-all issues its sends and receives.
+        // Issued one group per transfer, NCCL would serialise them on each communicator (its
+        // kernels of one communicator run in issue order), e.g. the two directions of a
+        // two-rank all-to-all one after the other. Groups go in topological order.
+        std::map<std::vector<int>, std::vector<int>> by_deps;
+        for (int i : nccl_ready) by_deps[live_deps(layer, i)].push_back(i);
+        std::vector<std::vector<int>> groups;
+        for (auto& [deps, members] : by_deps) groups.push_back(std::move(members));
+        std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) {
+          return topo_pos[x.front()] < topo_pos[y.front()];
+        });
+        for (const auto& members : groups) {
+          SPARSP_TRY(issue_nccl_group(layer, members, st));
+          ops += static_cast<int>(members.size());
+          completed.insert(completed.end(), members.begin(), members.end());
+        }
       }
       for (int i : completed) {
         ++finished;
@@ -541,6 +566,83 @@ class CudaBackend final : public Backend {
     return Ok{};
   }
 
+  /// Dependencies of activity i that are executed (skipped ones dropped), sorted.
+  static std::vector<int> live_deps(const ExecLayer& layer, int i) {
+    std::vector<int> d;
+    for (int j : layer.acts[static_cast<size_t>(i)].deps)
+      if (!layer.acts[static_cast<size_t>(j)].skip) d.push_back(j);
+    std::sort(d.begin(), d.end());
+    return d;
+  }
+
+  /// Issues NCCL transfers with identical dependencies as one group: every piece sent on the
+  /// source rank's communicator and received on the destination's. One stream per device
+  /// involved (the first member's slot); each waits for the common dependencies; the start
+  /// event is recorded on every device before the group, the end after all devices' parts of
+  /// the group finished (the collective completes as a whole). Members share those events.
+  Status issue_nccl_group(const ExecLayer& layer, const std::vector<int>& members,
+                          std::vector<Issue>& st) {
+#ifdef SPARSP_HAVE_NCCL
+    std::map<int, cudaStream_t> stream;  // device -> stream
+    const int slot = slot_[static_cast<size_t>(members.front())];
+    for (int i : members) {
+      const Activity& a = layer.acts[static_cast<size_t>(i)];
+      for (int d : {dev_of(a.src), dev_of(a.dst)}) stream.emplace(d, devs_[d].streams[2 * slot]);
+    }
+    std::map<int, cudaEvent_t> start, done, end;
+    for (auto& [d, s] : stream) {
+      SPARSP_TRY(wait_deps(layer, static_cast<size_t>(members.front()), st, d, s));
+      auto e = event(d, true);
+      if (!e) return e.error();
+      start[d] = *e;
+      SPARSP_CUDA_TRY(cudaEventRecord(*e, s));
+    }
+    SPARSP_NCCL_TRY(ncclGroupStart());
+    for (int i : members) {
+      const Activity& a = layer.acts[static_cast<size_t>(i)];
+      for (const Piece& p : a.pieces) {
+        SPARSP_NCCL_TRY(ncclSend(bufs_[a.src] + p.src_offset, p.bytes, ncclUint8, a.dst,
+                                 comms_[a.src], stream[dev_of(a.src)]));
+        SPARSP_NCCL_TRY(ncclRecv(bufs_[a.dst] + p.dst_offset, p.bytes, ncclUint8, a.src,
+                                 comms_[a.dst], stream[dev_of(a.dst)]));
+      }
+    }
+    SPARSP_NCCL_TRY(ncclGroupEnd());
+    for (auto& [d, s] : stream) {
+      auto e = event(d, false);
+      if (!e) return e.error();
+      done[d] = *e;
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      SPARSP_CUDA_TRY(cudaEventRecord(*e, s));
+    }
+    for (auto& [d, s] : stream) {
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      for (auto& [d2, e2] : done)
+        if (d2 != d) SPARSP_CUDA_TRY(cudaStreamWaitEvent(s, e2, 0));
+      auto e = event(d, true);
+      if (!e) return e.error();
+      end[d] = *e;
+      SPARSP_CUDA_TRY(cudaEventRecord(*e, s));
+    }
+    for (int i : members) {
+      const Activity& a = layer.acts[static_cast<size_t>(i)];
+      Issue& is = st[static_cast<size_t>(i)];
+      is.start_dev = dev_of(a.src);
+      is.end_dev = dev_of(a.dst);
+      is.start = start[is.start_dev];
+      is.end = end[is.end_dev];
+      is.s1 = stream[is.start_dev];
+      is.s2 = stream[is.end_dev];
+    }
+    return Ok{};
+#else
+    (void)layer;
+    (void)members;
+    (void)st;
+    return Error{"replay: NCCL transfers without NCCL in this build", 1};
+#endif
+  }
+
   /// Issues the next step of activity i; `done` when it is fully issued (end event recorded).
   Status issue_step(const ExecLayer& layer, size_t i, std::vector<Issue>& st, bool& done) {
     const Activity& a = layer.acts[i];
@@ -577,46 +679,6 @@ class CudaBackend final : public Backend {
     }
     const bool sm = a.transfer->engine == sim::Engine::sm;
     const int ds = dev_of(a.src), dd = dev_of(a.dst);
-#ifdef SPARSP_HAVE_NCCL
-    if (use_nccl_ && uses_nccl(a)) {
-      // Grouped send/recv: every piece sent on the source rank's communicator and received on
-      // the destination's, in one group (same order on both sides).
-      is.s1 = devs_[ds].streams[2 * slot_[i]];
-      is.s2 = devs_[dd].streams[2 * slot_[i] + 1];
-      is.start_dev = ds;
-      is.end_dev = dd;
-      SPARSP_TRY(wait_deps(layer, i, st, ds, is.s1));
-      SPARSP_TRY(wait_deps(layer, i, st, dd, is.s2));
-      auto e0 = event(ds, true);
-      if (!e0) return e0.error();
-      auto e1 = event(dd, true);
-      if (!e1) return e1.error();
-      is.start = *e0;
-      is.end = *e1;
-      SPARSP_CUDA_TRY(cudaSetDevice(ds));
-      SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
-      SPARSP_CUDA_TRY(cudaSetDevice(dd));
-      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, is.start, 0));
-      SPARSP_NCCL_TRY(ncclGroupStart());
-      for (const Piece& p : a.pieces) {
-        SPARSP_NCCL_TRY(
-            ncclSend(bufs_[a.src] + p.src_offset, p.bytes, ncclUint8, a.dst, comms_[a.src], is.s1));
-        SPARSP_NCCL_TRY(
-            ncclRecv(bufs_[a.dst] + p.dst_offset, p.bytes, ncclUint8, a.src, comms_[a.dst], is.s2));
-      }
-      SPARSP_NCCL_TRY(ncclGroupEnd());
-      // The end waits for the send side too.
-      auto ej = event(ds, false);
-      if (!ej) return ej.error();
-      SPARSP_CUDA_TRY(cudaSetDevice(ds));
-      SPARSP_CUDA_TRY(cudaEventRecord(*ej, is.s1));
-      SPARSP_CUDA_TRY(cudaSetDevice(dd));
-      SPARSP_CUDA_TRY(cudaStreamWaitEvent(is.s2, *ej, 0));
-      SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s2));
-      done = true;
-      return Ok{};
-    }
-#endif
     const int d_issue = ds >= 0 ? ds : dd;  // the GPU side drives the copy
     if (!is_staged(a)) {
       Device& dv = devs_[d_issue];

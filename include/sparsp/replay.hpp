@@ -160,11 +160,15 @@ struct CalibrateOptions {
   int iterations = 5;     ///< per size (median)
   int virtual_ranks = 0;  ///< > 1: the topology also gets gpu0..N-1 folded onto
                           ///< device 0 (for validating `--devices 0,0,...`)
+  bool nccl = true;       ///< with NCCL built in and >= 2 devices: also time NCCL send/recv
+                          ///< between the first two (default transports, and the host path
+                          ///< with NCCL_P2P_DISABLE=1 in a child process)
 };
 
 /// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).
 struct PathFit {
-  std::string name;  ///< "h2d:0", "d2h:0", "bidir:0", "p2p:0->1", "d2d:0"
+  std::string name;  ///< "h2d:0", "d2h:0", "bidir:0", "p2p:0->1", "d2d:0", "nccl:0->1",
+                     ///< "nccl_bidir:0<->1", "nccl_shm:0->1" (NCCL_P2P_DISABLE=1), ...
   double latency_s = 0;
   double bandwidth_Bps = 0;
   double aggregate_Bps = 0;  ///< for concurrent tests: sum over flows
