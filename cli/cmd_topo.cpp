@@ -40,14 +40,9 @@ Status write_file_atomically(const std::string& path, const std::string& text) {
 }
 
 Result<std::string> read_input(const std::string& path) {
+  if (path != "-") return read_text_file(path);
   std::ostringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file", 2};
-  ss << in.rdbuf();
+  ss << std::cin.rdbuf();
   return ss.str();
 }
 

@@ -1,10 +1,8 @@
 // make_pattern: the name-keyed registry of pattern kinds.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "dynamic.hpp"
 #include "io.hpp"
@@ -34,17 +32,9 @@ constexpr Kind kKinds[] = {
 std::string src_of(const ModelSpec& m) { return "<pattern:" + m.name + ">"; }
 
 Result<json> read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open table file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    return input_error(path, std::to_string(line_of_offset(text, e.byte)),
-                       std::string("invalid JSON: ") + e.what());
-  }
+  auto text = read_text_file(path, "table file");
+  if (!text) return text.error();
+  return parse_json<json>(*text, path);
 }
 
 // {"windows": [[[t,h,w] x heads] x layers]} or a single [t,h,w] per layer.

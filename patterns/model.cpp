@@ -1,8 +1,6 @@
 // Model presets and model JSON parsing (schema in patterns/README.md).
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "presets.hpp"
 #include "sparsp/pattern.hpp"
@@ -32,13 +30,9 @@ Result<int> get_int(const json& j, const char* key, const std::string& src, int 
 }  // namespace
 
 Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return input_error(src, std::to_string(line_of_offset(text, e.byte)),
-                       std::string("invalid JSON: ") + e.what());
-  }
+  auto parsed = parse_json<json>(text, src);
+  if (!parsed) return parsed.error();
+  const json& j = *parsed;
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))
     return input_error(src, "/schema_version", "unsupported schema version (expected 1)");
@@ -113,16 +107,14 @@ std::vector<std::string> preset_names() {
 Result<ModelSpec> load_model(const std::string& name_or_path) {
   for (const auto& p : embedded_presets())
     if (name_or_path == p.name) return parse_model(p.json, "<preset:" + name_or_path + ">");
-  std::ifstream in(name_or_path, std::ios::binary);
-  if (!in) {
+  auto text = read_text_file(name_or_path, "model file");
+  if (!text) {
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
     return input_error(name_or_path, "",
                        "no such model preset or readable file (presets: " + names + ")");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_model(ss.str(), name_or_path);
+  return parse_model(*text, name_or_path);
 }
 
 }  // namespace sparsp::patterns

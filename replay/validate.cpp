@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -285,11 +284,9 @@ PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>
 }
 
 Result<std::string> topology_from_machine_file(const std::string& path, int virtual_ranks) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return detail::topology_from_machine(ss.str(), path, virtual_ranks,
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return detail::topology_from_machine(*text, path, virtual_ranks,
                                        sim::SimOptions{}.launch_overhead_s);
 }
 

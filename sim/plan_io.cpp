@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -222,15 +221,9 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
 
 Result<Plan> parse_plan(const std::string& text, const std::string& source_name) {
   Reader rd(source_name);
-  Json root;
-  try {
-    root = Json::parse(text);
-  } catch (const Json::parse_error& ex) {
-    // nlohmann reports a byte offset; convert it to a line number.
-    const size_t off = std::min<size_t>(ex.byte, text.size());
-    const long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(off), '\n');
-    return input_error(source_name, std::to_string(line), "invalid JSON");
-  }
+  auto parsed = parse_json<Json>(text, source_name);
+  if (!parsed) return parsed.error();
+  const Json& root = *parsed;
   if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
 
   std::optional<Error> e;
@@ -485,12 +478,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
 }
 
 Result<Plan> load_plan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return input_error(path, "", "read error");
-  return parse_plan(ss.str(), path);
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_plan(*text, path);
 }
 
 std::string to_json(const Plan& plan) {

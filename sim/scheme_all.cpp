@@ -72,6 +72,48 @@ void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& 
 // ---- ring -----------------------------------------------------------------------------------
 // Ring attention (Liu et al. 2023; ring-flash-attn): P-1 steps; at step s rank r forwards the KV
 // shard it received at step s-1 (its own at s=1) to rank r+1 and computes on the shard received.
+
+// One KV shard's trip around a ring (used by `ring` and by USP's ring stage).
+struct RingShard {
+  int owner = 0;                   // ring position of the shard's owner
+  int last_step = 0;               // forwarding steps taken (ring size - 1 unless cut short)
+  double bytes = 0;                // shard size, bytes
+  std::vector<int32_t> kv_blocks;  // blocks carried (empty where not tracked block by block)
+  std::vector<int> first_after;    // messages the step-1 send waits for
+};
+
+// At step s = 1..last_step the rank at ring position owner+s-1 forwards the shard to the one at
+// owner+s (after the step s-1 message; step 1 after `first_after`), which then computes
+// `flops_at[owner+s]` on it. `ring[q]` is the rank at position q. Zero-FLOP pieces are skipped
+// unless `keep_empty_tasks`. Returns the task index of each step (index s; -1 where none).
+std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
+                                const RingShard& shard, const std::vector<double>& flops_at,
+                                bool keep_empty_tasks, bool staged) {
+  const int n = static_cast<int>(ring.size());
+  std::vector<int> tasks(static_cast<size_t>(shard.last_step) + 1, -1);
+  int prev = -1;
+  for (int s = 1; s <= shard.last_step; ++s) {
+    const int to = (shard.owner + s) % n;
+    Message m;
+    m.src = ring[static_cast<size_t>((shard.owner + s - 1) % n)];
+    m.dst = ring[static_cast<size_t>(to)];
+    m.bytes = shard.bytes;
+    m.collective = true;
+    m.host_staged = staged;
+    m.phase = s;
+    m.kv_blocks = shard.kv_blocks;
+    m.tag = "ring";
+    // The shard exists at its owner only after `first_after` (e.g. USP's all-to-all).
+    m.after_msgs = prev >= 0 ? std::vector<int>{prev} : shard.first_after;
+    const int dst = m.dst;
+    prev = add_msg(plan, std::move(m));
+    const double f = flops_at[static_cast<size_t>(to)];
+    if (f > 0 || keep_empty_tasks)
+      tasks[static_cast<size_t>(s)] = add_task(plan, AttentionTask{dst, f, s, {prev}, "ring"});
+  }
+  return tasks;
+}
+
 // skip_empty: owner o's shard stops at the last rank along the ring that needs any of it.
 Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
   const Demand d = detail::compute_demand(in);
@@ -80,37 +122,26 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
   const bool staged = param(p, "host_staged", 0) != 0;
   CommPlan plan;
   add_local_tasks(plan, d);
+  std::vector<int> ring(static_cast<size_t>(P));
+  std::iota(ring.begin(), ring.end(), 0);
   for (int o = 0; o < P; ++o) {
-    double shard = 0;
-    std::vector<int32_t> blocks;
+    RingShard shard;
+    shard.owner = o;
     for (int k = 0; k < in.layout->num_blocks; ++k)
       if (in.placement->block_owner[static_cast<size_t>(k)] == o) {
-        shard += detail::kv_block_bytes(*in.model, *in.layout, k);
-        blocks.push_back(k);
+        shard.bytes += detail::kv_block_bytes(*in.model, *in.layout, k);
+        shard.kv_blocks.push_back(k);
       }
-    int last = P - 1;
+    shard.last_step = P - 1;
     if (skip) {
-      last = 0;
+      shard.last_step = 0;
       for (int s = 1; s < P; ++s)
-        if (!d.blocks[static_cast<size_t>((o + s) % P) * P + o].empty()) last = s;
+        if (!d.blocks[static_cast<size_t>((o + s) % P) * P + o].empty()) shard.last_step = s;
     }
-    int prev = -1;
-    for (int s = 1; s <= last; ++s) {
-      const int src = (o + s - 1) % P, dst = (o + s) % P;
-      Message m;
-      m.src = src;
-      m.dst = dst;
-      m.bytes = shard;
-      m.collective = true;
-      m.host_staged = staged;
-      m.phase = s;
-      m.kv_blocks = blocks;
-      m.tag = "ring";
-      if (prev >= 0) m.after_msgs.push_back(prev);
-      prev = add_msg(plan, std::move(m));
-      const double f = d.flops[static_cast<size_t>(dst) * P + o];
-      if (f > 0) add_task(plan, AttentionTask{dst, f, s, {prev}, "ring"});
-    }
+    std::vector<double> flops_at(static_cast<size_t>(P));
+    for (int x = 0; x < P; ++x)
+      flops_at[static_cast<size_t>(x)] = d.flops[static_cast<size_t>(x) * P + o];
+    add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/false, staged);
   }
   return plan;
 }
@@ -201,28 +232,26 @@ Result<CommPlan> scheme_usp_impl(const LayerInput& in, int u, bool staged, const
     tasks_of[static_cast<size_t>(x)].push_back(
         add_task(plan, AttentionTask{x, f, 0, a2a_of[static_cast<size_t>(x)], tag}));
   }
-  // Ring over the r groups for each head group i.
-  for (int i = 0; i < u; ++i)
+  // Ring over the r groups for each head group i: ranks (0, i), (1, i), ..., (r-1, i); the K and
+  // V of group o's tokens for head group i, after the all-to-all that brought them.
+  for (int i = 0; i < u; ++i) {
+    std::vector<int> ring(static_cast<size_t>(r));
+    for (int j = 0; j < r; ++j) ring[static_cast<size_t>(j)] = j * u + i;
     for (int o = 0; o < r; ++o) {
-      const double shard = 2.0 * group_tokens[static_cast<size_t>(o)] * hpg * hb;
-      int prev = -1;
-      for (int s = 1; s < r; ++s) {
-        const int src = ((o + s - 1) % r) * u + i, dst = ((o + s) % r) * u + i;
-        Message m;
-        m.src = src;
-        m.dst = dst;
-        m.bytes = shard;
-        m.collective = true;
-        m.host_staged = staged;
-        m.phase = s;
-        m.tag = "ring";
-        // The shard exists at its owner only after the all-to-all.
-        m.after_msgs = prev >= 0 ? std::vector<int>{prev} : a2a_of[static_cast<size_t>(src)];
-        prev = add_msg(plan, std::move(m));
-        tasks_of[static_cast<size_t>(dst)].push_back(
-            add_task(plan, AttentionTask{dst, F(i, (o + s) % r, o), s, {prev}, "ring"}));
-      }
+      RingShard shard;
+      shard.owner = o;
+      shard.last_step = r - 1;
+      shard.bytes = 2.0 * group_tokens[static_cast<size_t>(o)] * hpg * hb;
+      shard.first_after = a2a_of[static_cast<size_t>(ring[static_cast<size_t>(o)])];
+      std::vector<double> flops_at(static_cast<size_t>(r));
+      for (int j = 0; j < r; ++j) flops_at[static_cast<size_t>(j)] = F(i, j, o);
+      const auto steps =
+          add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
+      for (int s = 1; s < r; ++s)
+        tasks_of[static_cast<size_t>(ring[static_cast<size_t>((o + s) % r)])].push_back(
+            steps[static_cast<size_t>(s)]);
     }
+  }
   // All-to-all out: rank (j, i) returns the output of its heads for rank dd's tokens.
   for (int s = 0; s < P; ++s)
     for (int dd = 0; dd < P; ++dd) {

@@ -1,11 +1,9 @@
 // Study JSON reader (schema: configs/studies/README.md). Errors: "<file>:<JSON pointer>: <what>".
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
@@ -216,15 +214,9 @@ Result<plan::PolicySpec> parse_policy_json(const Reader& r, const json& j, const
 
 Result<Study> parse_study(const std::string& text, const std::string& source_name) {
   Reader r{source_name};
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.byte is 1-based: the offending character is text[e.byte - 1]. Report its line.
-    const size_t end = std::min(text.size(), e.byte > 0 ? static_cast<size_t>(e.byte - 1) : 0);
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n');
-    return r.err(std::to_string(line), std::string("invalid JSON: ") + e.what());
-  }
+  auto parsed = parse_json<json>(text, source_name);
+  if (!parsed) return parsed.error();
+  json j = std::move(parsed).value();
   if (!j.is_object()) return r.err("", "expected a JSON object");
   if (auto st = check_keys(r, j, "", {"schema_version", "name", "description", "topology",
                                       "topologies", "model", "pattern", "gpus", "granularity",
@@ -366,13 +358,9 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
 }
 
 Result<Study> load_study(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return input_error(path, "", "is a directory, not a study file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot read the study file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto s = parse_study(ss.str(), path);
+  auto text = read_text_file(path, "study file");
+  if (!text) return text.error();
+  auto s = parse_study(*text, path);
   if (!s) return s;
   // File references (topology JSON, recorded pattern, table) are relative to the study file
   // when they do not exist relative to the working directory.

@@ -8,9 +8,6 @@
 
 namespace sparsp::sim::detail {
 
-/// Parses JSON text; errors name the source and the line of the syntax error.
-Result<nlohmann::json> parse_json_text(const std::string& text, const std::string& source_name);
-
 /// Parses the sweep part of a sweep or tune document. Keys in `extra_keys` are accepted (and
 /// ignored) besides the sweep's own; `all_product` refuses zip groups (tune).
 Result<SweepSpec> parse_sweep_object(const nlohmann::json& doc, const std::string& source_name,

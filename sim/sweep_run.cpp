@@ -15,13 +15,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -236,11 +234,9 @@ Result<ResumeState> scan_output(const std::string& path, const std::string& text
 }
 
 Result<std::string> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot read", 1};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = read_text_file(path);
+  if (!text) return Error{path + ": cannot read", 1};  // our own output file: a run-time failure
+  return text;
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,12 +107,10 @@ bool same_kind(const json& a, const json& b) {
   return a.type() == b.type();
 }
 
-Result<json> read_json_file(const std::string& path, const std::string& shown) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(shown, "", "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return detail::parse_json_text(ss.str(), shown);
+Result<json> read_json_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_json<json>(*text, path);
 }
 
 // Expands {"start","stop","step"} (inclusive stop, within 1e-9 relative) into values.
@@ -353,21 +350,6 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
 
 namespace detail {
 
-Result<json> parse_json_text(const std::string& text, const std::string& source_name) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann reports a byte offset; turn it into a line number.
-    size_t line = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i)
-      if (text[i] == '\n') ++line;
-    std::string what = e.what();
-    const auto pos = what.find("parse error");
-    return input_error(source_name, std::to_string(line),
-                       "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
-  }
-}
-
 Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
                                      const std::string& base_dir,
                                      const std::vector<std::string>& extra_keys, bool all_product) {
@@ -392,7 +374,7 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
   if (st.is_string()) {
     std::filesystem::path p(st.get<std::string>());
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
-    auto b = read_json_file(p.string(), p.string());
+    auto b = read_json_file(p.string());
     if (!b) return input_error(src, "/study", b.error().message);
     base = std::move(b.value());
     spec.base_dir = p.parent_path().string();
@@ -477,17 +459,15 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
 
 Result<SweepSpec> parse_sweep(const std::string& text, const std::string& source_name,
                               const std::string& base_dir) {
-  auto doc = detail::parse_json_text(text, source_name);
+  auto doc = parse_json<json>(text, source_name);
   if (!doc) return doc.error();
   return detail::parse_sweep_object(doc.value(), source_name, base_dir, {}, false);
 }
 
 Result<SweepSpec> load_sweep(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open sweep file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_sweep(ss.str(), path, std::filesystem::path(path).parent_path().string());
+  auto text = read_text_file(path, "sweep file");
+  if (!text) return text.error();
+  return parse_sweep(*text, path, std::filesystem::path(path).parent_path().string());
 }
 
 int64_t num_points(const SweepSpec& spec) {

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -45,7 +44,7 @@ bool json_equal(const json& a, const json& b) {
 
 Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_name,
                             const std::string& base_dir) {
-  auto d = detail::parse_json_text(text, source_name);
+  auto d = parse_json<json>(text, source_name);
   if (!d) return d.error();
   json doc = std::move(d.value());
   if (!doc.is_object()) return input_error(source_name, "", "expected a JSON object");
@@ -138,11 +137,9 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
 }
 
 Result<TuneSpec> load_tune(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open tune file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_tune(ss.str(), path, std::filesystem::path(path).parent_path().string());
+  auto text = read_text_file(path, "tune file");
+  if (!text) return text.error();
+  return parse_tune(*text, path, std::filesystem::path(path).parent_path().string());
 }
 
 namespace {

@@ -2,10 +2,8 @@
 // never pass silently. Errors: "<file>:<JSON pointer>: <what>" or "<file>:<line>: <what>".
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "sparsp/sim.hpp"
 #include "sparsp/units.hpp"
@@ -74,21 +72,9 @@ struct Reader {
 }  // namespace
 
 Result<Workload> parse_workload(const std::string& text, const std::string& source_name) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // Byte offset -> line number.
-    const size_t upto = std::min<size_t>(e.byte, text.size());
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(upto), '\n');
-    std::string what = e.what();
-    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return input_error(source_name, std::to_string(line), "invalid JSON: " + what);
-  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number too large for a double
-    std::string what = e.what();
-    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    return input_error(source_name, "", "invalid JSON: " + what);
-  }
+  auto parsed = parse_json<json>(text, source_name);
+  if (!parsed) return parsed.error();
+  const json& doc = *parsed;
   Reader rd{source_name, {}, false};
   Workload w;
   w.source = source_name;
@@ -168,11 +154,9 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
 }
 
 Result<Workload> load_workload(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open workload file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_workload(ss.str(), path);
+  auto text = read_text_file(path, "workload file");
+  if (!text) return text.error();
+  return parse_workload(*text, path);
 }
 
 }  // namespace sparsp::sim

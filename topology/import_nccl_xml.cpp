@@ -87,11 +87,8 @@ class XmlImporter {
     std::vector<std::tuple<std::string, int, bool, int>> nvlinks;  // target, count, to_switch, line
   };
 
-  int line_at(size_t offset) const {
-    int line = 1;
-    for (size_t i = 0; i < offset && i < text_.size(); ++i) line += text_[i] == '\n';
-    return line;
-  }
+  // Line of a 0-based offset into the XML text (pugixml's offsets).
+  int line_at(size_t offset) const { return line_of_offset(text_, offset + 1); }
   int line_of(const pugi::xml_node& n) const {
     return line_at(static_cast<size_t>(std::max<std::ptrdiff_t>(n.offset_debug(), 0)));
   }

@@ -1,10 +1,8 @@
 // Topology JSON: the full-graph format, the compact template, the canonical export and presets.
 // Format reference: topology/README.md.
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "embedded_presets.hpp"
 #include "sparsp/units.hpp"
@@ -525,27 +523,12 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   }
 }
 
-size_t line_of(std::string_view text, size_t byte) {
-  size_t line = 1;
-  for (size_t i = 0; i < byte && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
-}
-
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return input_error(file, "1", "empty file");
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    // e.byte is the 1-based position where parsing stopped.
-    std::string what = e.what();
-    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return input_error(file, std::to_string(line_of(text, e.byte == 0 ? 0 : e.byte - 1)),
-                       "invalid JSON: " + what);
-  } catch (const json::exception& e) {
-    return input_error(file, "", std::string("invalid JSON: ") + e.what());
-  }
+  auto parsed = parse_json<json>(text, file);
+  if (!parsed) return parsed.error();
+  const json& root = *parsed;
   Reader r(file);
   try {
     r.expect_object(root, Ptr());
@@ -636,12 +619,9 @@ Result<Topology> Topology::from_json_text(std::string_view text, const std::stri
 }
 
 Result<Topology> Topology::from_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file", 2};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error{path + ": read error", 2};
-  return parse_text(ss.str(), path);
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_text(*text, path);
 }
 
 std::vector<std::string> preset_names() {

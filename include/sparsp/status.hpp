@@ -66,4 +66,38 @@ class [[nodiscard]] Result {
 struct Ok {};
 using Status = Result<Ok>;
 
+// ---- reading input files ----------------------------------------------------------------------
+// Every loader of a file (topology, model, study, sweep, tune, workload, plan, ...) reads it with
+// read_text_file and parses JSON with parse_json, so missing files, directories and syntax errors
+// are reported the same way everywhere. Defined in topology/status.cpp (topology is the lowest
+// library; every module links it).
+
+/// The whole file at `path`, as bytes (no newline translation).
+/// Errors (exit 2): "<path>: is a directory, not a <kind>"; "<path>: cannot open <kind>" (missing
+/// or unreadable); "<path>: read error" (an I/O error part-way). `kind` names what the caller
+/// expects: "file", "workload file", ...
+Result<std::string> read_text_file(const std::string& path, std::string_view kind = "file");
+
+/// The error for JSON text that failed to parse: "<file>:<line>: invalid JSON: <detail>", where
+/// line = line_of_offset(text, byte) (the line of the character parsing stopped at) and detail is
+/// `what` (an nlohmann::json exception's what()) without its "[json.exception.<id>] " prefix.
+/// byte == 0 (errors without a position, e.g. out_of_range.406 "number overflow parsing '1e999'")
+/// gives "<file>: invalid JSON: <detail>".
+Error invalid_json(const std::string& file, std::string_view what, std::string_view text = {},
+                   size_t byte = 0);
+
+/// Parses `text` as JSON into `Json` (nlohmann::json or nlohmann::ordered_json; a template so that
+/// this header needs no JSON include). Any parser exception becomes invalid_json(file, ...): a
+/// syntax error names its line; a number out of range (1e999) names no line. Never throws.
+template <class Json>
+Result<Json> parse_json(std::string_view text, const std::string& file) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const typename Json::parse_error& e) {
+    return invalid_json(file, e.what(), text, e.byte);
+  } catch (const typename Json::exception& e) {
+    return invalid_json(file, e.what());
+  }
+}
+
 }  // namespace sparsp

@@ -6,49 +6,32 @@
 #include <fstream>
 #include <string>
 
+#include "fixtures.hpp"
 #include "sparsp/replay.hpp"
 
 using namespace sparsp;
 
 namespace {
-// 3 ranks, 6 blocks (2 per rank), block = 2 (K,V) * 4 tokens * 2 heads * 8 dim * 2 B = 256 B.
+// test::toy_plan(): 3 ranks, 6 blocks (2 per rank), block = 2 (K,V) * 4 tokens * 2 heads * 8 dim
+// * 2 B = 256 B.
 // Layer 0: ring step: gpu0 -> gpu1 blocks {0,1}; gpu1 forwards {0,1} to gpu2 after it (a block
 // gpu1 does not own, so integrity checks the forwarding); gpu2 -> gpu0 {4,5} host-staged in
 // 100-byte chunks (rounded to the 256-byte alignment, so 2 chunks); an opaque 1000-byte transfer
 // gpu1 -> host0; compute on gpu2 after the forward.
 plan::Plan ring_plan() {
-  plan::Plan p;
-  p.model = "toy";
-  p.gpus = 3;
-  p.block_tokens = 4;
-  p.heads = 2;
-  p.head_dim = 8;
-  p.num_blocks = 6;
-  p.kv_block_bytes = 256;
-  p.policy = {"contiguous", "ring", "sync", {}};
-  p.block_owner = {0, 0, 1, 1, 2, 2};
+  plan::Plan p = test::toy_plan();
   plan::LayerPlan L;
   L.layer = 0;
   L.repeat = 4;
-  auto tr = [](std::string id, std::string s, std::string d, double bytes,
-               std::vector<int32_t> blocks) {
-    sim::Transfer t;
-    t.id = std::move(id);
-    t.src = std::move(s);
-    t.dst = std::move(d);
-    t.bytes = bytes;
-    t.kv_blocks = std::move(blocks);
-    return t;
-  };
-  L.work.transfers.push_back(tr("a", "gpu0", "gpu1", 512, {0, 1}));
-  auto fwd = tr("fwd", "gpu1", "gpu2", 512, {0, 1});
+  L.work.transfers.push_back(test::transfer("a", "gpu0", "gpu1", 512, {0, 1}));
+  auto fwd = test::transfer("fwd", "gpu1", "gpu2", 512, {0, 1});
   fwd.after = {"a"};
   L.work.transfers.push_back(fwd);
-  auto st = tr("staged", "gpu2", "gpu0", 512, {4, 5});
+  auto st = test::transfer("staged", "gpu2", "gpu0", 512, {4, 5});
   st.route = topology::RouteMode::host_staged;
   st.chunk_bytes = 100;
   L.work.transfers.push_back(st);
-  L.work.transfers.push_back(tr("opaque", "gpu1", "host0", 1000, {}));
+  L.work.transfers.push_back(test::transfer("opaque", "gpu1", "host0", 1000, {}));
   sim::ComputeTask c;
   c.id = "attn2";
   c.gpu = "gpu2";
@@ -59,13 +42,7 @@ plan::Plan ring_plan() {
   return p;
 }
 
-replay::ReplayOptions host_opts() {
-  replay::ReplayOptions o;
-  o.backend = "host";
-  o.warmup = 1;
-  o.iterations = 3;
-  return o;
-}
+replay::ReplayOptions host_opts() { return test::host_options(1, 3); }
 }  // namespace
 
 TEST_CASE("host replay moves and verifies every byte") {

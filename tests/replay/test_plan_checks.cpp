@@ -4,46 +4,29 @@
 
 #include <string>
 
+#include "fixtures.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/replay.hpp"
 
 using namespace sparsp;
 
 namespace {
-sim::Transfer tr(std::string id, std::string s, std::string d, double bytes,
-                 std::vector<int32_t> blocks) {
-  sim::Transfer t;
-  t.id = std::move(id);
-  t.src = std::move(s);
-  t.dst = std::move(d);
-  t.bytes = bytes;
-  t.kv_blocks = std::move(blocks);
-  return t;
-}
+using test::transfer;
 
-// 3 ranks, 6 blocks owned {0,0,1,1,2,2}; ragged sizes as tile padding gives them:
+// test::toy_plan(): 3 ranks, 6 blocks owned {0,0,1,1,2,2}; ragged sizes as tile padding gives them:
 // block = 2 (K,V) * tokens * 2 heads * 8 dim * 2 B = 64 B per token, tokens {4,3,4,2,4,1}
 // -> block_bytes {256,192,256,128,256,64}.
 // a: gpu0 -> gpu1 {0,1} = 256 + 192 = 448 B; fwd: gpu1 -> gpu2 {0,1} after a (448 B);
 // b: gpu2 -> gpu0 {4,5} = 256 + 64 = 320 B.
 plan::Plan ragged_plan() {
-  plan::Plan p;
-  p.model = "toy";
-  p.gpus = 3;
-  p.block_tokens = 4;
-  p.heads = 2;
-  p.head_dim = 8;
-  p.num_blocks = 6;
-  p.kv_block_bytes = 256;
-  p.policy = {"contiguous", "ring", "sync", {}};
-  p.block_owner = {0, 0, 1, 1, 2, 2};
+  plan::Plan p = test::toy_plan();
   p.block_bytes = {256, 192, 256, 128, 256, 64};
   plan::LayerPlan L;
-  L.work.transfers.push_back(tr("a", "gpu0", "gpu1", 448, {0, 1}));
-  auto fwd = tr("fwd", "gpu1", "gpu2", 448, {0, 1});
+  L.work.transfers.push_back(transfer("a", "gpu0", "gpu1", 448, {0, 1}));
+  auto fwd = transfer("fwd", "gpu1", "gpu2", 448, {0, 1});
   fwd.after = {"a"};
   L.work.transfers.push_back(fwd);
-  L.work.transfers.push_back(tr("b", "gpu2", "gpu0", 320, {4, 5}));
+  L.work.transfers.push_back(transfer("b", "gpu2", "gpu0", 320, {4, 5}));
   p.layers.push_back(L);
   return p;
 }
@@ -52,13 +35,7 @@ Result<plan::Plan> reparse(const plan::Plan& p) {
   return plan::parse_plan(plan::to_json(p), "p.json");
 }
 
-replay::ReplayOptions host_opts() {
-  replay::ReplayOptions o;
-  o.backend = "host";
-  o.warmup = 0;
-  o.iterations = 1;
-  return o;
-}
+replay::ReplayOptions host_opts() { return test::host_options(0, 1); }
 }  // namespace
 
 TEST_CASE("a well-formed ragged plan loads") {
@@ -96,7 +73,7 @@ TEST_CASE("without block_bytes only the last block may be partial, inferred once
   auto r = reparse(p);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   // A second transfer carrying block 5 must agree with the inferred 64 B: 256 + 256 != 320.
-  p.layers[0].work.transfers.push_back(tr("c", "gpu2", "gpu1", 512, {4, 5}));
+  p.layers[0].work.transfers.push_back(transfer("c", "gpu2", "gpu1", 512, {4, 5}));
   r = reparse(p);
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("p.json:/layers/0/transfers/3/bytes: 512 bytes, but its 2 "

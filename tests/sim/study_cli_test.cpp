@@ -88,7 +88,7 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       {"simulate --model no-such-model", "no-such-model"},
       {"simulate --policy contiguous/teleport/sync", "unknown scheme 'teleport'"},
       {"simulate --baseline nope", "baseline 'nope' is not one of the policies"},
-      {"simulate --config /nonexistent/study.json", "cannot read the study file"},
+      {"simulate --config /nonexistent/study.json", "cannot open study file"},
       // A directory is not a study file (and not "invalid JSON").
       {"simulate --config " + std::string(SPARSP_SOURCE_DIR) + "/configs", "is a directory"},
       // --plan re-times a plan as written: study flags are refused (checked before the plan is read).
