@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/study.hpp"
+#include "sparsp/sweep.hpp"
 
 namespace sparsp::cli {
 
@@ -71,6 +72,15 @@ Status write_file(const std::string& dir, const std::string& name, const std::st
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Error{path.string() + ": rename failed: " + ec.message(), 1};
   return Ok{};
+}
+
+// Output folders are written after the run: refuse one that cannot be created or written now.
+Status check_output_dir(const std::string& dir) {
+  if (dir.empty()) return Ok{};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
+  return sim::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
 }
 
 Result<sim::Study> build_study(const SimulateArgs& a) {
@@ -164,6 +174,7 @@ int run(const SimulateArgs& a) {
       if (!plan_compatible(f))
         return report(input_error("<command line>", f, "--plan re-times a plan as written; " + f +
                                                            " cannot be combined with it"));
+    if (auto st = check_output_dir(a.trace_dir); !st) return report(st.error());
     auto pl = plan::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
     sim::RunOptions ro;
@@ -180,6 +191,8 @@ int run(const SimulateArgs& a) {
   }
   auto study = build_study(a);
   if (!study) return report(study.error());
+  for (const std::string* dir : {&a.trace_dir, &a.plan_dir})
+    if (auto st = check_output_dir(*dir); !st) return report(st.error());
   sim::RunOptions opt;
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();

@@ -247,6 +247,12 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
 /// path never holds partial content. Errors (exit 1): cannot write.
 Status write_text_atomic(const std::string& path, const std::string& text);
 
+/// Checks, before a long run, that `path` can be written the way write_text_atomic writes it:
+/// `path` is not a folder, its folder exists, and a file can be created there (`<path>.tmp` is
+/// created and removed again; an existing one is left as it was). Writes nothing else.
+/// Errors (exit 2): "<path>: cannot write: <why>".
+Status check_writable(const std::string& path);
+
 /// Human-readable report: best configuration, margin over the default, top-N table.
 std::string format_tune_report(const TuneSpec& spec, const TuneResult& result);
 

@@ -125,6 +125,30 @@ TEST_CASE("bad study input exits 2 with one clear line") {
   }
 }
 
+TEST_CASE("unwritable --trace / --emit-plan folders are refused before the study runs") {
+  const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_unwritable";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  const std::string bad = (dir / "file" / "sub").string();  // below a regular file
+  // This study fails when it runs (24 heads, Ulysses degree 5); the folder check comes first.
+  const std::string failing =
+      "simulate --gpus 5 --topology 8x-l40s-gen4-4switch --policy head_parallel/ulysses/sync";
+  for (const char* flag : {" --trace ", " --emit-plan "}) {
+    CAPTURE(flag);
+    auto r = sparsp(failing + flag + bad);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("sparsp: " + bad + ": cannot create directory: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  // A writable folder: the study's own error, and the check leaves the folder empty.
+  auto r = sparsp(failing + " --trace " + (dir / "ok").string());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("not divisible by the Ulysses degree 5") != std::string::npos);
+  CHECK(std::filesystem::is_empty(dir / "ok"));
+}
+
 TEST_CASE("emitted plans re-time byte-identically; traces are written") {
   const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_plans";
   std::filesystem::remove_all(dir);
