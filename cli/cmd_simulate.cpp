@@ -33,13 +33,15 @@ struct SimulateArgs {
   std::optional<int> steps, layers;
   std::optional<double> attention_efficiency;
   bool json = false, csv = false, list = false;
+  std::string progress = "auto";
   std::string trace_dir, plan_dir, plan_in;
   std::vector<std::string> given;  ///< flags given on the command line (CLI11 count > 0)
 };
 
 // Flags that still make sense with --plan (output format only).
 bool plan_compatible(const std::string& flag) {
-  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan";
+  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan" ||
+         flag == "--progress";
 }
 
 Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
@@ -196,7 +198,24 @@ int run(const SimulateArgs& a) {
   sim::RunOptions opt;
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();
+  // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
+  const sim::ProgressMode mode =
+      sim::resolve_progress_mode(a.progress == "bar"     ? sim::ProgressMode::bar
+                                 : a.progress == "lines" ? sim::ProgressMode::lines
+                                 : a.progress == "off"   ? sim::ProgressMode::off
+                                                         : sim::ProgressMode::automatic,
+                                 false, sim::ProgressMode::off);
+  std::optional<sim::ProgressMeter> meter;
+  int64_t units_done = 0, units_total = 0;
+  if (mode != sim::ProgressMode::off)
+    opt.progress = [&](int64_t done, int64_t total) {
+      if (!meter) meter.emplace(mode, total, 0, "layers", "simulate", 10.0);
+      units_done = done;
+      units_total = total;
+      meter->update(done, done == total);
+    };
   auto r = sim::run_study(*study, opt);
+  if (meter && units_done != units_total) meter->update(units_done, true);  // ends the bar line
   if (!r) return report(r.error());
   for (const auto& p : r->policies) {
     std::string label = p.policy.name();
@@ -255,6 +274,10 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
   cmd->add_flag("--list", args->list, "list the placements, schemes and runtimes");
+  cmd->add_option("--progress", args->progress,
+                  "progress on stderr: auto (a bar on a terminal, else none), bar, lines (every "
+                  "10 s), off")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
   cmd->callback([args, cmd, &ctx] {
     args->given.clear();
     for (const CLI::Option* o : cmd->get_options())
