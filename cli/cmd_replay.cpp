@@ -183,6 +183,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(trace.error());
       return;
     }
+    va->opt.plan_source = va->plan;
+    va->opt.trace_source = va->trace;
     auto rep = replay::validate(*plan, *trace, va->opt);
     if (!rep) {
       ctx.exit_code = report(rep.error());

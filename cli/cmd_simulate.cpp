@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/study.hpp"
+#include "sparsp/sweep.hpp"
 
 namespace sparsp::cli {
 
@@ -32,13 +33,15 @@ struct SimulateArgs {
   std::optional<int> steps, layers;
   std::optional<double> attention_efficiency;
   bool json = false, csv = false, list = false;
+  std::string progress = "auto";
   std::string trace_dir, plan_dir, plan_in;
   std::vector<std::string> given;  ///< flags given on the command line (CLI11 count > 0)
 };
 
 // Flags that still make sense with --plan (output format only).
 bool plan_compatible(const std::string& flag) {
-  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan";
+  return flag == "--json" || flag == "--csv" || flag == "--trace" || flag == "--plan" ||
+         flag == "--progress";
 }
 
 Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
@@ -71,6 +74,15 @@ Status write_file(const std::string& dir, const std::string& name, const std::st
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Error{path.string() + ": rename failed: " + ec.message(), 1};
   return Ok{};
+}
+
+// Output folders are written after the run: refuse one that cannot be created or written now.
+Status check_output_dir(const std::string& dir) {
+  if (dir.empty()) return Ok{};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
+  return sim::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
 }
 
 Result<sim::Study> build_study(const SimulateArgs& a) {
@@ -164,6 +176,7 @@ int run(const SimulateArgs& a) {
       if (!plan_compatible(f))
         return report(input_error("<command line>", f, "--plan re-times a plan as written; " + f +
                                                            " cannot be combined with it"));
+    if (auto st = check_output_dir(a.trace_dir); !st) return report(st.error());
     auto pl = plan::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
     sim::RunOptions ro;
@@ -180,10 +193,29 @@ int run(const SimulateArgs& a) {
   }
   auto study = build_study(a);
   if (!study) return report(study.error());
+  for (const std::string* dir : {&a.trace_dir, &a.plan_dir})
+    if (auto st = check_output_dir(*dir); !st) return report(st.error());
   sim::RunOptions opt;
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();
+  // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
+  const sim::ProgressMode mode =
+      sim::resolve_progress_mode(a.progress == "bar"     ? sim::ProgressMode::bar
+                                 : a.progress == "lines" ? sim::ProgressMode::lines
+                                 : a.progress == "off"   ? sim::ProgressMode::off
+                                                         : sim::ProgressMode::automatic,
+                                 false, sim::ProgressMode::off);
+  std::optional<sim::ProgressMeter> meter;
+  int64_t units_done = 0, units_total = 0;
+  if (mode != sim::ProgressMode::off)
+    opt.progress = [&](int64_t done, int64_t total) {
+      if (!meter) meter.emplace(mode, total, 0, "layers", "simulate", 10.0);
+      units_done = done;
+      units_total = total;
+      meter->update(done, done == total);
+    };
   auto r = sim::run_study(*study, opt);
+  if (meter && units_done != units_total) meter->update(units_done, true);  // ends the bar line
   if (!r) return report(r.error());
   for (const auto& p : r->policies) {
     std::string label = p.policy.name();
@@ -242,6 +274,10 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
   cmd->add_flag("--list", args->list, "list the placements, schemes and runtimes");
+  cmd->add_option("--progress", args->progress,
+                  "progress on stderr: auto (a bar on a terminal, else none), bar, lines (every "
+                  "10 s), off")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
   cmd->callback([args, cmd, &ctx] {
     args->given.clear();
     for (const CLI::Option* o : cmd->get_options())

@@ -85,6 +85,10 @@ int run_tune_command(const TuneArgs& a) {
   if (a.top > 0) spec->top = a.top;
   if (!a.output.empty()) spec->output_path = a.output;
   if (!a.study_output.empty()) spec->study_output_path = a.study_output;
+  // Outputs are written after the (long) search: refuse unwritable paths now.
+  for (const std::string* path : {&spec->output_path, &spec->study_output_path})
+    if (!path->empty())
+      if (auto st = sim::check_writable(*path); !st) return report(st.error());
   auto score = sim::study_score(spec->objective, spec->policy_pointer);
   if (!score) return report(score.error());
   auto res = sim::run_tune(*spec, *score, a.threads);

@@ -20,6 +20,20 @@ namespace {
 double rel_error(double simulated, double measured) {
   return measured > 0 ? std::abs(simulated - measured) / measured : 0.0;
 }
+// An error of a nested document parsed under the name `marker` ("<marker>:<pointer>: what" or
+// "<marker>: what"), re-addressed into the file that contains it at `prefix`:
+// "<file>:<prefix><pointer>: what". Errors from elsewhere (a topology file) pass unchanged.
+Error rebase(const Error& e, const std::string& marker, const std::string& file,
+             const std::string& prefix) {
+  const std::string& m = e.message;
+  if (m.compare(0, marker.size(), marker) != 0) return e;
+  const std::string rest = m.substr(marker.size());
+  if (rest.compare(0, 2, ":/") == 0)
+    return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
+  if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
+  // "<marker>:<line>: what" (a line of the nested text): keep the container's pointer.
+  return Error{file + ":" + prefix + ": " + (rest.empty() ? rest : rest.substr(1)), e.exit_code};
+}
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -33,22 +47,32 @@ double quantile(std::vector<double> v, double q) {
 
 Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& opt) {
+  const std::string& plan_file = opt.plan_source;
+  const std::string& trace_file = opt.trace_source;
+  // Nested documents (the embedded topology, a layer plan's workload) are parsed and simulated
+  // under a marker name; their errors are re-addressed into the plan file.
+  const std::string marker = "\x1fvalidate-nested";
   Result<topology::Topology> topo =
       opt.topology_path.empty()
           ? (plan.topology_json.empty()
                  ? Result<topology::Topology>(
-                       Error{"validate: the plan has no embedded topology; pass --topology", 2})
-                 : topology::Topology::from_json_text(plan.topology_json, "plan:/topology"))
+                       input_error(plan_file, "/topology",
+                                   "the plan has no embedded topology; pass --topology"))
+                 : topology::Topology::from_json_text(plan.topology_json, marker))
           : topology::Topology::load(opt.topology_path);
-  if (!topo) return topo.error();
-  if (topo->num_gpus() < plan.gpus)
-    return Error{"validate: topology " + topo->name() + " has " + std::to_string(topo->num_gpus()) +
-                     " GPUs; the plan needs " + std::to_string(plan.gpus),
-                 2};
+  if (!topo) return rebase(topo.error(), marker, plan_file, "/topology");
+  if (topo->num_gpus() < plan.gpus) {
+    const std::string what = "topology " + topo->name() + " has " +
+                             std::to_string(topo->num_gpus()) + " GPUs; the plan needs " +
+                             std::to_string(plan.gpus) + " (" + plan_file + ":/gpus)";
+    return opt.topology_path.empty() ? input_error(plan_file, "/topology", what)
+                                     : input_error(opt.topology_path, "", what);
+  }
   if (trace.layers.size() > plan.layers.size())
-    return Error{"validate: the trace has " + std::to_string(trace.layers.size()) +
-                     " layer plans, the plan only " + std::to_string(plan.layers.size()),
-                 2};
+    return input_error(trace_file, "/layers",
+                       "the trace has " + std::to_string(trace.layers.size()) +
+                           " layer plans, the plan (" + plan_file + ") only " +
+                           std::to_string(plan.layers.size()));
   ValidateReport rep;
   rep.topology_name = topo->name();
   std::vector<double> errs;
@@ -57,15 +81,17 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
   for (size_t li = 0; li < trace.layers.size(); ++li) {
     const plan::LayerPlan& L = plan.layers[li];
     const LayerReplay& R = trace.layers[li];
+    const std::string layer_ptr = "/layers/" + std::to_string(li);
     if (R.step != L.step || R.layer != L.layer)
-      return Error{"validate: trace layer plan " + std::to_string(li) + " is (step " +
-                       std::to_string(R.step) + ", layer " + std::to_string(R.layer) +
-                       "), the plan's is (step " + std::to_string(L.step) + ", layer " +
-                       std::to_string(L.layer) + ")",
-                   2};
+      return input_error(trace_file, layer_ptr,
+                         "layer plan is (step " + std::to_string(R.step) + ", layer " +
+                             std::to_string(R.layer) + "), the plan's (" + plan_file + ":" +
+                             layer_ptr + ") is (step " + std::to_string(L.step) + ", layer " +
+                             std::to_string(L.layer) + ")");
     // Model the run as it was made: without compute when the replay skipped it, NCCL's
     // host path for SM-driven transfers when NCCL_P2P_DISABLE was set.
     sim::Workload work = L.work;
+    work.source = marker;
     if (opt.no_compute || !trace.compute_emulated)
       for (auto& c : work.compute) {
         c.duration_s = 0;
@@ -77,7 +103,7 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
             t.dst.rfind("gpu", 0) == 0 && t.src != t.dst)
           t.route = topology::RouteMode::host_staged;
     auto sim = sim::simulate(*topo, work, opt.sim);
-    if (!sim) return sim.error();
+    if (!sim) return rebase(sim.error(), marker, plan_file, layer_ptr);
     LayerReplay sim_layer;
     sim_layer.step = L.step;
     sim_layer.layer = L.layer;
@@ -89,12 +115,13 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     for (const auto& a : sim->activities) simulated[a.id] = &a;
     double staged_best = 0, staged_bytes = 0;
     std::vector<std::pair<double, double>> staged_iv;
-    for (const auto& m : R.activities) {
+    for (size_t ai = 0; ai < R.activities.size(); ++ai) {
+      const sim::ActivityResult& m = R.activities[ai];
       auto it = simulated.find(m.id);
       if (it == simulated.end())
-        return Error{"validate: trace activity \"" + m.id + "\" is not in the plan (layer plan " +
-                         std::to_string(li) + ")",
-                     2};
+        return input_error(trace_file, layer_ptr + "/activities/" + std::to_string(ai) + "/id",
+                           "trace activity \"" + m.id + "\" is not in the plan (" + plan_file +
+                               ":" + layer_ptr + ")");
       if (!m.is_transfer) continue;
       const double md = m.end_s - m.start_s;
       const double sd = it->second->end_s - it->second->start_s;

@@ -15,8 +15,9 @@
 
 Common options: --where COL=VALUE / COL~TEXT (repeatable row filters), --facet COL (one panel
 per value), --by COL (line grouping), --logx, --title, --ylabel.
-OUT is a path without extension: OUT.png and OUT.svg are written. Rows with status != "ok" are
-left out (and counted on stderr). Rows are grouped by `--by` (default: the first of
+OUT is a path without extension: OUT.png and OUT.svg are written. A column name that is not in
+the results (--x, --y, --by, --facet, --where, or their defaults) is an error (exit 2) listing the
+columns. Rows with status != "ok" are left out (and counted on stderr). Rows are grouped by `--by` (default: the first of
 policy / name / scheme present); several rows for the same (group, x) are averaged and said so.
 """
 import argparse
@@ -55,19 +56,46 @@ def apply_where(rows, wheres):
 
 
 def read_rows(path):
-    rows = []
+    """(rows with status ok, column names in file order)."""
+    rows, columns = [], []
     if path.endswith(".csv"):
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = list(reader.fieldnames or [])
     else:
         with open(path) as f:
             for line in f:
                 if line.endswith("\n"):
                     rows.append(json.loads(line))
+        columns = list(OrderedDict.fromkeys(k for r in rows for k in r))
     ok = [r for r in rows if r.get("status", "ok") == "ok"]
     if len(ok) != len(rows):
         print(f"plot: {path}: {len(rows) - len(ok)} skipped rows left out", file=sys.stderr)
-    return ok
+    return ok, columns
+
+
+def where_column(w):
+    """The column of a --where COL=VALUE / COL~TEXT filter (None if malformed)."""
+    if "~" in w:
+        return w.split("~", 1)[0]
+    if "=" in w:
+        return w.split("=", 1)[0]
+    return None
+
+
+def read_checked(args, y):
+    """Rows of args.results after --where; every column an option names (--x, --y, --by,
+    --facet, --where, including their defaults) must exist, else exit 2 listing the columns."""
+    rows, columns = read_rows(args.results)
+    named = [("--x", args.x), ("--y", y), ("--by", args.by), ("--facet", args.facet)]
+    named += [("--where", where_column(w)) for w in args.where or [] if where_column(w)]
+    for opt, col in named:
+        if col is not None and col not in columns:
+            print(f"plot: {args.results}: {opt} {col}: no such column (columns: "
+                  f"{', '.join(columns) or 'none'})", file=sys.stderr)
+            sys.exit(2)
+    return apply_where(rows, args.where)
 
 
 def num(v):
@@ -137,8 +165,8 @@ def save(fig, out):
 
 
 def line_plot(args, y_default, y_scale=1.0, y_label=None):
-    rows = apply_where(read_rows(args.results), args.where)
     y = args.y or y_default
+    rows = read_checked(args, y)
     by = pick_group_col(rows, args.by)
     facets = [None]
     if args.facet:
@@ -171,8 +199,8 @@ def line_plot(args, y_default, y_scale=1.0, y_label=None):
 
 
 def cmd_bars(args):
-    rows = apply_where(read_rows(args.results), args.where)
     y = args.y or "e2e_time_s"
+    rows = read_checked(args, y)
     by = pick_group_col(rows, args.by)
     data = series(rows, args.x, y, by)
     cats = list(OrderedDict.fromkeys(x for pts in data.values() for x, _ in pts))

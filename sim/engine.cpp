@@ -108,9 +108,9 @@ class Sim {
   std::vector<Pipe> pipes_;
   std::vector<int> compute_res_;
   std::vector<int> sms_taken_;
-  std::vector<std::vector<int>> ce_busy_;               // per GPU per CE: task or -1
-  std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;          // per GPU
-  std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_; // per GPU per CE
+  std::vector<std::vector<int>> ce_busy_;                       // per GPU per CE: task or -1
+  std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;  // per GPU
+  std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
   std::vector<double> ready_s_;
   std::vector<int> leg_route_;  // task * 2 + leg -> route id
   uint64_t ready_seq_ = 0;
@@ -205,7 +205,7 @@ void Sim::advance_pipe(int task) {
     if (!input_ready) continue;
     pp.busy[s] = true;
     pp.started[s] = i + 1;
-    push(now_ + k.legs[s].latency_s, task, s);
+    push(now_ + k.legs[s].latency_s + (s == 0 ? k.chunk_overhead_s : 0.0), task, s);
   }
 }
 

@@ -12,7 +12,9 @@
 //    latency, then loads the leg's resources. Stage s of chunk i starts when stage s is idle and
 //    chunk i has left stage s-1; stage 0 of chunk i also needs a free staging buffer (chunk
 //    i - buffers has left the last stage). A direct transfer with chunk_bytes = 0 is one chunk.
-//    The transfer pays `launch_s` once before its first chunk.
+//    The transfer pays `launch_s` once before its first chunk. With `chunk_overhead_s` > 0, every
+//    chunk holds stage 0 that much longer before its latency (the per-chunk cost of a host-staged
+//    pipeline: copy launches and the event hand-off; SimOptions::staging_chunk_overhead_s).
 //  - compute: `work_s` seconds of work at full GPU capacity, a flow on its GPU's compute resource
 //    (capacity 1 work-second per second, times the fraction of SMs not taken by SM-driven
 //    communication); concurrent compute on one GPU shares that capacity max-min (equally).
@@ -43,6 +45,8 @@ struct Task {
   double chunk_bytes = 0;      ///< 0 = one chunk (direct only; staged needs > 0)
   int buffers = 2;             ///< staging buffers (2-leg pipelines)
   double launch_s = 0;         ///< issue overhead before the first chunk
+  double chunk_overhead_s = 0;  ///< per chunk: stage 0 is held this long before the chunk's
+                                ///< latency (host-staged pipelines; 0 for direct transfers)
   int ce_gpu = -1;             ///< GPU whose copy engines carry it; -1 = none
   int copy_engine = -1;        ///< pinned CE index, -1 = any free one
   int sm_gpus[2] = {-1, -1};   ///< GPUs whose SMs it takes (Engine::sm)

@@ -135,6 +135,7 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     if (route.legs.size() == 2) {
       k.chunk_bytes = t.chunk_bytes > 0 ? t.chunk_bytes : options.default_chunk_bytes;
       k.buffers = t.staging_buffers > 0 ? t.staging_buffers : options.default_staging_buffers;
+      k.chunk_overhead_s = options.staging_chunk_overhead_s;
     } else {
       k.chunk_bytes = t.chunk_bytes;
       k.buffers = 1;

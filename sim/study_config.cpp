@@ -342,7 +342,10 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (j.contains("sim")) {
     const auto& c = j["sim"];
     if (!c.is_object()) return r.err("/sim", "expected an object");
-    if (auto st = check_keys(r, c, "/sim", {"chunk_bytes", "staging_buffers"}); !st) return st.error();
+    if (auto st = check_keys(r, c, "/sim",
+                             {"chunk_bytes", "staging_buffers", "staging_chunk_overhead_us"});
+        !st)
+      return st.error();
     if (c.contains("chunk_bytes")) {
       auto v = get_num(r, c["chunk_bytes"], "/sim/chunk_bytes", 1, 1e12);
       if (!v) return v.error();
@@ -352,6 +355,11 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
       auto v = get_int(r, c["staging_buffers"], "/sim/staging_buffers", 1, 1024);
       if (!v) return v.error();
       s.sim.default_staging_buffers = *v;
+    }
+    if (c.contains("staging_chunk_overhead_us")) {
+      auto v = get_num(r, c["staging_chunk_overhead_us"], "/sim/staging_chunk_overhead_us", 0, 1e6);
+      if (!v) return v.error();
+      s.sim.staging_chunk_overhead_s = units::us_to_s(*v);
     }
   }
   return s;

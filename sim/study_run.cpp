@@ -99,6 +99,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
       return input_error(st.source, "/baseline", "baseline '" + st.baseline + "' is not one of the policies");
   }
   out.baseline = policy_label(st.policies[static_cast<size_t>(baseline)]);
+  int64_t units_done = 0, units_total = 0;  // progress over (topology, step, layer)
 
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto topo = topology::Topology::load(st.topologies[ti]);
@@ -129,6 +130,8 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     }
     std::sort(steps.begin(), steps.end());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    if (ti == 0)
+      units_total = static_cast<int64_t>(st.topologies.size() * steps.size() * layers.size());
     for (int s : steps)
       if (s >= pattern.steps())
         return input_error(st.source, "/steps", "step " + std::to_string(s) + " outside the pattern's " +
@@ -273,6 +276,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
           }
           cache[pi].emplace(group, std::move(m));
         }
+        if (opt.progress) opt.progress(++units_done, units_total);
       }
       // Dynamic patterns never repeat a group across steps: drop the step's cache.
       if (dynamic)

@@ -81,73 +81,6 @@ std::string row_prefix(OutputFormat format, const SweepPoint& point) {
   return s;
 }
 
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  const auto t = static_cast<int64_t>(std::llround(s));
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(t / 3600),
-                  static_cast<long long>(t / 60 % 60));
-  else if (t >= 60)
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(t / 60),
-                  static_cast<long long>(t % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(t));
-  return buf;
-}
-
-class Progress {
- public:
-  Progress(const SweepOptions& o, int64_t total, int64_t already)
-      : out_(o.progress_stream ? *o.progress_stream : std::cerr),
-        total_(total),
-        already_(already),
-        interval_s_(o.progress_interval_s),
-        start_(std::chrono::steady_clock::now()),
-        last_(start_) {
-    mode_ = o.progress;
-    if (mode_ == ProgressMode::automatic)
-      mode_ = (o.progress_stream == nullptr && isatty(STDERR_FILENO)) ? ProgressMode::bar
-                                                                      : ProgressMode::lines;
-  }
-
-  void update(int64_t done, bool final) {
-    if (mode_ == ProgressMode::off) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double since = std::chrono::duration<double>(now - last_).count();
-    const double period = mode_ == ProgressMode::bar ? 0.1 : interval_s_;
-    if (!final && since < period) return;
-    last_ = now;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    const double rate = elapsed > 0 ? static_cast<double>(done - already_) / elapsed : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : NAN;
-    char stats[160];
-    std::snprintf(stats, sizeof stats, "%lld/%lld points, %.1f points/s, %s %s",
-                  static_cast<long long>(done), static_cast<long long>(total_), rate,
-                  final ? "elapsed" : "ETA", format_duration(final ? elapsed : eta).c_str());
-    if (mode_ == ProgressMode::bar) {
-      constexpr int kWidth = 30;
-      const int filled =
-          total_ > 0
-              ? static_cast<int>(static_cast<double>(done) * kWidth / static_cast<double>(total_))
-              : kWidth;
-      out_ << "\r[" << std::string(static_cast<size_t>(filled), '#')
-           << std::string(static_cast<size_t>(kWidth - filled), '.') << "] " << stats << "\x1b[K";
-      if (final) out_ << "\n";
-    } else {
-      out_ << "sweep: " << stats << "\n";
-    }
-    out_.flush();
-  }
-
- private:
-  std::ostream& out_;
-  ProgressMode mode_;
-  int64_t total_, already_;
-  double interval_s_;
-  std::chrono::steady_clock::time_point start_, last_;
-};
-
 // Reads an earlier output file; returns the byte length to keep and the first point to run.
 struct ResumeState {
   bool fresh = true;        // nothing usable: write from scratch (header included)
@@ -389,7 +322,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
     }
   };
 
-  Progress progress(options, total, st.next_point);
+  ProgressMeter progress(resolve_progress_mode(options.progress, options.progress_stream != nullptr,
+                                               ProgressMode::lines),
+                         total, st.next_point, "points", "sweep", options.progress_interval_s,
+                         options.progress_stream);
   bool write_failed = false;
   {
     std::vector<std::jthread> pool;

@@ -68,6 +68,8 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
       {"chunk_bytes", "/policies/0/params/chunk_bytes", "host-staged pipeline chunk, bytes"},
       {"staging_buffers", "/sim/staging_buffers", "host-staged buffers in flight (all policies)"},
       {"sim_chunk_bytes", "/sim/chunk_bytes", "host-staged pipeline chunk, bytes (all policies)"},
+      {"staging_chunk_overhead_us", "/sim/staging_chunk_overhead_us",
+       "host-staged per-chunk overhead, us (all policies)"},
       {"ulysses_degree", "/policies/0/params/ulysses_degree", "usp: Ulysses degree"},
       {"comm_sms", "/policies/0/params/comm_sms", "sm_overlap: SMs of the comm kernels"},
       {"skip_empty", "/policies/0/params/skip_empty", "ring: skip GPUs needing nothing (0/1)"},

@@ -50,6 +50,24 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
   });
 }
 
+Status check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) return input_error("<output>", "", "cannot write: empty path");
+  if (fs::is_directory(path, ec)) return input_error(path, "", "cannot write: is a folder");
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    return input_error(path, "", "cannot write: folder " + parent.string() + " does not exist");
+  const std::string probe = path + ".tmp";  // the file write_text_atomic writes first
+  const bool existed = fs::exists(probe, ec);
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::app);
+    if (!out) return input_error(path, "", "cannot write: cannot create " + probe);
+  }
+  if (!existed) fs::remove(probe, ec);
+  return Ok{};
+}
+
 Status write_text_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {

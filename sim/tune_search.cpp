@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "sparsp/policy.hpp"
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
@@ -113,13 +114,26 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
     if (p.is_relative() && !base_dir.empty()) p = std::filesystem::path(base_dir) / p;
     t.study_output_path = p.string();
   }
-  const json base = json::parse(t.space.base_study_json);
+  json base = json::parse(t.space.base_study_json);
   if (doc.contains("policy")) {
     if (!doc["policy"].is_string()) return input_error(src, "/policy", "expected a JSON pointer");
     t.policy_pointer = doc["policy"].get<std::string>();
   }
   try {
     const json::json_pointer pp(t.policy_pointer);
+    // A policy given as a string ("a/b/c:k=v") becomes its object form, which is what the tuned
+    // policy JSON holds (a parameter axis into the policy does the same in parse_sweep).
+    if (base.contains(pp) && base.at(pp).is_string()) {
+      auto spec = parse_policy(base.at(pp).get<std::string>());
+      if (!spec) return input_error(src, "/policy", spec.error().message);
+      json params = json::object();
+      for (const auto& [k, v] : spec->params) params[k] = v;
+      base[pp] = json{{"placement", spec->placement},
+                      {"scheme", spec->scheme},
+                      {"runtime", spec->runtime},
+                      {"params", params}};
+      t.space.base_study_json = base.dump();
+    }
     if (!base.contains(pp) || !base.at(pp).is_object())
       return input_error(src, "/policy", "the study has no policy object at " + t.policy_pointer);
   } catch (const json::exception&) {

@@ -109,6 +109,11 @@ std::string summary_json(const ReplayResult& result);
 
 struct ValidateOptions {
   std::string topology_path;  ///< empty: the plan's embedded topology
+  /// File names that errors cite ("<plan_source>:/layers/3/transfers/2/src: ...",
+  /// "<trace_source>:/layers/0/activities/5/id: ..."): the paths the plan and trace were read
+  /// from (the CLI passes --plan and --trace).
+  std::string plan_source = "<plan>";
+  std::string trace_source = "<trace>";
   sim::SimOptions sim;        ///< simulator options
   int top_outliers = 10;
   /// The model follows how the trace was run (ReplayResult::compute_emulated,
@@ -147,8 +152,11 @@ struct ValidateReport {
   std::vector<LayerReplay> simulated;   ///< the simulation, per layer plan
 };
 
-/// Re-simulates every layer plan of `plan` and compares it with `trace`. Errors: trace and plan
-/// disagree (layer count, activity ids), topology unreadable, simulation errors.
+/// Re-simulates every layer plan of `plan` and compares it with `trace`. Errors (exit 2), each
+/// "<file>:<JSON pointer>: <what>" with file = options.plan_source, options.trace_source or the
+/// topology path: trace and plan disagree (layer count, (step, layer) of a layer plan, activity
+/// ids), no embedded topology, topology unreadable or with too few GPUs, simulation errors (the
+/// pointer then names the plan's transfer, e.g. /layers/3/transfers/2/src).
 Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& options);
 std::string validate_json(const ValidateReport& report);

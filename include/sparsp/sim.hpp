@@ -62,6 +62,12 @@ struct SimOptions {
   double launch_overhead_s = 2e-6;       ///< per transfer/kernel issue; source in sim/README
   double default_chunk_bytes = 4.0 * 1024 * 1024;
   int default_staging_buffers = 2;
+  /// Per chunk of a host-staged transfer: the D2H stage of every chunk is held this long before
+  /// the chunk's path latency and bytes (copy launches + event hand-off of the chunk; once per
+  /// chunk, not per leg). Default 6.25 us: the per-chunk term of the H200 host-staged pipeline
+  /// fit t = bytes / 50.03 GB/s + chunks * 6.25 us (256 MiB through 2 pinned buffers, chunks of
+  /// 1-16 MiB, `sparsp calibrate`, replay/RESULTS.md "staged:0"). Model and derivation: sim/README.
+  double staging_chunk_overhead_s = 6.25e-6;
   double compute_efficiency = 0.6;       ///< fraction of peak bf16 FLOP/s reached by attention
   bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
 };

@@ -7,6 +7,7 @@
 //
 // Study JSON schema: configs/studies/README.md. `sparsp simulate` is the CLI over this header.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -83,6 +84,10 @@ struct StudyResult {
 struct RunOptions {
   bool keep_plans = false;
   bool keep_trace = false;
+  /// Called after each (topology, step, layer) unit with the units done and the total
+  /// (topologies x selected steps x selected layers), from the calling thread; empty: none.
+  /// `sparsp simulate` draws its progress bar with it.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 /// Runs the study. Errors (exit 2): unknown preset, GPU not in the topology, heads not

@@ -18,6 +18,7 @@
 //
 // Thread safety: load/parse/make_point are pure. run_sweep calls evaluator.evaluate concurrently
 // from `threads` workers; the evaluator must be thread-safe (const and reentrant).
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -111,6 +112,34 @@ struct PointEvaluator {
 
 enum class OutputFormat { csv, jsonl };
 enum class ProgressMode { automatic, bar, lines, off };
+
+/// `automatic` resolved: a bar when stderr is a terminal and no explicit stream is given, else
+/// `otherwise` (sweep: lines; simulate: off, so that piped output and logs stay unchanged).
+ProgressMode resolve_progress_mode(ProgressMode mode, bool explicit_stream, ProgressMode otherwise);
+
+/// Progress of a long run, shared by `sparsp sweep` (points) and `sparsp simulate` (layers):
+///  - bar: "[####....] 123/1000 points, 41.0 points/s, ETA 21s", redrawn in place at most every
+///    0.1 s, ended with a newline by the final update;
+///  - lines: "<prefix>: 123/1000 points, 41.0 points/s, ETA 21s" at most every interval_s;
+///  - off (and an unresolved automatic): nothing.
+/// `already` units were done before this run (resumed) and do not count towards the rate.
+/// Not thread-safe: call update from one thread.
+class ProgressMeter {
+ public:
+  ProgressMeter(ProgressMode mode, int64_t total, int64_t already = 0, std::string unit = "points",
+                std::string prefix = "sweep", double interval_s = 10.0,
+                std::ostream* out = nullptr);  ///< out: nullptr = std::cerr
+  /// `done` units of `total` are done; `final` prints regardless of the period.
+  void update(int64_t done, bool final = false);
+
+ private:
+  std::ostream& out_;
+  ProgressMode mode_;
+  int64_t total_, already_;
+  double interval_s_;
+  std::string unit_, prefix_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
 
 struct SweepOptions {
   std::string output_path;  ///< final file; ".csv" or ".jsonl"/".json" picks format
@@ -246,6 +275,12 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
 /// Writes `text` to `path` through a temporary file in the same folder and a rename, so the
 /// path never holds partial content. Errors (exit 1): cannot write.
 Status write_text_atomic(const std::string& path, const std::string& text);
+
+/// Checks, before a long run, that `path` can be written the way write_text_atomic writes it:
+/// `path` is not a folder, its folder exists, and a file can be created there (`<path>.tmp` is
+/// created and removed again; an existing one is left as it was). Writes nothing else.
+/// Errors (exit 2): "<path>: cannot write: <why>".
+Status check_writable(const std::string& path);
 
 /// Human-readable report: best configuration, margin over the default, top-N table.
 std::string format_tune_report(const TuneSpec& spec, const TuneResult& result);

@@ -229,6 +229,52 @@ TEST_CASE("engine: host-staged pipeline of k chunks") {
   CHECK(o.tasks[0].end_s == doctest::Approx(0.019210).epsilon(1e-12));
 }
 
+TEST_CASE("engine: host-staged per-chunk overhead, once per chunk") {
+  // One staged transfer alone on one link: leg 1 (GPU -> host) on the link's up direction, leg 2
+  // (host -> GPU) on its down direction, r = 10 GB/s each, L = 1 us per leg and chunk, launch
+  // 2 us, 2 buffers, chunk c = 16 MB, per-chunk overhead o = 5 us (held on leg 1 before the
+  // chunk's latency). Per chunk: leg 1 o + L + c/r = 5e-6 + 1e-6 + 1.6e-3 = 1.606e-3 s,
+  // leg 2 L + c/r = 1.601e-3 s. Leg 1 is the slower stage, so it runs back to back and leg 2
+  // takes chunk i as soon as it leaves leg 1 (leg 2 is free: chunk i-1 left it 5 us earlier);
+  // chunk i's buffer is free once chunk i-2 left leg 2, at (i-1) 1.606e-3 + 1.601e-3 after the
+  // launch, before leg 1 wants it at i 1.606e-3.
+  // T = launch + N (o + L + c/r) + (L + c/r) = (pipeline formula launch + (N + 1)(L + c/r))
+  //     + N o. N = 4 (64 MB): 2e-6 + 4 * 1.606e-3 + 1.601e-3 = 8.027e-3 s
+  //     = 2e-6 + 5 * 1.601e-3 + 4 * 5e-6 = 8.007e-3 + 2e-5.
+  Problem p;
+  p.capacity_Bps = {10 * kGB, 10 * kGB};
+  Task t;
+  t.legs = {NetLeg{{{0, 1}}, 1e-6}, NetLeg{{{1, 1}}, 1e-6}};
+  t.bytes = 64e6;
+  t.chunk_bytes = 16e6;
+  t.buffers = 2;
+  t.launch_s = 2e-6;
+  t.chunk_overhead_s = 5e-6;
+  p.tasks.push_back(t);
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(8.027e-3).epsilon(1e-12));
+  // N = 16 chunks of 4 MB: c/r = 4e-4; 2e-6 + 16 * (5e-6 + 1e-6 + 4e-4) + (1e-6 + 4e-4)
+  // = 2e-6 + 6.496e-3 + 4.01e-4 = 6.899e-3 s (= 2e-6 + 17 * 4.01e-4 + 16 * 5e-6).
+  p.tasks[0].chunk_bytes = 4e6;
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(6.899e-3).epsilon(1e-12));
+  // Without the overhead: the bare pipeline, 2e-6 + 17 * 4.01e-4 = 6.819e-3 s.
+  p.tasks[0].chunk_overhead_s = 0;
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(6.819e-3).epsilon(1e-12));
+  // One buffer: nothing overlaps, each chunk o + 2 (L + c/r): 2e-6 + 16 * (5e-6 + 2 * 4.01e-4)
+  // = 2e-6 + 16 * 8.07e-4 = 1.2914e-2 s.
+  p.tasks[0].chunk_overhead_s = 5e-6;
+  p.tasks[0].buffers = 1;
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(1.2914e-2).epsilon(1e-12));
+  // A slower host -> GPU leg (5 GB/s) hides the overhead behind it, as the second copy stream
+  // hides the first one's launches on hardware: 2 buffers, N = 4 chunks of 16 MB, leg 1
+  // 1.606e-3 s per chunk, leg 2 1e-6 + 3.2e-3 = 3.201e-3 s, never idle after chunk 0:
+  // T = launch + (o + L + c/r0) + N (L + c/r1) = 2e-6 + 1.606e-3 + 4 * 3.201e-3 = 0.014412 s
+  // (the test above without overhead: 0.014407 s; + o once).
+  p.capacity_Bps = {10 * kGB, 5 * kGB};
+  p.tasks[0].chunk_bytes = 16e6;
+  p.tasks[0].buffers = 2;
+  CHECK(run(p).tasks[0].end_s == doctest::Approx(0.014412).epsilon(1e-12));
+}
+
 TEST_CASE("engine: compute slowed by SM-driven communication") {
   // GPU with 100 SMs; compute of 1.0 s. An SM-driven transfer takes 20 SMs: 5 GB at 10 GB/s ->
   // 0.5 s. During [0, 0.5] compute runs at 80/100 -> 0.4 s of work; 0.6 s left at full speed ->
@@ -263,11 +309,11 @@ TEST_CASE("engine: DAG with a critical path, streams are FIFO") {
   // Critical path a, c, d. e is on the same stream as a (after it in task order): 0.1 .. 0.4.
   Problem p;
   p.gpus = {GpuModel{2, 100}, GpuModel{2, 100}, GpuModel{2, 100}};
-  p.tasks.push_back(compute(0, 0.1));                 // a
-  p.tasks.push_back(compute(0, 0.2));                 // b
-  p.tasks.push_back(compute(1, 0.5));                 // c
-  p.tasks.push_back(compute(0, 0.1));                 // d
-  p.tasks.push_back(compute(2, 0.3));                 // e
+  p.tasks.push_back(compute(0, 0.1));  // a
+  p.tasks.push_back(compute(0, 0.2));  // b
+  p.tasks.push_back(compute(1, 0.5));  // c
+  p.tasks.push_back(compute(0, 0.1));  // d
+  p.tasks.push_back(compute(2, 0.3));  // e
   p.tasks[1].deps = {0};
   p.tasks[2].deps = {0};
   p.tasks[3].deps = {1, 2};

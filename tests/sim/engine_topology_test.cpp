@@ -78,23 +78,47 @@ TEST_CASE("simulate: host-staged transfer, k chunks and first-chunk latency") {
   // Leg 1 gpu0 -> sw0 -> cpu0 is held to 10 GB/s by the uplink (up direction), leg 2
   // cpu0 -> sw0 -> gpu1 to 10 GB/s (down direction; the uplink has no duplex limit); latency of
   // each leg 0.5 + 1 = 1.5 us. Per chunk and leg: L + c/r = 1.5e-6 + 4194304 / 1e10
-  // = 4.209304e-4 s. Equal legs: T = launch + (k + 1)(L + c/r).
-  // 64 MiB -> k = 16: 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3 s.
+  // = 4.209304e-4 s. Every chunk also holds leg 1 for the staging overhead o = 6.25 us
+  // (SimOptions::staging_chunk_overhead_s), so leg 1 takes o + L + c/r = 4.271804e-4 s per chunk
+  // and is the bottleneck; leg 2 (4.209304e-4 s) always finds chunk i ready when chunk i-1 has
+  // left it, and the buffer of chunk i (chunk i-2 out of leg 2) is free before leg 1 wants it.
+  // T = launch + k (o + L + c/r) + (L + c/r).
+  // 64 MiB -> k = 16: 2e-6 + 16 * 4.271804e-4 + 4.209304e-4 = 7.2578168e-3 s
+  // (= the pipeline without overhead, 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3, + 16 * 6.25e-6).
   const auto t = topo(switch_topology("rtx4090"));
   auto r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})");
-  CHECK(r.activities[0].end_s == doctest::Approx(7.1578168e-3).epsilon(1e-12));
-  // One chunk (first-chunk latency): 2e-6 + 2 * 4.209304e-4 = 8.438608e-4 s.
+  CHECK(r.activities[0].end_s == doctest::Approx(7.2578168e-3).epsilon(1e-12));
+  // One chunk (first-chunk latency): 2e-6 + 6.25e-6 + 2 * 4.209304e-4 = 8.501108e-4 s.
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 4194304}]})");
-  CHECK(r.activities[0].end_s == doctest::Approx(8.438608e-4).epsilon(1e-12));
+  CHECK(r.activities[0].end_s == doctest::Approx(8.501108e-4).epsilon(1e-12));
   // Chunk size and buffers from the workload: 1 buffer, 16 MiB chunks, 64 MiB -> k = 4 chunks
-  // done strictly one after the other: launch + k * 2 (L + c/r),
-  // c/r = 16777216 / 1e10 = 1.6777216e-3 -> 2e-6 + 4 * 2 * 1.6792216e-3 = 1.34357728e-2 s.
+  // done strictly one after the other: launch + k (o + 2 (L + c/r)),
+  // c/r = 16777216 / 1e10 = 1.6777216e-3 -> 2e-6 + 4 * (6.25e-6 + 2 * 1.6792216e-3)
+  // = 1.34607728e-2 s.
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864, "chunk_bytes": 16777216,
        "staging_buffers": 1}]})");
-  CHECK(r.activities[0].end_s == doctest::Approx(1.34357728e-2).epsilon(1e-12));
+  CHECK(r.activities[0].end_s == doctest::Approx(1.34607728e-2).epsilon(1e-12));
+  // Overhead 0: the bare pipeline, 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3 s (as above).
+  {
+    auto w = sim::parse_workload(R"({"schema_version": 1, "transfers": [
+        {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})",
+                                 "<w>");
+    REQUIRE(w.ok());
+    sim::SimOptions o;
+    o.staging_chunk_overhead_s = 0;
+    auto r0 = sim::simulate(t, *w, o);
+    REQUIRE(r0.ok());
+    CHECK(r0->activities[0].end_s == doctest::Approx(7.1578168e-3).epsilon(1e-12));
+  }
+  // A direct (P2P) chunked transfer pays no staging overhead: L40S has P2P, gpu0 -> sw0 -> gpu1
+  // at 20 GB/s, latency 1 us per chunk: 2e-6 + 4 * (1e-6 + 16777216 / 2e10)
+  // = 2e-6 + 4 * 8.398608e-4 = 3.3614432e-3 s (with the overhead it would be 2.5e-5 more).
+  r = run(topo(switch_topology("L40S")), R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864, "chunk_bytes": 16777216}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(3.3614432e-3).epsilon(1e-12));
   // Asking for P2P where there is none is an error naming the transfer.
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "route": "p2p"}]})")

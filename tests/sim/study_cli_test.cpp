@@ -4,12 +4,12 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -122,6 +122,62 @@ TEST_CASE("bad study input exits 2 with one clear line") {
     CHECK(r.err.rfind("sparsp: ", 0) == 0);
     CHECK(r.err.find(c.needle) != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("unwritable --trace / --emit-plan folders are refused before the study runs") {
+  const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_unwritable";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  const std::string bad = (dir / "file" / "sub").string();  // below a regular file
+  // This study fails when it runs (24 heads, Ulysses degree 5); the folder check comes first.
+  const std::string failing =
+      "simulate --gpus 5 --topology 8x-l40s-gen4-4switch --policy head_parallel/ulysses/sync";
+  for (const char* flag : {" --trace ", " --emit-plan "}) {
+    CAPTURE(flag);
+    auto r = sparsp(failing + flag + bad);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("sparsp: " + bad + ": cannot create directory: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  // A writable folder: the study's own error, and the check leaves the folder empty.
+  auto r = sparsp(failing + " --trace " + (dir / "ok").string());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("not divisible by the Ulysses degree 5") != std::string::npos);
+  CHECK(std::filesystem::is_empty(dir / "ok"));
+}
+
+TEST_CASE("simulate progress: none unless asked or on a terminal; output unchanged") {
+  // Default study (two servers), top-k pattern (dynamic: every (step, layer) is simulated),
+  // 2 steps x 2 layers -> 2 x 2 x 2 = 8 (topology, step, layer) units.
+  const std::string args = "simulate --pattern topk --steps 2 --layers 2 --json";
+  auto quiet = sparsp(args);  // stderr is a file here, not a terminal: no progress
+  REQUIRE(quiet.code == 0);
+  CHECK(quiet.err.empty());
+  auto lines = sparsp(args + " --progress lines");
+  REQUIRE(lines.code == 0);
+  CHECK(lines.out == quiet.out);
+  // Interval lines come every 10 s; this run is shorter, so only the final line.
+  CHECK(lines.err.rfind("simulate: 8/8 layers, ", 0) == 0);
+  CHECK(lines.err.find(" elapsed ") != std::string::npos);
+  CHECK(std::count(lines.err.begin(), lines.err.end(), '\n') == 1);
+  auto bar = sparsp(args + " --progress bar");
+  REQUIRE(bar.code == 0);
+  CHECK(bar.out == quiet.out);
+  // The final redraw: a full bar, then a newline.
+  CHECK(bar.err.find("\r[" + std::string(30, '#') + "] 8/8 layers, ") != std::string::npos);
+  CHECK(bar.err.back() == '\n');
+  CHECK(sparsp(args + " --progress sometimes").code != 0);
+  // On a terminal (a pseudo-terminal from util-linux `script`, where installed) the default is
+  // the bar.
+  if (std::system("command -v script > /dev/null 2>&1") == 0) {
+    const auto log = std::filesystem::temp_directory_path() / "sparsp_study_cli_tty.txt";
+    const std::string cmd = "script -qec \"" + std::string(SPARSP_CLI_PATH) + " " + args +
+                            " > /dev/null\" /dev/null > " + log.string() + " 2>&1";
+    if (std::system(cmd.c_str()) == 0)
+      CHECK(slurp(log.string()).find("] 8/8 layers, ") != std::string::npos);
   }
 }
 

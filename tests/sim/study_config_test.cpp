@@ -47,13 +47,16 @@ TEST_CASE("every study in configs/studies parses") {
 }
 
 TEST_CASE("study fields") {
-  auto s = sim::parse_study(R"({"schema_version": 1, "topologies": ["a", "b"], "model": "cogvideox-5b",
+  auto s =
+      sim::parse_study(R"({"schema_version": 1, "topologies": ["a", "b"], "model": "cogvideox-5b",
     "pattern": {"kind": "radial", "block": 128, "decay": 0.5, "seed": 3},
     "gpus": ["gpu0", 2], "granularity": "head_block",
     "policies": ["contiguous/ring/sync", {"placement": "dependency_aware", "scheme": "demand_direct",
                  "runtime": "ce_decoupled", "params": {"tolerance": 1.05}, "route": "host_staged"}],
     "baseline": "contiguous/ring/sync", "steps": {"first": 2, "count": 3}, "layers": [0, 5],
-    "compute": {"attention_efficiency": 0.5, "launch_overhead_us": 3}})", "s.json");
+    "compute": {"attention_efficiency": 0.5, "launch_overhead_us": 3},
+    "sim": {"staging_chunk_overhead_us": 4.5}})",
+                       "s.json");
   REQUIRE(s.ok());
   CHECK(s->topologies == std::vector<std::string>{"a", "b"});
   CHECK(s->pattern.kind == "radial");
@@ -68,7 +71,11 @@ TEST_CASE("study fields") {
   CHECK(s->layers == std::vector<int>{0, 5});
   CHECK(s->attention_efficiency == 0.5);
   CHECK(s->sim.launch_overhead_s == doctest::Approx(3e-6));
-  CHECK(sim::parse_study(kMinimal, "m.json").ok());
+  CHECK(s->sim.staging_chunk_overhead_s == doctest::Approx(4.5e-6));
+  auto m = sim::parse_study(kMinimal, "m.json");
+  REQUIRE(m.ok());
+  // Default: the H200 staged-pipeline fit, 6.25 us per chunk (replay/RESULTS.md, "staged:0").
+  CHECK(m->sim.staging_chunk_overhead_s == doctest::Approx(6.25e-6));
 }
 
 TEST_CASE("study errors name the file and the JSON pointer") {
@@ -81,7 +88,8 @@ TEST_CASE("study errors name the file and the JSON pointer") {
       {R"({"schema_version": 1, "pattern": "sta", "policies": ["contiguous/ring/sync"]})",
        "e.json:/topology: missing"},
       {R"({"schema_version": 1, "topology": "x", "pattern": "sta", "policies": ["contiguous/ring"]})",
-       "e.json:/policies/0: policy 'contiguous/ring': expected PLACEMENT/SCHEME/RUNTIME[:key=value,...]"},
+       "e.json:/policies/0: policy 'contiguous/ring': expected "
+       "PLACEMENT/SCHEME/RUNTIME[:key=value,...]"},
       {R"({"schema_version": 1, "topology": "x", "pattern": "sta",
            "policies": [{"placement": "contiguous", "scheme": "ring", "runtime": "fast"}]})",
        "e.json:/policies/0: unknown runtime 'fast' (known: sync, sm_overlap, ce_decoupled)"},
@@ -94,6 +102,9 @@ TEST_CASE("study errors name the file and the JSON pointer") {
       {R"({"schema_version": 1, "topology": "x", "pattern": "sta", "colour": 1,
            "policies": ["contiguous/ring/sync"]})",
        "e.json:/colour: unknown field"},
+      {R"({"schema_version": 1, "topology": "x", "pattern": "sta",
+           "policies": ["contiguous/ring/sync"], "sim": {"staging_chunk_overhead_us": -1}})",
+       "e.json:/sim/staging_chunk_overhead_us: expected 0..1e+06, got -1"},
   };
   for (const auto& c : cases) {
     auto s = sim::parse_study(c.text, "e.json");

@@ -219,3 +219,28 @@ TEST_CASE("tune writes a policy and a study that simulate accepts, with the repo
   CHECK(out["default"]["value"].get<double>() >= out["best"]["value"].get<double>());
   CHECK(out["margin"].get<double>() >= 0);
 }
+
+TEST_CASE("tune refuses an unwritable output before searching") {
+  const fs::path d = temp_dir("tune_unwritable");
+  // Every point is invalid (Ulysses over 5 or 7 GPUs: 24 heads do not divide), so a search
+  // that ran would end in "no valid point" (exit 1); the output check must come first (exit 2).
+  std::ofstream(d / "tune.json") << R"({"schema_version": 1,
+    "study": {"schema_version": 1, "topologies": ["8x-l40s-gen4-4switch"], "model": "hunyuanvideo-sta",
+              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+              "gpus": 7, "steps": [0], "layers": [0],
+              "policies": [{"placement": "head_parallel", "scheme": "ulysses", "runtime": "sync"}]},
+    "parameters": [{"name": "gpus", "values": [5, 7]}], "budget": 10})";
+  const std::string cfg = (d / "tune.json").string();
+  // Sanity: with a writable output the search runs and finds nothing valid.
+  CHECK(run("tune -c " + cfg + " -o " + (d / "p.json").string(), d / "out.txt", d / "err.txt") ==
+        1);
+  const std::string missing = (d / "no" / "such" / "p.json").string();
+  CHECK(run("tune -c " + cfg + " -o " + missing, d / "out.txt", d / "err.txt") == 2);
+  CHECK(slurp(d / "err.txt") == "sparsp: " + missing + ": cannot write: folder " +
+                                    (d / "no" / "such").string() + " does not exist\n");
+  // The study output is checked too; a folder is not a file.
+  CHECK(run("tune -c " + cfg + " -o " + (d / "p.json").string() + " --study-output " + d.string(),
+            d / "out.txt", d / "err.txt") == 2);
+  CHECK(slurp(d / "err.txt") == "sparsp: " + d.string() + ": cannot write: is a folder\n");
+  CHECK_FALSE(fs::exists(d / "p.json.tmp"));  // the write check leaves nothing behind
+}

@@ -168,3 +168,14 @@ TEST_CASE("policy strings become objects to sweep their parameters; topology -> 
       "runtime": "sm_overlap", "params": {"skip_empty": 1.0, "comm_sms": 16}})"));
   CHECK(s["policies"][1] == "balanced/demand_direct/sync");  // untouched
 }
+
+TEST_CASE("staging_chunk_overhead_us names /sim/staging_chunk_overhead_us") {
+  auto r = parse_sweep(R"({"schema_version": 1, "study": {"sim": {"staging_buffers": 2}},
+      "axes": [{"name": "staging_chunk_overhead_us", "values": [0, 6.25]}]})",
+                       "s.json", "");
+  REQUIRE(r.ok());
+  CHECK(r->axes[0].pointer == "/sim/staging_chunk_overhead_us");
+  auto p = make_point(*r, 1);
+  REQUIRE(p.ok());
+  CHECK(json::parse(p->study_json)["sim"]["staging_chunk_overhead_us"] == 6.25);
+}

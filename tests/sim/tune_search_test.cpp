@@ -118,6 +118,22 @@ TEST_CASE("bad tune input") {
   CHECK(r.error().message == "tune.json:/parameters/0/values: empty axis (no values)");
 }
 
+TEST_CASE("a tuned policy given as a string takes its object form") {
+  // The parameter lies outside the policy (/steps), so nothing else rewrites the string.
+  auto r = parse_tune(R"({"study": {"policies": ["contiguous/ring/sync:comm_sms=8"], "steps": 1},
+      "parameters": [{"path": "/steps", "name": "steps", "values": [1, 2]}]})",
+                      "tune.json", "");
+  REQUIRE(r.ok());
+  CHECK(json::parse(r->space.base_study_json)["policies"][0] ==
+        json::parse(R"({"placement": "contiguous", "scheme": "ring", "runtime": "sync",
+                        "params": {"comm_sms": 8.0}})"));
+  auto bad = parse_tune(R"({"study": {"policies": ["contiguous/ring"]},
+      "parameters": [{"path": "/policies", "name": "p", "values": [[]]}]})",
+                        "tune.json", "");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.rfind("tune.json:/policy: ", 0) == 0);
+}
+
 TEST_CASE("score_from_evaluator picks the metric of one policy row") {
   PointEvaluator ev;
   ev.columns = {"policy", "e2e_time_s"};

@@ -1,0 +1,108 @@
+// validate's input errors: every one is "<file>:<place>: <what>", file = the plan or trace path
+// (ValidateOptions::plan_source / trace_source) or the topology path, place = a JSON pointer.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "sparsp/plan.hpp"
+#include "sparsp/replay.hpp"
+
+namespace fs = std::filesystem;
+using namespace sparsp;
+
+namespace {
+const std::string kPlanPath =
+    (fs::path(SPARSP_TEST_DATA_DIR) / "studies" / "replay-plans" / "sp2" /
+     "4x-h200-pcie-replay__contiguous_allgather_sync_ce_only-1_host_staged-1.plan.json")
+        .string();
+
+// A trace that matches the plan: per layer plan its (step, layer) and the plan's activity ids.
+replay::ReplayResult matching_trace(const plan::Plan& p) {
+  replay::ReplayResult r;
+  for (const auto& L : p.layers) {
+    replay::LayerReplay lr;
+    lr.step = L.step;
+    lr.layer = L.layer;
+    lr.makespan_s = 1e-3;
+    for (const auto& t : L.work.transfers) {
+      sim::ActivityResult a;
+      a.id = t.id;
+      a.end_s = 1e-4;
+      a.bytes = t.bytes;
+      lr.activities.push_back(a);
+    }
+    r.layers.push_back(lr);
+  }
+  return r;
+}
+
+replay::ValidateOptions named() {
+  replay::ValidateOptions o;
+  o.plan_source = "p.plan.json";
+  o.trace_source = "t.trace.json";
+  return o;
+}
+
+std::string error_of(const plan::Plan& p, const replay::ReplayResult& t,
+                     const replay::ValidateOptions& o = named()) {
+  auto r = replay::validate(p, t, o);
+  REQUIRE(!r.ok());
+  CHECK(r.error().exit_code == 2);
+  return r.error().message;
+}
+}  // namespace
+
+TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
+  auto plan = plan::load_plan(kPlanPath);
+  REQUIRE(plan.ok());
+  REQUIRE(!plan->layers.empty());
+  REQUIRE(plan->layers[0].work.transfers.size() >= 2);
+  const auto good = matching_trace(*plan);
+  // The matching trace validates (the tests below would pass for the wrong reason otherwise).
+  REQUIRE(replay::validate(*plan, good, named()).ok());
+
+  SUBCASE("an activity of the trace that the plan lacks: trace file, activity pointer") {
+    auto t = good;
+    t.layers[0].activities[1].id = "nosuch";
+    CHECK(error_of(*plan, t) ==
+          "t.trace.json:/layers/0/activities/1/id: trace activity \"nosuch\" is not in the plan "
+          "(p.plan.json:/layers/0)");
+  }
+  SUBCASE("a layer plan of another (step, layer)") {
+    auto t = good;
+    t.layers[0].step = 7;
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/layers/0: layer plan is (step 7, layer ", 0) ==
+          0);
+  }
+  SUBCASE("more layer plans in the trace than in the plan") {
+    auto t = good;
+    t.layers.push_back(t.layers[0]);
+    CHECK(error_of(*plan, t) ==
+          "t.trace.json:/layers: the trace has " + std::to_string(t.layers.size()) +
+              " layer plans, the plan (p.plan.json) only " + std::to_string(plan->layers.size()));
+  }
+  SUBCASE("a plan transfer the simulator refuses: plan file, pointer into the layer plan") {
+    auto p = *plan;
+    p.layers[0].work.transfers[1].src = "gpu99";
+    CHECK(error_of(p, good) == "p.plan.json:/layers/0/transfers/1/src: unknown endpoint 'gpu99'");
+  }
+  SUBCASE("no embedded topology and no --topology") {
+    auto p = *plan;
+    p.topology_json.clear();
+    CHECK(error_of(p, good) ==
+          "p.plan.json:/topology: the plan has no embedded topology; pass --topology");
+  }
+  SUBCASE("an embedded topology with too few GPUs") {
+    auto p = *plan;
+    p.gpus = 64;
+    const std::string e = error_of(p, good);
+    CHECK(e.rfind("p.plan.json:/topology: topology ", 0) == 0);
+    CHECK(e.find("GPUs; the plan needs 64 (p.plan.json:/gpus)") != std::string::npos);
+  }
+  SUBCASE("a --topology file that does not exist names that file") {
+    auto o = named();
+    o.topology_path = "/nonexistent/topo.json";
+    CHECK(error_of(*plan, good, o).rfind("/nonexistent/topo.json", 0) == 0);
+  }
+}
