@@ -79,8 +79,10 @@ std::string calibrated_topology_json(const std::string& name,
     c["numa_node"] = s;
     nodes.push_back(c);
   }
+  // The simulator charges a copy launch_overhead_s plus the hop latencies; the per-chunk cost of
+  // host staging is its own term (SimOptions::staging_chunk_overhead_s), not a link latency.
   auto link_latency = [&](const CalibratedGpu& g) {
-    return g.staged_chunk_s > 0 ? g.staged_chunk_s : g.latency_s - launch_overhead_s;
+    return std::max(0.0, g.latency_s - launch_overhead_s);
   };
   auto link_of = [&](const CalibratedGpu& g) {
     const double cap = std::max(g.h2d_Bps, g.d2h_Bps);

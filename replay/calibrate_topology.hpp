@@ -38,10 +38,10 @@ struct CalibratedPeer {
 /// peer bandwidth exceeds 1.25x the faster of the two GPUs' PCIe links, which no PCIe path can.
 bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& gpus);
 
-/// The GPU link's latency is the measured per-chunk overhead of a host-staged pipeline when known
-/// (the simulator charges a leg's latency once per chunk and stage, and host-staged transfers are
-/// what this machine's plans move), otherwise the fitted single-copy latency minus
-/// `launch_overhead_s` (the simulator adds its own per transfer, SimOptions::launch_overhead_s).
+/// The GPU link's latency is the fitted single-copy latency minus `launch_overhead_s` (the
+/// simulator adds its own per transfer, SimOptions::launch_overhead_s). The host-staged pipeline's
+/// per-chunk cost is the simulator's SimOptions::staging_chunk_overhead_s, not part of the link
+/// (staged_chunk_s is recorded in the machine JSON only).
 /// `virtual_ranks` > 1: one GPU is modelled as that many ranks behind a virtual switch whose uplink
 /// is the GPU's measured PCIe link and whose downlinks carry device-local copies (the `--devices
 /// 0,0,...` replay mapping).

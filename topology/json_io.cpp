@@ -588,19 +588,23 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
       r.expect_object(*nc, at);
       r.allow_keys(*nc, at,
                    {"p2p_Bps", "p2p_GBps", "p2p_bidir_Bps", "p2p_bidir_GBps", "host_Bps",
-                    "host_GBps", "host_bidir_Bps", "host_bidir_GBps", "p2p_latency_us",
-                    "host_latency_us", "source"});
+                    "host_GBps", "host_bidir_Bps", "host_bidir_GBps", "p2p_latency_s",
+                    "p2p_latency_us", "host_latency_s", "host_latency_us", "source"});
       NcclFigures& f = p.options.nccl;
       f.p2p_Bps = r.bandwidth(*nc, at, "p2p").value_or(0);
       f.p2p_bidir_Bps = r.bandwidth(*nc, at, "p2p_bidir").value_or(0);
       f.host_Bps = r.bandwidth(*nc, at, "host").value_or(0);
       f.host_bidir_Bps = r.bandwidth(*nc, at, "host_bidir").value_or(0);
-      for (auto [key, dst] : {std::pair{"p2p_latency_us", &f.p2p_latency_s},
-                              std::pair{"host_latency_us", &f.host_latency_s}})
-        if (auto v = r.opt_number(*nc, at, key)) {
-          if (!(*v >= 0 && *v <= 1e6)) r.fail(at / key, "latency must be in [0, 1e6] us");
-          *dst = *v * 1e-6;
-        }
+      for (auto [base, dst] : {std::pair{std::string("p2p_latency"), &f.p2p_latency_s},
+                               std::pair{std::string("host_latency"), &f.host_latency_s}}) {
+        const auto s_v = r.opt_number(*nc, at, (base + "_s").c_str());
+        const auto us_v = r.opt_number(*nc, at, (base + "_us").c_str());
+        if (s_v && us_v) r.fail(at / (base + "_us"), "give " + base + "_s or _us, not both");
+        if (!s_v && !us_v) continue;
+        const double v = s_v ? *s_v : *us_v * 1e-6;
+        if (!(v >= 0 && v <= 1)) r.fail(at / (base + (s_v ? "_s" : "_us")), "latency must be 0..1 s");
+        *dst = v;
+      }
       (void)r.string(*nc, at, "source", std::string());
     }
     return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options,
@@ -675,8 +679,8 @@ std::string Topology::to_json() const {
     if (f.p2p_bidir_Bps > 0) nc["p2p_bidir_Bps"] = f.p2p_bidir_Bps;
     if (f.host_Bps > 0) nc["host_Bps"] = f.host_Bps;
     if (f.host_bidir_Bps > 0) nc["host_bidir_Bps"] = f.host_bidir_Bps;
-    if (f.p2p_latency_s > 0) nc["p2p_latency_us"] = f.p2p_latency_s * 1e6;
-    if (f.host_latency_s > 0) nc["host_latency_us"] = f.host_latency_s * 1e6;
+    if (f.p2p_latency_s > 0) nc["p2p_latency_s"] = f.p2p_latency_s;
+    if (f.host_latency_s > 0) nc["host_latency_s"] = f.host_latency_s;
     root["nccl"] = nc;
   }
   ojson nodes = ojson::array();
