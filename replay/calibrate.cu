@@ -8,10 +8,14 @@
 //   all_d2h      every device to host at once (aggregate), all_h2d likewise (more than one GPU)
 //   p2p:<a>-><b> cudaMemcpyPeerAsync; p2p_bidir:<a><-><b> both ways at once (pairs with P2P)
 #include <cuda_runtime.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,11 +24,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calibrate_topology.hpp"
 #include "cuda_check.hpp"

@@ -53,8 +53,7 @@ bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& g
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
-                                     double launch_overhead_s,
-                                     const topology::NcclFigures& nccl) {
+                                     double launch_overhead_s, const topology::NcclFigures& nccl) {
   Json root = Json::object();
   root["schema_version"] = 1;
   root["name"] = name;
@@ -123,8 +122,7 @@ std::string calibrated_topology_json(const std::string& name,
       const CalibratedPeer* back = nullptr;
       for (const CalibratedPeer& q : peers)
         if (q.a == p.b && q.b == p.a) back = &q;
-      const double cap =
-          back && back->uni_Bps > 0 ? 0.5 * (p.uni_Bps + back->uni_Bps) : p.uni_Bps;
+      const double cap = back && back->uni_Bps > 0 ? 0.5 * (p.uni_Bps + back->uni_Bps) : p.uni_Bps;
       const double lat =
           back && back->uni_Bps > 0 ? 0.5 * (p.latency_s + back->latency_s) : p.latency_s;
       // Nominal 25 GB/s per link per direction x efficiency 0.88 (topology/README.md).
@@ -270,8 +268,9 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
         p.latency_s = f.latency_s;
         auto it = access.find({oi, oj});
         p.p2p = it != access.end() && it->second;
-        if (i < j) p.bidir_aggregate_Bps = agg("p2p_bidir:" + std::to_string(oi) + "<->" +
-                                               std::to_string(oj));
+        if (i < j)
+          p.bidir_aggregate_Bps =
+              agg("p2p_bidir:" + std::to_string(oi) + "<->" + std::to_string(oj));
         if (oi >= 0 && oj >= 0 && static_cast<size_t>(std::max(oi, oj)) < nv.size())
           p.nvlink_count = nv[oi][oj];
         peers.push_back(p);

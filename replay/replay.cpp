@@ -9,10 +9,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "exec_plan.hpp"
 
@@ -125,7 +125,8 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   auto ex = detail::lower(plan, opt);
   if (!ex) return ex.error();
   Watchdog watchdog(opt.timeout_s);
-  watchdog.enter("preparing the " + opt.backend + " backend (allocation, peer access, NCCL set-up)");
+  watchdog.enter("preparing the " + opt.backend +
+                 " backend (allocation, peer access, NCCL set-up)");
   if (auto st = be->prepare(plan, *ex, opt); !st) return st.error();
 
   ReplayResult res;
@@ -143,9 +144,8 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   }
   for (const detail::ExecLayer& el : ex->layers) {
     const plan::LayerPlan& L = plan.layers[el.plan_index];
-    const std::string where =
-        "layer plan " + std::to_string(el.plan_index) + " (step " + std::to_string(L.step) +
-        ", layer " + std::to_string(L.layer) + ")";
+    const std::string where = "layer plan " + std::to_string(el.plan_index) + " (step " +
+                              std::to_string(L.step) + ", layer " + std::to_string(L.layer) + ")";
     watchdog.enter("filling the send buffers of " + where);
     if (auto st = be->fill(el); !st) return st.error();
     const size_t n = el.acts.size();

@@ -602,7 +602,8 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         if (s_v && us_v) r.fail(at / (base + "_us"), "give " + base + "_s or _us, not both");
         if (!s_v && !us_v) continue;
         const double v = s_v ? *s_v : *us_v * 1e-6;
-        if (!(v >= 0 && v <= 1)) r.fail(at / (base + (s_v ? "_s" : "_us")), "latency must be 0..1 s");
+        if (!(v >= 0 && v <= 1))
+          r.fail(at / (base + (s_v ? "_s" : "_us")), "latency must be 0..1 s");
         *dst = v;
       }
       (void)r.string(*nc, at, "source", std::string());

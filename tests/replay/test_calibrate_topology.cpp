@@ -69,16 +69,16 @@ TEST_CASE("without NV#, a peer path faster than any PCIe link is NVLink; slower 
   // 300 GB/s > 1.25 x 55 GB/s: NVLink, count = round(300 / (25 x 0.88)) = round(13.6) = 14.
   auto fast = peer(0, 1, 300e9, 4e-6, 0);
   CHECK(replay::detail::peer_is_nvlink(fast, gpus));
-  const auto j = nlohmann::json::parse(
-      replay::detail::calibrated_topology_json("c", gpus, {fast}, 0, 2e-6));
+  const auto j =
+      nlohmann::json::parse(replay::detail::calibrated_topology_json("c", gpus, {fast}, 0, 2e-6));
   REQUIRE(j["links"].size() == 3);
   CHECK(j["links"][2]["count"] == 14);
   CHECK(j["links"][2]["duplex_factor"].get<double>() == doctest::Approx(1.0));  // not measured
   // 50 GB/s: what PCIe P2P through the CPU gives; no link added, peers route over PCIe.
   auto slow = peer(0, 1, 50e9, 4e-6, 0);
   CHECK_FALSE(replay::detail::peer_is_nvlink(slow, gpus));
-  const auto j2 = nlohmann::json::parse(
-      replay::detail::calibrated_topology_json("c", gpus, {slow}, 0, 2e-6));
+  const auto j2 =
+      nlohmann::json::parse(replay::detail::calibrated_topology_json("c", gpus, {slow}, 0, 2e-6));
   CHECK(j2["links"].size() == 2);
   // No P2P at all: never NVLink whatever the figure says.
   slow.p2p = false;
