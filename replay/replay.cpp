@@ -138,6 +138,7 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   res.warmup = opt.warmup;
   res.iterations = opt.iterations;
   res.compute_emulated = opt.emulate_compute;
+  res.payload_scale = opt.payload_scale;
   {
     const char* v = std::getenv("NCCL_P2P_DISABLE");
     res.nccl_p2p_disabled = opt.backend == "cuda" && opt.use_nccl && v && std::atoi(v) != 0;
@@ -233,6 +234,7 @@ std::string trace_json(const plan::Plan& plan, const ReplayResult& r) {
   root["bytes_verified"] = r.bytes_verified;
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
+  root["payload_scale"] = r.payload_scale;
   root["compute_emulated"] = r.compute_emulated;
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
@@ -263,65 +265,122 @@ std::string trace_json(const plan::Plan& plan, const ReplayResult& r) {
 }
 
 Result<ReplayResult> parse_trace(const std::string& text, const std::string& src) {
-  Json root;
-  try {
-    root = Json::parse(text);
-  } catch (const Json::parse_error&) {
-    return input_error(src, "", "invalid JSON");
-  }
+  auto parsed = parse_json<Json>(text, src);
+  if (!parsed) return parsed.error();
+  const Json& root = *parsed;
+  // Strict: every key known, every number finite and in range, ids unique per layer plan; the
+  // first problem is reported with its JSON pointer.
+  std::string bad_ptr, bad_what;
+  auto fail = [&](std::string ptr, std::string what) {
+    if (bad_ptr.empty() && bad_what.empty()) {
+      bad_ptr = std::move(ptr);
+      bad_what = std::move(what);
+    }
+    return false;
+  };
+  auto keys = [&](const Json& o, const std::string& ptr, std::initializer_list<const char*> ok) {
+    for (const auto& [k, v] : o.items()) {
+      bool known = false;
+      for (const char* x : ok) known = known || k == x;
+      if (!known) return fail(ptr + "/" + k, "unknown key '" + k + "'");
+    }
+    return true;
+  };
+  auto num = [&](const Json& o, const std::string& ptr, const char* key, double lo, double hi,
+                 double& out, bool required) {
+    if (!o.contains(key)) return required ? fail(ptr, std::string("missing '") + key + "'") : true;
+    const Json& v = o[key];
+    if (!v.is_number()) return fail(ptr + "/" + key, "expected a number");
+    out = v.get<double>();
+    if (!std::isfinite(out) || out < lo || out > hi)
+      return fail(ptr + "/" + key, "must be a finite number in [" + std::to_string(lo) + ", " +
+                                       std::to_string(hi) + "], got " + v.dump());
+    return true;
+  };
   ReplayResult r;
+  if (!root.is_object()) return input_error(src, "", "expected a JSON object");
+  if (root.value("schema", "") != "sparsp.trace")
+    return input_error(src, "/schema", "expected \"sparsp.trace\"");
+  if (root.value("schema_version", 0) != 1) return input_error(src, "/schema_version", "expected 1");
   try {
-    if (!root.is_object() || root.value("schema", "") != "sparsp.trace")
-      return input_error(src, "/schema", "expected \"sparsp.trace\"");
-    if (root.value("schema_version", 0) != 1)
-      return input_error(src, "/schema_version", "expected 1");
+    keys(root, "",
+         {"schema", "schema_version", "source", "backend", "device", "devices", "policy", "model",
+          "gpus", "warmup", "iterations", "bytes_moved", "bytes_verified", "blocks_verified",
+          "total_s", "payload_scale", "compute_emulated", "nccl_p2p_disable", "layers"});
     r.backend = root.value("backend", "");
     r.device_description = root.value("device", "");
     if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();
-    r.warmup = root.value("warmup", 0);
-    r.iterations = root.value("iterations", 0);
-    r.bytes_moved = root.value("bytes_moved", 0.0);
-    r.bytes_verified = root.value("bytes_verified", 0.0);
-    r.blocks_verified = root.value("blocks_verified", int64_t{0});
-    r.total_s = root.value("total_s", 0.0);
+    r.policy = root.value("policy", "");
+    r.model = root.value("model", "");
+    double x = 0;
+    if (num(root, "", "gpus", 1, 4096, x, false)) r.gpus = static_cast<int>(x);
+    if (num(root, "", "warmup", 0, 1e9, x, false)) r.warmup = static_cast<int>(x);
+    if (num(root, "", "iterations", 0, 1e9, x, false)) r.iterations = static_cast<int>(x);
+    num(root, "", "bytes_moved", 0, 1e18, r.bytes_moved, false);
+    num(root, "", "bytes_verified", 0, 1e18, r.bytes_verified, false);
+    if (num(root, "", "blocks_verified", 0, 1e15, x, false))
+      r.blocks_verified = static_cast<int64_t>(x);
+    num(root, "", "total_s", 0, 1e12, r.total_s, false);
+    num(root, "", "payload_scale", 1e-9, 1, r.payload_scale, false);
     r.compute_emulated = root.value("compute_emulated", true);
     r.nccl_p2p_disabled = root.value("nccl_p2p_disable", false);
+    if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
     if (!root.contains("layers") || !root["layers"].is_array())
       return input_error(src, "/layers", "expected an array");
-    for (size_t i = 0; i < root["layers"].size(); ++i) {
+    if (root["layers"].empty())
+      return input_error(src, "/layers", "no layer plans (an empty trace has nothing to compare)");
+    for (size_t i = 0; i < root["layers"].size() && bad_what.empty(); ++i) {
       const Json& lj = root["layers"][i];
+      const std::string lp = "/layers/" + std::to_string(i);
+      if (!lj.is_object()) return input_error(src, lp, "expected an object");
+      keys(lj, lp, {"step", "layer", "repeat", "makespan_s", "makespan_samples_s", "activities"});
       LayerReplay L;
-      L.step = lj.at("step").get<int>();
-      L.layer = lj.at("layer").get<int>();
-      L.repeat = lj.value("repeat", int64_t{1});
-      L.makespan_s = lj.at("makespan_s").get<double>();
+      if (num(lj, lp, "step", 0, 1e9, x, true)) L.step = static_cast<int>(x);
+      if (num(lj, lp, "layer", 0, 1e9, x, true)) L.layer = static_cast<int>(x);
+      if (num(lj, lp, "repeat", 1, 1e12, x, false)) L.repeat = static_cast<int64_t>(x);
+      num(lj, lp, "makespan_s", 0, 1e6, L.makespan_s, true);
       if (lj.contains("makespan_samples_s"))
         L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
-      for (const Json& aj : lj.at("activities")) {
+      if (!lj.contains("activities") || !lj["activities"].is_array())
+        return input_error(src, lp + "/activities", "expected an array");
+      std::set<std::string> ids;
+      double last_end = 0;
+      for (size_t k = 0; k < lj["activities"].size() && bad_what.empty(); ++k) {
+        const Json& aj = lj["activities"][k];
+        const std::string ap = lp + "/activities/" + std::to_string(k);
+        if (!aj.is_object()) return input_error(src, ap, "expected an object");
+        keys(aj, ap, {"id", "is_transfer", "where", "lane", "start_s", "end_s", "bytes"});
         sim::ActivityResult a;
         a.id = aj.at("id").get<std::string>();
+        if (a.id.empty()) fail(ap + "/id", "empty id");
+        if (!ids.insert(a.id).second) fail(ap + "/id", "duplicate id \"" + a.id + "\"");
         a.is_transfer = aj.value("is_transfer", true);
         a.where = aj.value("where", "");
         a.lane = aj.value("lane", "");
-        a.start_s = aj.at("start_s").get<double>();
-        a.end_s = aj.at("end_s").get<double>();
-        a.bytes = aj.value("bytes", 0.0);
+        num(aj, ap, "start_s", 0, 1e6, a.start_s, true);
+        num(aj, ap, "end_s", 0, 1e6, a.end_s, true);
+        num(aj, ap, "bytes", 0, 1e18, a.bytes, false);
+        if (bad_what.empty() && a.end_s < a.start_s)
+          fail(ap + "/end_s", "ends before it starts (" + std::to_string(a.end_s) + " < " +
+                                  std::to_string(a.start_s) + ")");
+        last_end = std::max(last_end, a.end_s);
         L.activities.push_back(std::move(a));
       }
+      if (bad_what.empty() && !L.activities.empty() && !(L.makespan_s > 0))
+        fail(lp + "/makespan_s", "must be > 0 for a layer plan with activities");
       r.layers.push_back(std::move(L));
     }
   } catch (const Json::exception& e) {
     return input_error(src, "", std::string("malformed trace: ") + e.what());
   }
+  if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
   return r;
 }
 
 Result<ReplayResult> load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return input_error(path, "", "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_trace(ss.str(), path);
+  auto text = read_text_file(path, "file");
+  if (!text) return text.error();
+  return parse_trace(*text, path);
 }
 
 std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
@@ -388,6 +447,7 @@ std::string summary_json(const ReplayResult& r) {
   root["bytes_verified"] = r.bytes_verified;
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
+  root["payload_scale"] = r.payload_scale;
   root["compute_emulated"] = r.compute_emulated;
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();

@@ -34,6 +34,11 @@ Error rebase(const Error& e, const std::string& marker, const std::string& file,
   // "<marker>:<line>: what" (a line of the nested text): keep the container's pointer.
   return Error{file + ":" + prefix + ": " + (rest.empty() ? rest : rest.substr(1)), e.exit_code};
 }
+std::string fmt_bytes(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", b);
+  return buf;
+}
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -68,6 +73,19 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     return opt.topology_path.empty() ? input_error(plan_file, "/topology", what)
                                      : input_error(opt.topology_path, "", what);
   }
+  // The trace names the plan it replayed (when it records it): refuse another plan's trace.
+  if (trace.gpus > 0 && trace.gpus != plan.gpus)
+    return input_error(trace_file, "/gpus",
+                       std::to_string(trace.gpus) + " ranks, the plan (" + plan_file + ") has " +
+                           std::to_string(plan.gpus));
+  if (!trace.model.empty() && trace.model != plan.model)
+    return input_error(trace_file, "/model",
+                       "\"" + trace.model + "\", the plan (" + plan_file + ") is for \"" +
+                           plan.model + "\"");
+  if (!trace.policy.empty() && trace.policy != plan.policy.name())
+    return input_error(trace_file, "/policy",
+                       "\"" + trace.policy + "\", the plan (" + plan_file + ") is \"" +
+                           plan.policy.name() + "\"");
   if (trace.layers.size() > plan.layers.size())
     return input_error(trace_file, "/layers",
                        "the trace has " + std::to_string(trace.layers.size()) +
@@ -88,6 +106,52 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                              std::to_string(R.layer) + "), the plan's (" + plan_file + ":" +
                              layer_ptr + ") is (step " + std::to_string(L.step) + ", layer " +
                              std::to_string(L.layer) + ")");
+    // The trace must be a replay of this layer plan: the same activities (each once), the same
+    // endpoints and kinds, the same bytes (times the run's payload_scale).
+    {
+      std::map<std::string, const sim::Transfer*> plan_t;
+      std::map<std::string, bool> seen;
+      for (const auto& t : L.work.transfers) plan_t[t.id] = &t, seen[t.id] = false;
+      for (const auto& c : L.work.compute) seen[c.id] = false;
+      for (size_t ai = 0; ai < R.activities.size(); ++ai) {
+        const sim::ActivityResult& m = R.activities[ai];
+        const std::string ap = layer_ptr + "/activities/" + std::to_string(ai);
+        auto s_it = seen.find(m.id);
+        if (s_it == seen.end())
+          return input_error(trace_file, ap + "/id",
+                             "trace activity \"" + m.id + "\" is not in the plan (" + plan_file +
+                                 ":" + layer_ptr + ")");
+        s_it->second = true;
+        auto t_it = plan_t.find(m.id);
+        const bool is_t = t_it != plan_t.end();
+        if (m.is_transfer != is_t)
+          return input_error(trace_file, ap + "/is_transfer",
+                             "\"" + m.id + "\" is a " + (is_t ? "transfer" : "compute task") +
+                                 " in the plan (" + plan_file + ":" + layer_ptr + ")");
+        if (!is_t) continue;
+        const sim::Transfer& t = *t_it->second;
+        const std::string where = t.src + "->" + t.dst;
+        if (!m.where.empty() && m.where != where)
+          return input_error(trace_file, ap + "/where",
+                             "\"" + m.where + "\" but the plan's transfer \"" + m.id + "\" is " +
+                                 where);
+        // Scaled runs round each block to whole bytes: at most 1/2 byte per block off.
+        const double want = t.bytes * trace.payload_scale;
+        const double tol = trace.payload_scale < 1 ? 1 + 0.5 * (t.kv_blocks.size() + 1) : 0.5;
+        if (m.bytes > 0 && std::abs(m.bytes - want) > tol)
+          return input_error(trace_file, ap + "/bytes",
+                             "replayed " + fmt_bytes(m.bytes) + " bytes but the plan moves " +
+                                 fmt_bytes(want) +
+                                 (trace.payload_scale < 1 ? " at payload_scale " +
+                                                                std::to_string(trace.payload_scale)
+                                                          : std::string()));
+      }
+      for (const auto& [id, was] : seen)
+        if (!was)
+          return input_error(trace_file, layer_ptr + "/activities",
+                             "the plan's activity \"" + id + "\" (" + plan_file + ":" + layer_ptr +
+                                 ") is missing from the trace");
+    }
     // Model the run as it was made: without compute when the replay skipped it, NCCL's
     // host path for SM-driven transfers when NCCL_P2P_DISABLE was set.
     sim::Workload work = L.work;
@@ -97,6 +161,8 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
         c.duration_s = 0;
         c.flops = 0;
       }
+    if (trace.payload_scale < 1)
+      for (auto& t : work.transfers) t.bytes *= trace.payload_scale;
     if (opt.nccl_p2p_disable || trace.nccl_p2p_disabled)
       for (auto& t : work.transfers)
         if (t.engine == sim::Engine::sm && t.src.rfind("gpu", 0) == 0 &&

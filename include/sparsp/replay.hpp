@@ -81,6 +81,11 @@ struct ReplayResult {
   bool compute_emulated = true;    ///< compute tasks ran (false: --no-compute; transfers only)
   bool nccl_p2p_disabled = false;  ///< NCCL carried SM-driven transfers with NCCL_P2P_DISABLE
                                    ///< set (its host-memory path); validate models them staged
+  double payload_scale = 1;  ///< ReplayOptions::payload_scale of the run (validate scales the
+                             ///< plan's bytes by it)
+  // Identity of the plan replayed (trace "gpus", "model", "policy"; 0 / empty: not recorded).
+  int gpus = 0;
+  std::string model, policy;
 };
 
 /// Names of the backends compiled into this build ("host", and "cuda" when built).

@@ -28,8 +28,16 @@ replay::ReplayResult matching_trace(const plan::Plan& p) {
     for (const auto& t : L.work.transfers) {
       sim::ActivityResult a;
       a.id = t.id;
+      a.where = t.src + "->" + t.dst;
       a.end_s = 1e-4;
       a.bytes = t.bytes;
+      lr.activities.push_back(a);
+    }
+    for (const auto& c : L.work.compute) {
+      sim::ActivityResult a;
+      a.id = c.id;
+      a.is_transfer = false;
+      a.end_s = 1e-4;
       lr.activities.push_back(a);
     }
     r.layers.push_back(lr);
@@ -69,6 +77,40 @@ TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
           "t.trace.json:/layers/0/activities/1/id: trace activity \"nosuch\" is not in the plan "
           "(p.plan.json:/layers/0)");
   }
+  SUBCASE("a plan activity missing from the trace") {
+    auto t = good;
+    const std::string id = t.layers[0].activities[0].id;
+    t.layers[0].activities.erase(t.layers[0].activities.begin());
+    CHECK(error_of(*plan, t) == "t.trace.json:/layers/0/activities: the plan's activity \"" + id +
+                                    "\" (p.plan.json:/layers/0) is missing from the trace");
+  }
+  SUBCASE("bytes, endpoints or kind that differ from the plan") {
+    auto t = good;
+    t.layers[0].activities[0].bytes = 5;
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/layers/0/activities/0/bytes: replayed 5 bytes but "
+                                   "the plan moves ",
+                                   0) == 0);
+    t = good;
+    t.layers[0].activities[0].where = "gpu9->gpu8";
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/layers/0/activities/0/where: \"gpu9->gpu8\"", 0) ==
+          0);
+    t = good;
+    t.layers[0].activities[0].is_transfer = false;
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/layers/0/activities/0/is_transfer: ", 0) == 0);
+    // A scaled run (payload_scale 0.5) carries half the bytes and validates.
+    t = good;
+    t.payload_scale = 0.5;
+    for (auto& a : t.layers[0].activities) a.bytes *= 0.5;
+    CHECK(replay::validate(*plan, t, named()).ok());
+  }
+  SUBCASE("a trace of another plan: ranks, model, policy") {
+    auto t = good;
+    t.gpus = plan->gpus + 1;
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/gpus: ", 0) == 0);
+    t = good;
+    t.policy = "contiguous/ring/sync";
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/policy: ", 0) == 0);
+  }
   SUBCASE("a layer plan of another (step, layer)") {
     auto t = good;
     t.layers[0].step = 7;
@@ -85,7 +127,9 @@ TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
   SUBCASE("a plan transfer the simulator refuses: plan file, pointer into the layer plan") {
     auto p = *plan;
     p.layers[0].work.transfers[1].src = "gpu99";
-    CHECK(error_of(p, good) == "p.plan.json:/layers/0/transfers/1/src: unknown endpoint 'gpu99'");
+    auto t = good;
+    t.layers[0].activities[1].where.clear();  // (an edited plan: the trace's endpoints differ)
+    CHECK(error_of(p, t) == "p.plan.json:/layers/0/transfers/1/src: unknown endpoint 'gpu99'");
   }
   SUBCASE("no embedded topology and no --topology") {
     auto p = *plan;
@@ -105,4 +149,36 @@ TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
     o.topology_path = "/nonexistent/topo.json";
     CHECK(error_of(*plan, good, o).rfind("/nonexistent/topo.json", 0) == 0);
   }
+}
+
+TEST_CASE("trace files are checked strictly: keys, numbers, ids, makespan") {
+  const std::string head =
+      R"({"schema": "sparsp.trace", "schema_version": 1, "layers": [{"step": 0, "layer": 0, )";
+  auto err = [](const std::string& text) {
+    auto r = replay::parse_trace(text, "t.json");
+    REQUIRE(!r.ok());
+    CHECK(r.error().exit_code == 2);
+    return r.error().message;
+  };
+  const std::string act = R"({"id": "a", "start_s": 0, "end_s": 0.001, "bytes": 10})";
+  // The well-formed base parses.
+  REQUIRE(replay::parse_trace(head + R"("makespan_s": 0.001, "activities": [)" + act + "]}]}",
+                              "t.json")
+              .ok());
+  CHECK(err(R"({"schema": "sparsp.trace", "schema_version": 1, "bogus": 1, "layers": []})") ==
+        "t.json:/bogus: unknown key 'bogus'");
+  CHECK(err(R"({"schema": "sparsp.trace", "schema_version": 1, "layers": []})") ==
+        "t.json:/layers: no layer plans (an empty trace has nothing to compare)");
+  CHECK(err(head + R"("makespan_s": -1, "activities": []}]})")
+            .rfind("t.json:/layers/0/makespan_s: must be a finite number", 0) == 0);
+  CHECK(err(head + R"("makespan_s": 0, "activities": [)" + act + "]}]}") ==
+        "t.json:/layers/0/makespan_s: must be > 0 for a layer plan with activities");
+  CHECK(err(head + R"("makespan_s": 0.001, "activities": [)" + act + "," + act + "]}]}") ==
+        "t.json:/layers/0/activities/1/id: duplicate id \"a\"");
+  CHECK(err(head + R"("makespan_s": 0.001, "activities": [{"id": "a", "start_s": 0.002, "end_s": 0.001}]}]})")
+            .rfind("t.json:/layers/0/activities/0/end_s: ends before it starts", 0) == 0);
+  CHECK(err(head + R"("makespan_s": 0.001, "activities": [{"id": "a", "start_s": 0, "end_s": -1}]}]})")
+            .rfind("t.json:/layers/0/activities/0/end_s: must be a finite number", 0) == 0);
+  // A syntax error gives the line.
+  CHECK(err("{\n\"schema\": \"sparsp.trace\",\n oops}").rfind("t.json:3: invalid JSON", 0) == 0);
 }
