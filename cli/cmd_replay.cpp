@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "sparsp/replay.hpp"
+#include "sparsp/sweep.hpp"
 
 namespace sparsp::cli {
 namespace {
@@ -124,6 +125,13 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(plan.error());
       return;
     }
+    // Every output path is checked before the run, so a bad one never leaves the others written.
+    for (const std::string* path : {&ra->out, &ra->perfetto})
+      if (!path->empty())
+        if (auto st = sim::check_writable(*path); !st) {
+          ctx.exit_code = report(st.error());
+          return;
+        }
     auto res = replay::run(*plan, ra->opt);
     if (!res) {
       ctx.exit_code = report(res.error());
@@ -183,6 +191,12 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(trace.error());
       return;
     }
+    for (const std::string* path : {&va->out, &va->perfetto})
+      if (!path->empty())
+        if (auto st = sim::check_writable(*path); !st) {
+          ctx.exit_code = report(st.error());
+          return;
+        }
     va->opt.plan_source = va->plan;
     va->opt.trace_source = va->trace;
     auto rep = replay::validate(*plan, *trace, va->opt);

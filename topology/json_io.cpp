@@ -116,7 +116,12 @@ class Reader {
     const double v = number(bps ? *bps : *gbps, p);
     if (v < 0 || (v == 0 && !allow_zero))
       fail(p, "bandwidth must be > 0, got " + (bps ? bps : gbps)->dump());
-    return bps ? v : units::GBps_to_Bps(v);
+    const double out = bps ? v : units::GBps_to_Bps(v);
+    // 1 B/s .. 1e18 B/s (1 EB/s): outside, a typo or a unit mix-up, and simulated times overflow.
+    if (out != 0 && !(out >= 1 && out <= 1e18))
+      fail(p, "bandwidth must be between 1 B/s and 1e18 B/s (1e9 GB/s), got " +
+                  (bps ? bps : gbps)->dump());
+    return out;
   }
 
   // A latency given as <base>_s or <base>_us; >= 0 and finite.
@@ -128,7 +133,9 @@ class Reader {
     const Ptr p = at / (s ? "latency_s" : "latency_us");
     const double v = number(s ? *s : *us, p);
     if (v < 0) fail(p, "latency must be >= 0");
-    return s ? v : units::us_to_s(v);
+    const double out = s ? v : units::us_to_s(v);
+    if (out > 1) fail(p, "latency must be at most 1 s, got " + (s ? s : us)->dump());
+    return out;
   }
 
   const std::string& file() const { return file_; }
@@ -607,6 +614,17 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         *dst = v;
       }
       (void)r.string(*nc, at, "source", std::string());
+      if (!f.any())
+        r.fail(at, "gives no figure: expected p2p_GBps, p2p_bidir_GBps, host_GBps, host_bidir_GBps "
+                   "or a latency");
+      // Both ways together carry at least what one way alone does (NCCL 2.28 on two H200: 633 vs
+      // 367 GB/s over NVLink, 48 vs 37 GB/s through host memory).
+      if (f.p2p_bidir_Bps > 0 && f.p2p_Bps > 0 && f.p2p_bidir_Bps < f.p2p_Bps)
+        r.fail(at / "p2p_bidir_GBps", "both ways together must carry at least one way alone (" +
+                                          std::to_string(f.p2p_Bps / 1e9) + " GB/s)");
+      if (f.host_bidir_Bps > 0 && f.host_Bps > 0 && f.host_bidir_Bps < f.host_Bps)
+        r.fail(at / "host_bidir_GBps", "both ways together must carry at least one way alone (" +
+                                           std::to_string(f.host_Bps / 1e9) + " GB/s)");
     }
     return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options,
                            file, std::move(p.node_places), std::move(p.link_places));
