@@ -35,7 +35,9 @@ std::string parse_finite(const std::string& s, const std::string& what, double& 
   return {};
 }
 
-/// "a number >= 0" etc. for the messages of unparsable input.
+/// Accepts finite numbers x with ok(x). `description` is shown by --help after the type, in
+/// interval notation ("INT:[0,inf)"); `bound_text` goes into the messages: "must be >= 0, got -1",
+/// "expected a finite number >= 0, got nan".
 CLI::Validator number_validator(std::string description, std::function<bool(double)> ok,
                                 std::string bound_text) {
   return CLI::Validator(
@@ -61,19 +63,19 @@ std::string type_words(const std::string& type) {
 }  // namespace
 
 CLI::Validator at_least(double lo) {
-  return number_validator(">= " + number_text(lo), [lo](double x) { return x >= lo; },
+  return number_validator("[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; },
                           ">= " + number_text(lo));
 }
 
 CLI::Validator between(double lo, double hi) {
   const std::string b = "between " + number_text(lo) + " and " + number_text(hi);
-  return number_validator("[" + number_text(lo) + ", " + number_text(hi) + "]",
+  return number_validator("[" + number_text(lo) + "," + number_text(hi) + "]",
                           [lo, hi](double x) { return x >= lo && x <= hi; }, b);
 }
 
 CLI::Validator above_up_to(double lo, double hi) {
   const std::string b = "in (" + number_text(lo) + ", " + number_text(hi) + "]";
-  return number_validator("(" + number_text(lo) + ", " + number_text(hi) + "]",
+  return number_validator("(" + number_text(lo) + "," + number_text(hi) + "]",
                           [lo, hi](double x) { return x > lo && x <= hi; }, b);
 }
 
@@ -107,6 +109,7 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
     sub = subs.front();
     where += (where.empty() ? "" : " ") + sub->get_name();
   }
+  const std::string help = "sparsp " + (where.empty() ? "" : where + " ") + "--help";
   std::string msg = error.what();
   std::smatch m;
   static const std::regex conversion(R"(^Could not convert: (\S+) = (.*)$)");
@@ -119,13 +122,13 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
     msg = m[1].str() + ": expected " + type_words(o ? o->get_type_name() : "") + ", got '" +
           m[2].str() + "'";
   } else if (std::regex_match(msg, m, required)) {
-    msg = m[1].str() + ": required but not given (see " + std::string("--help") + ")";
+    msg = m[1].str() + ": required but not given (see " + help + ")";
   } else if (std::regex_match(msg, m, excludes)) {
     msg = m[2].str() + ": cannot be combined with " + m[1].str();
   } else if (std::regex_match(msg, m, mismatch)) {
     msg = m[1].str() + ": expected a value (" + m[2].str() + ")";
   } else if (std::regex_match(msg, m, extras)) {
-    msg = "unexpected argument(s): " + m[1].str() + " (see --help)";
+    msg = "unexpected argument(s): " + m[1].str() + " (see " + help + ")";
   } else if (!msg.empty() && msg[0] >= 'A' && msg[0] <= 'Z' && msg.find(':') == std::string::npos) {
     msg[0] = static_cast<char>(msg[0] - 'A' + 'a');  // "A subcommand is required" and the like
   }
