@@ -20,8 +20,9 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error);
 
 // Option validators with readable bounds. Each accepts a finite number (NaN and infinities are
 // rejected) and names the bound and the value given, e.g. at_least(0) on "-1":
-// "must be >= 0, got -1"; --help shows the interval ("INT:[0,inf)"). Integer options are still converted by CLI11 afterwards (a fraction
-// or an out-of-range integer is then reported by report_parse_error).
+// "must be >= 0, got -1"; --help shows the interval ("INT:[0,inf)"). Integer options are still
+// converted by CLI11 afterwards (a fraction or an out-of-range integer is then reported by
+// report_parse_error).
 
 /// A finite number >= lo.
 CLI::Validator at_least(double lo);

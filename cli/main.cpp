@@ -63,20 +63,22 @@ std::string type_words(const std::string& type) {
 }  // namespace
 
 CLI::Validator at_least(double lo) {
-  return number_validator("[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; },
-                          ">= " + number_text(lo));
+  return number_validator(
+      "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
 }
 
 CLI::Validator between(double lo, double hi) {
   const std::string b = "between " + number_text(lo) + " and " + number_text(hi);
-  return number_validator("[" + number_text(lo) + "," + number_text(hi) + "]",
-                          [lo, hi](double x) { return x >= lo && x <= hi; }, b);
+  return number_validator(
+      "[" + number_text(lo) + "," + number_text(hi) + "]",
+      [lo, hi](double x) { return x >= lo && x <= hi; }, b);
 }
 
 CLI::Validator above_up_to(double lo, double hi) {
   const std::string b = "in (" + number_text(lo) + ", " + number_text(hi) + "]";
-  return number_validator("(" + number_text(lo) + "," + number_text(hi) + "]",
-                          [lo, hi](double x) { return x > lo && x <= hi; }, b);
+  return number_validator(
+      "(" + number_text(lo) + "," + number_text(hi) + "]",
+      [lo, hi](double x) { return x > lo && x <= hi; }, b);
 }
 
 CLI::Validator finite_number() {

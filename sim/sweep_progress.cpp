@@ -37,9 +37,12 @@ constexpr double kMinRateElapsed_s = 0.2;
 /// x (>= 0, < 1e3 after scaling) with 3 significant digits, at least one decimal below 100.
 std::string fmt3(double x) {
   char buf[32];
-  if (x >= 99.95) std::snprintf(buf, sizeof buf, "%.0f", x);
-  else if (x >= 9.995 || x < 1e-9) std::snprintf(buf, sizeof buf, "%.1f", x);
-  else std::snprintf(buf, sizeof buf, "%.2f", x);
+  if (x >= 99.95)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else if (x >= 9.995 || x < 1e-9)
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f", x);
   return buf;
 }
 
@@ -91,9 +94,9 @@ void ProgressMeter::update(int64_t done, bool final) {
     std::snprintf(stats, sizeof stats, "%lld/%lld %s", static_cast<long long>(done),
                   static_cast<long long>(total_), unit_.c_str());
   else
-    std::snprintf(stats, sizeof stats, "%lld/%lld %s, %s %s/s, %s %s",
-                  static_cast<long long>(done), static_cast<long long>(total_), unit_.c_str(),
-                  format_rate(rate).c_str(), unit_.c_str(), final ? "elapsed" : "ETA",
+    std::snprintf(stats, sizeof stats, "%lld/%lld %s, %s %s/s, %s %s", static_cast<long long>(done),
+                  static_cast<long long>(total_), unit_.c_str(), format_rate(rate).c_str(),
+                  unit_.c_str(), final ? "elapsed" : "ETA",
                   format_duration(final ? elapsed : eta).c_str());
   if (mode_ == ProgressMode::bar) {
     constexpr int kWidth = 30;

@@ -87,8 +87,7 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
       {"calibrate --iterations 0", "calibrate: --iterations: must be >= 1, got 0"},
       {"calibrate --max-bytes -1", "calibrate: --max-bytes: must be >= 1, got -1"},
       // Other parse errors, same shape.
-      {"replay --timeout-s 1",
-       "replay: --plan: required but not given (see sparsp replay --help)"},
+      {"replay --timeout-s 1", "replay: --plan: required but not given (see sparsp replay --help)"},
       {"replay --plan", "replay: --plan: expected a value (TEXT)"},
       {"simulate --bogus",
        "simulate: unexpected argument(s): --bogus (see sparsp simulate --help)"},
@@ -101,19 +100,20 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
     CHECK(r.out == "sparsp: " + c.err + "\n");
   }
   // Measuring options with --from: refused, whichever side CLI11 reports them from.
-  for (const std::string flag : {"--devices 0", "--iterations 3", "--max-bytes 1e6", "--no-nccl",
-                                 "-o m.json", "--json"}) {
+  for (const std::string flag :
+       {"--devices 0", "--iterations 3", "--max-bytes 1e6", "--no-nccl", "-o m.json", "--json"}) {
     CAPTURE(flag);
     const Run r = run("calibrate --from M --topology-out x.json " + flag);
     CHECK(r.rc == 2);
     const std::string name = flag == "-o m.json" ? "--output" : flag.substr(0, flag.find(' '));
-    const bool named = r.out == "sparsp: calibrate: " + name + ": cannot be combined with --from\n" ||
-                       r.out == "sparsp: calibrate: --from: cannot be combined with " + name + "\n";
+    const bool named =
+        r.out == "sparsp: calibrate: " + name + ": cannot be combined with --from\n" ||
+        r.out == "sparsp: calibrate: --from: cannot be combined with " + name + "\n";
     CHECK_MESSAGE(named, r.out);
   }
 }
 
-TEST_CASE("cli: --help and --version still exit 0 on stdout; help shows plain defaults") {
+TEST_CASE("cli: --help and --version still exit 0 on stdout, help shows plain defaults") {
   for (const std::string cmd : {"--help", "--version", "replay --help", "calibrate --help",
                                 "topo import --help", "sweep --help"}) {
     CAPTURE(cmd);
@@ -135,7 +135,7 @@ TEST_CASE("cli: --help and --version still exit 0 on stdout; help shows plain de
   CHECK(run("--help", false).out.find("Attention-sparsity patterns") != std::string::npos);
 }
 
-TEST_CASE("cli: sim run --trace into a folder exits 2 naming the path; comm_sms <= sm_count") {
+TEST_CASE("cli: sim run --trace into a folder exits 2 naming the path, comm_sms <= sm_count") {
   const fs::path d = fs::temp_directory_path() / "sparsp_cli_errors_test";
   fs::remove_all(d);
   fs::create_directories(d);
