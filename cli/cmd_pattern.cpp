@@ -46,7 +46,9 @@ void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
   if (model_required) m->required();
   c->add_option("--kind", a.opt.kind, "dense|sta|radial|svg|topk|cdf|random")
       ->capture_default_str();
-  c->add_option("--block", a.opt.block_tokens, "tokens per block")->capture_default_str();
+  c->add_option("--block", a.opt.block_tokens, "tokens per block")
+      ->capture_default_str()
+      ->check(at_least(1));
   c->add_option("--order", a.opt.order, "raster|tile (default: tile for sta, raster otherwise)");
   c->add_option("--tile", a.tile, "tile shape t,h,w (default 6,8,8 for sta, 4,4,4 for tile order)");
   c->add_option("--window", a.window, "sta window in tiles t,h,w (default 3,3,3)");
@@ -54,18 +56,26 @@ void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
                 "per-layer/per-head JSON table (sta windows, svg heads)");
   c->add_option("--density", a.opt.density,
                 "random: keep probability; topk: k = ceil(density*blocks)")
-      ->capture_default_str();
-  c->add_option("--seed", a.opt.seed, "RNG seed")->capture_default_str();
+      ->capture_default_str()
+      ->check(between(0, 1));
+  c->add_option("--seed", a.opt.seed, "RNG seed")->capture_default_str()->check(at_least(0));
   c->add_option("--topk", a.opt.topk, "topk: KV blocks per query block (0: from --density)")
-      ->capture_default_str();
-  c->add_option("--threshold", a.opt.threshold, "cdf: softmax mass to keep")->capture_default_str();
-  c->add_option("--decay", a.opt.decay, "radial: decay factor")->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
+  c->add_option("--threshold", a.opt.threshold, "cdf: softmax mass to keep")
+      ->capture_default_str()
+      ->check(above_up_to(0, 1));
+  c->add_option("--decay", a.opt.decay, "radial: decay factor")
+      ->capture_default_str()
+      ->check(finite_number());
   c->add_option("--band-frames", a.opt.svg_band_frames, "svg: band width in frames")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   c->add_option("--spatial-ratio", a.opt.svg_spatial_ratio, "svg: fraction of spatial heads")
-      ->capture_default_str();
-  c->add_option("--steps", a.opt.steps, "denoising steps (0: the model's)");
-  c->add_option("--layers", a.opt.layers, "layers (0: the model's)");
+      ->capture_default_str()
+      ->check(between(0, 1));
+  c->add_option("--steps", a.opt.steps, "denoising steps (0: the model's)")->check(at_least(0));
+  c->add_option("--layers", a.opt.layers, "layers (0: the model's)")->check(at_least(0));
   c->add_option("--q", a.opt.q_path, "topk/cdf: Q dump .npy [H, tokens, head_dim]");
   c->add_option("--k", a.opt.k_path, "topk/cdf: K dump .npy [H, tokens, head_dim]");
 }
@@ -124,13 +134,13 @@ nlohmann::json stats_json(pt::Pattern& p, const pt::PatternStats& s) {
 
 void add_pattern_commands(CLI::App& app, Context& ctx) {
   auto* pat =
-      app.add_subcommand("pattern", "attention-sparsity patterns: generate, inspect, convert");
+      app.add_subcommand("pattern", "Attention-sparsity patterns: generate, inspect, convert");
   pat->require_subcommand(1);
 
   {  // gen
     auto a = std::make_shared<PatternArgs>();
     auto out = std::make_shared<std::string>();
-    auto* c = pat->add_subcommand("gen", "generate a pattern and write it (.spm native or .npy)");
+    auto* c = pat->add_subcommand("gen", "Generate a pattern and write it (.spm native or .npy)");
     add_generator_flags(c, *a, true);
     c->add_option("-o,--output", *out, "output file (.spm or .npy)")->required();
     c->callback([a, out, &ctx] {
@@ -148,10 +158,10 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     auto file = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
     auto max_steps = std::make_shared<int>(0);
-    auto* c = pat->add_subcommand("stats", "densities and locality of a pattern file or generator");
+    auto* c = pat->add_subcommand("stats", "Densities and locality of a pattern file or generator");
     c->add_option("file", *file, "pattern file (.spm, or .npy/.npz with --model)");
     add_generator_flags(c, *a, false);
-    c->add_option("--max-steps", *max_steps, "only the first N steps (0: all)");
+    c->add_option("--max-steps", *max_steps, "only the first N steps (0: all)")->check(at_least(0));
     c->add_flag("--json", *json, "JSON output");
     c->callback([a, file, json, max_steps, &ctx] {
       auto p = open_pattern(*a, *file);
@@ -191,11 +201,13 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     auto in = std::make_shared<std::string>();
     auto out = std::make_shared<std::string>();
     auto* c =
-        pat->add_subcommand("convert", "convert between .npy/.npz and the native .spm format");
+        pat->add_subcommand("convert", "Convert between .npy/.npz and the native .spm format");
     c->add_option("input", *in, "input (.npy, .npz or .spm)")->required();
     c->add_option("-o,--output", *out, "output (.spm or .npy)")->required();
     c->add_option("--model", a->model, "model preset or JSON (needed for .npy/.npz layouts)");
-    c->add_option("--block", a->opt.block_tokens, "tokens per block")->capture_default_str();
+    c->add_option("--block", a->opt.block_tokens, "tokens per block")
+        ->capture_default_str()
+        ->check(at_least(1));
     c->add_option("--order", a->opt.order, "raster|tile");
     c->add_option("--tile", a->tile, "tile shape t,h,w");
     c->callback([a, in, out, &ctx] {

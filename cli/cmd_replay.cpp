@@ -81,25 +81,31 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "rank -> device list, e.g. 0,1 or 0,0 (ranks on one GPU)");
   r->add_option("--backend", ra->opt.backend, "cuda | host")->capture_default_str();
   r->add_option("--warmup", ra->opt.warmup, "untimed iterations per layer plan")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   r->add_option("--iterations", ra->opt.iterations, "timed iterations per layer plan (medians)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(1));
   r->add_option("-o,--output", ra->out, "trace JSON (schema sparsp.trace)");
   r->add_option("--perfetto", ra->perfetto, "also write a Perfetto / Chrome trace JSON");
   r->add_option("--payload-scale", ra->opt.payload_scale, "shrink payloads by this factor (0,1]")
-      ->capture_default_str();
-  r->add_option("--max-layers", ra->opt.max_layers, "replay only the first N layer plans (0: all)");
+      ->capture_default_str()
+      ->check(above_up_to(0, 1));
+  r->add_option("--max-layers", ra->opt.max_layers, "replay only the first N layer plans (0: all)")
+      ->check(at_least(0));
   r->add_option("--comm-sms", ra->opt.default_comm_sms,
                 "SMs of a copy kernel when the plan gives none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(1));
   r->add_option("--compute-sms", ra->opt.compute_sms,
                 "SMs a compute task keeps busy (0: the device's SMs / ranks on it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   r->add_option("--timeout-s", ra->opt.timeout_s,
                 "abort (exit 1) when one iteration or set-up step makes no progress this long; "
                 "0: never")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
   r->add_flag("--no-nccl", ra->no_nccl,
               "SM-driven transfers run as copy kernels instead of NCCL send/recv");
@@ -170,7 +176,9 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   v->add_option("--trace", va->trace, "trace JSON written by sparsp replay -o")->required();
   v->add_option("--topology", va->opt.topology_path,
                 "topology to simulate on (default: the plan's)");
-  v->add_option("--top", va->opt.top_outliers, "outliers to list")->capture_default_str();
+  v->add_option("--top", va->opt.top_outliers, "outliers to list")
+      ->capture_default_str()
+      ->check(at_least(0));
   v->add_option("-o,--output", va->out, "also write the JSON report here");
   v->add_option("--perfetto", va->perfetto,
                 "write measurement and simulation side by side (Perfetto JSON)");
@@ -225,21 +233,34 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   auto ca = std::make_shared<CalibrateArgs>();
   CLI::App* c = app.add_subcommand(
       "calibrate", "Measure the machine (nvbandwidth-style) and write a topology JSON");
-  c->add_option("--devices", ca->devices, "devices to measure (default: all)");
-  c->add_option("-o,--output", ca->out, "machine JSON (discovery, measurements, fits)");
-  c->add_option("--from", ca->from,
-                "rebuild the topology from this machine JSON instead of measuring");
+  CLI::Option* devices =
+      c->add_option("--devices", ca->devices, "devices to measure (default: all)");
+  CLI::Option* output =
+      c->add_option("-o,--output", ca->out, "machine JSON (discovery, measurements, fits)");
+  CLI::Option* from = c->add_option(
+      "--from", ca->from,
+      "rebuild the topology from this machine JSON instead of measuring (needs --topology-out; "
+      "the measuring options do not apply)");
   c->add_option("--topology-out", ca->topology_out,
                 "topology JSON for the simulator (default: <output stem>.topology.json)");
   c->add_option("--virtual-ranks", ca->opt.virtual_ranks,
-                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)");
-  c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")
-      ->capture_default_str();
-  c->add_option("--max-bytes", ca->opt.max_bytes, "largest size of the sweep")
-      ->capture_default_str();
-  c->add_flag("--json", ca->json, "print the fits as JSON");
-  c->add_flag("!--no-nccl", ca->opt.nccl,
-              "skip the NCCL send/recv measurements (default transports and host path)");
+                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)")
+      ->check(at_least(0));
+  CLI::Option* iterations =
+      c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")
+          ->capture_default_str()
+          ->check(at_least(1));
+  CLI::Option* max_bytes =
+      c->add_option("--max-bytes", ca->opt.max_bytes, "largest size of the sweep (bytes)")
+          ->type_name("BYTES")
+          ->default_str("268435456")
+          ->check(at_least(1));
+  CLI::Option* json = c->add_flag("--json", ca->json, "print the fits as JSON");
+  CLI::Option* no_nccl = c->add_flag_callback(
+      "--no-nccl", [ca] { ca->opt.nccl = false; },
+      "skip the NCCL send/recv measurements (default transports and host path)");
+  // --from reads an earlier measurement: options of a measurement are errors with it.
+  for (CLI::Option* o : {devices, output, iterations, max_bytes, json, no_nccl}) from->excludes(o);
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);
     if (!devs) {

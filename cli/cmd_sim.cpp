@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "sparsp/sim.hpp"
+#include "sparsp/sweep.hpp"
 #include "sparsp/topology.hpp"
 
 namespace sparsp::cli {
@@ -29,11 +30,14 @@ Status write_atomically(const std::string& path, const std::string& text) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": rename failed: " + ec.message(), 1};
+  if (ec) return input_error(path, "", "cannot write: " + ec.message());
   return Ok{};
 }
 
 int run_sim(const SimRunOptions& o) {
+  // The trace is written after the run: refuse a folder or an unwritable path now.
+  if (!o.trace.empty())
+    if (auto st = sim::check_writable(o.trace); !st) return report(st.error());
   auto topo = topology::Topology::load(o.topology);
   if (!topo) return report(topo.error());
   auto work = sim::load_workload(o.workload);

@@ -72,7 +72,7 @@ Status write_file(const std::string& dir, const std::string& name, const std::st
     if (!out) return Error{tmp + ": write failed", 1};
   }
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path.string() + ": rename failed: " + ec.message(), 1};
+  if (ec) return input_error(path.string(), "", "cannot write: " + ec.message());
   return Ok{};
 }
 
@@ -250,24 +250,32 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--topology", args->topology, "topology preset or JSON file (overrides the study)");
   cmd->add_option("--model", args->model, "model preset or JSON file");
   cmd->add_option("--pattern", args->pattern, "pattern kind (sta, radial, topk, ...) or recorded mask file");
-  cmd->add_option("--block", args->block, "tokens per block");
+  cmd->add_option("--block", args->block, "tokens per block")->check(at_least(1));
   cmd->add_option("--tile", args->tile, "tile shape T,H,W");
   cmd->add_option("--window", args->window, "STA window in tiles T,H,W");
-  cmd->add_option("--density", args->density, "density (random, topk without --topk)");
-  cmd->add_option("--seed", args->seed, "RNG seed of the pattern generator");
-  cmd->add_option("--topk", args->topk, "KV blocks kept per query block (topk)");
-  cmd->add_option("--threshold", args->threshold, "softmax mass to keep (cdf)");
-  cmd->add_option("--decay", args->decay, "band decay factor (radial)");
-  cmd->add_option("--gpus", args->gpus, "sequence-parallel degree: the first N GPUs of the topology");
+  cmd->add_option("--density", args->density, "density (random, topk without --topk)")
+      ->check(between(0, 1));
+  cmd->add_option("--seed", args->seed, "RNG seed of the pattern generator")->check(at_least(0));
+  cmd->add_option("--topk", args->topk, "KV blocks kept per query block (topk)")
+      ->check(at_least(0));
+  cmd->add_option("--threshold", args->threshold, "softmax mass to keep (cdf)")
+      ->check(above_up_to(0, 1));
+  cmd->add_option("--decay", args->decay, "band decay factor (radial)")->check(finite_number());
+  cmd->add_option("--gpus", args->gpus,
+                  "sequence-parallel degree: the first N GPUs of the topology")
+      ->check(at_least(1));
   cmd->add_option("--granularity", args->granularity, "demand granularity: block | head_block");
   cmd->add_option("--policy", args->policies,
                   "PLACEMENT/SCHEME/RUNTIME[:key=value,...] (repeatable; replaces the study's list; "
                   "route=host_staged forces host staging)");
   cmd->add_option("--baseline", args->baseline, "policy the speedups are relative to");
-  cmd->add_option("--steps", args->steps, "simulate the first N denoising steps (e2e extrapolated)");
-  cmd->add_option("--layers", args->layers, "simulate the first N layers (step extrapolated)");
+  cmd->add_option("--steps", args->steps, "simulate the first N denoising steps (e2e extrapolated)")
+      ->check(at_least(1));
+  cmd->add_option("--layers", args->layers, "simulate the first N layers (step extrapolated)")
+      ->check(at_least(1));
   cmd->add_option("--attention-efficiency", args->attention_efficiency,
-                  "fraction of the GPU's dense bf16 peak reached by attention kernels");
+                  "fraction of the GPU's dense bf16 peak reached by attention kernels")
+      ->check(above_up_to(0, 1));
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output");
   cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");

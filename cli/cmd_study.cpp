@@ -148,17 +148,17 @@ void add_study_commands(CLI::App& app, Context& ctx) {
         "parallel, streamed to CSV or JSON Lines; rerun with the same output to resume");
     c->add_option("--config,-c", a->config, "sweep JSON (schema: docs/STUDIES.md)")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(existing_file());
     c->add_option("--output,-o", a->output, "results file: .csv or .jsonl")->required();
     c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     c->add_flag("--restart", a->restart, "discard earlier output instead of resuming");
     c->add_option("--progress", a->progress,
                   "progress on stderr: auto (a bar on a terminal, else lines), bar, lines, off")
         ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
     c->add_option("--progress-interval", a->progress_interval_s,
                   "seconds between plain progress lines")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     c->add_flag("--json", a->json, "print the run summary as JSON");
     c->callback([a, &ctx] { ctx.exit_code = run_sweep_command(*a); });
   }
@@ -171,17 +171,16 @@ void add_study_commands(CLI::App& app, Context& ctx) {
         "margin over the default, the top-N table; write the tuned policy JSON");
     c->add_option("--config,-c", a->config, "tune JSON (schema: docs/STUDIES.md)")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(existing_file());
     c->add_option("--output,-o", a->output, "tuned policy JSON (overrides the file's \"output\")");
     c->add_option("--study-output", a->study_output,
                   "tuned study JSON (the whole study with the best parameters)");
     c->add_option("--budget", a->budget, "maximum distinct evaluations (overrides the file)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--seed", a->seed, "search seed (overrides the file)")
-        ->check(CLI::NonNegativeNumber);
-    c->add_option("--top", a->top, "rows of the top-N table")->check(CLI::PositiveNumber);
+        ->check(at_least(1));
+    c->add_option("--seed", a->seed, "search seed (overrides the file)")->check(at_least(0));
+    c->add_option("--top", a->top, "rows of the top-N table")->check(at_least(1));
     c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     c->add_flag("--json", a->json, "print the result as JSON");
     c->callback([a, &ctx] { ctx.exit_code = run_tune_command(*a); });
   }

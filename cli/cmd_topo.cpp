@@ -162,7 +162,7 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
   import
       ->add_option("--pcie-gen", args->pcie_gen,
                    "PCIe generation of every link (default: the input's, else 4)")
-      ->check(CLI::Range(1, 6));
+      ->check(between(1, 6));
   import
       ->add_option("--pcie-width", args->pcie_width,
                    "PCIe width of every link (default: the input's, else 16)")

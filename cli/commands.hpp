@@ -14,6 +14,27 @@ struct Context {
 /// Prints "sparsp: <message>" on stderr and returns the error's exit code.
 int report(const Error& error);
 
+/// Prints a CLI11 parse error as one line "sparsp: <subcommand>: <option>: <message>" on stderr
+/// and returns 2; --help and --version print their text on stdout and return 0.
+int report_parse_error(const CLI::App& app, const CLI::ParseError& error);
+
+// Option validators with readable bounds. Each accepts a finite number (NaN and infinities are
+// rejected) and names the bound and the value given, e.g. at_least(0) on "-1":
+// "must be >= 0, got -1"; --help shows the interval ("INT:[0,inf)"). Integer options are still
+// converted by CLI11 afterwards (a fraction or an out-of-range integer is then reported by
+// report_parse_error).
+
+/// A finite number >= lo.
+CLI::Validator at_least(double lo);
+/// A finite number in [lo, hi].
+CLI::Validator between(double lo, double hi);
+/// A finite number in (lo, hi].
+CLI::Validator above_up_to(double lo, double hi);
+/// Any finite number.
+CLI::Validator finite_number();
+/// An existing regular file (not a directory).
+CLI::Validator existing_file();
+
 void add_topo_commands(CLI::App& app, Context& ctx);
 void add_pattern_commands(CLI::App& app, Context& ctx);
 void add_sim_commands(CLI::App& app, Context& ctx);        // `sim run`

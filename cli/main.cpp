@@ -1,7 +1,12 @@
 // sparsp: thin command-line layer over the libraries (parse options, call one library function,
 // map the result to an exit code). Exit codes: 0 success, 1 run-time failure, 2 bad input.
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "commands.hpp"
 #include "sparsp/version.hpp"
@@ -11,6 +16,131 @@ int report(const Error& error) {
   std::cerr << "sparsp: " << error.message << "\n";
   return error.exit_code;
 }
+
+namespace {
+
+/// Shortest text that reads back as `x` (1, 0.5, 268435456, 1e+300).
+std::string number_text(double x) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+
+/// Parses the whole of `s` as a finite number; an error text naming `what` otherwise.
+std::string parse_finite(const std::string& s, const std::string& what, double& x) {
+  char* end = nullptr;
+  x = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) return "expected " + what + ", got '" + s + "'";
+  if (!std::isfinite(x)) return "expected " + what + ", got " + s;
+  return {};
+}
+
+/// Accepts finite numbers x with ok(x). `description` is shown by --help after the type, in
+/// interval notation ("INT:[0,inf)"); `bound_text` goes into the messages: "must be >= 0, got -1",
+/// "expected a finite number >= 0, got nan".
+CLI::Validator number_validator(std::string description, std::function<bool(double)> ok,
+                                std::string bound_text) {
+  return CLI::Validator(
+      [ok = std::move(ok), bound_text](std::string& s) -> std::string {
+        double x = 0;
+        if (auto err = parse_finite(s, "a finite number " + bound_text, x); !err.empty())
+          return err;
+        if (!ok(x)) return "must be " + bound_text + ", got " + s;
+        return {};
+      },
+      std::move(description));
+}
+
+/// How a CLI11 type name reads in a message.
+std::string type_words(const std::string& type) {
+  if (type.rfind("UINT", 0) == 0) return "a non-negative integer (malformed or out of range)";
+  if (type.rfind("INT", 0) == 0) return "an integer (malformed or out of range)";
+  if (type.rfind("FLOAT", 0) == 0) return "a number";
+  if (type.empty()) return "a value of this option";
+  return type;
+}
+
+}  // namespace
+
+CLI::Validator at_least(double lo) {
+  return number_validator(
+      "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
+}
+
+CLI::Validator between(double lo, double hi) {
+  const std::string b = "between " + number_text(lo) + " and " + number_text(hi);
+  return number_validator(
+      "[" + number_text(lo) + "," + number_text(hi) + "]",
+      [lo, hi](double x) { return x >= lo && x <= hi; }, b);
+}
+
+CLI::Validator above_up_to(double lo, double hi) {
+  const std::string b = "in (" + number_text(lo) + ", " + number_text(hi) + "]";
+  return number_validator(
+      "(" + number_text(lo) + "," + number_text(hi) + "]",
+      [lo, hi](double x) { return x > lo && x <= hi; }, b);
+}
+
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double x = 0;
+        return parse_finite(s, "a finite number", x);
+      },
+      "FINITE");
+}
+
+CLI::Validator existing_file() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::error_code ec;
+        const auto st = std::filesystem::status(s, ec);
+        if (!std::filesystem::exists(st)) return s + ": no such file";
+        if (std::filesystem::is_directory(st)) return s + ": is a directory, not a file";
+        return {};
+      },
+      "FILE");
+}
+
+int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == 0) return app.exit(error) == 0 ? 0 : 2;  // --help, --version
+  // The subcommand being parsed: the chain of parsed subcommands ("topo import").
+  std::string where;
+  const CLI::App* sub = &app;
+  for (auto subs = sub->get_subcommands(); !subs.empty(); subs = sub->get_subcommands()) {
+    sub = subs.front();
+    where += (where.empty() ? "" : " ") + sub->get_name();
+  }
+  const std::string help = "sparsp " + (where.empty() ? "" : where + " ") + "--help";
+  std::string msg = error.what();
+  std::smatch m;
+  static const std::regex conversion(R"(^Could not convert: (\S+) = (.*)$)");
+  static const std::regex required(R"(^(\S+) is required$)");
+  static const std::regex excludes(R"(^(\S+) excludes (\S+)$)");
+  static const std::regex mismatch(R"(^(\S+): \d+ required (\S+) missing$)");
+  static const std::regex extras(R"(^The following arguments? (?:was|were) not expected: (.*)$)");
+  if (std::regex_match(msg, m, conversion)) {
+    const CLI::Option* o = sub->get_option_no_throw(m[1].str());
+    msg = m[1].str() + ": expected " + type_words(o ? o->get_type_name() : "") + ", got '" +
+          m[2].str() + "'";
+  } else if (std::regex_match(msg, m, required)) {
+    msg = m[1].str() + ": required but not given (see " + help + ")";
+  } else if (std::regex_match(msg, m, excludes)) {
+    msg = m[2].str() + ": cannot be combined with " + m[1].str();
+  } else if (std::regex_match(msg, m, mismatch)) {
+    msg = m[1].str() + ": expected a value (" + m[2].str() + ")";
+  } else if (std::regex_match(msg, m, extras)) {
+    msg = "unexpected argument(s): " + m[1].str() + " (see " + help + ")";
+  } else if (!msg.empty() && msg[0] >= 'A' && msg[0] <= 'Z' && msg.find(':') == std::string::npos) {
+    msg[0] = static_cast<char>(msg[0] - 'A' + 'a');  // "A subcommand is required" and the like
+  }
+  // Keep it one line.
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  std::cerr << "sparsp: " << (where.empty() ? "" : where + ": ") << msg << "\n";
+  return 2;
+}
+
 }  // namespace sparsp::cli
 
 int main(int argc, char** argv) {
@@ -30,8 +160,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return sparsp::cli::report_parse_error(app, e);
   }
   return ctx.exit_code;
 }

@@ -17,7 +17,7 @@ Common options: --where COL=VALUE / COL~TEXT (repeatable row filters), --facet C
 per value), --by COL (line grouping), --logx, --title, --ylabel.
 OUT is a path without extension: OUT.png and OUT.svg are written. A column name that is not in
 the results (--x, --y, --by, --facet, --where, or their defaults) is an error (exit 2) listing the
-columns. Rows with status != "ok" are left out (and counted on stderr). Rows are grouped by `--by` (default: the first of
+columns; so is an unreadable or malformed input file (one line "plot: FILE: what", exit 2). Rows with status != "ok" are left out (and counted on stderr). Rows are grouped by `--by` (default: the first of
 policy / name / scheme present); several rows for the same (group, x) are averaged and said so.
 """
 import argparse
@@ -39,6 +39,14 @@ matplotlib.rcParams["svg.fonttype"] = "none"
 METADATA = {"svg": {"Date": None}, "png": {"Software": None}}
 
 
+class InputError(Exception):
+    """Bad input: main prints "plot: <message>" on stderr and exits 2."""
+
+
+def fail(message):
+    raise InputError(message)
+
+
 def apply_where(rows, wheres):
     """--where COL=VALUE (equal, as printed) or COL~TEXT (contains); all must hold."""
     for w in wheres or []:
@@ -49,9 +57,9 @@ def apply_where(rows, wheres):
             col, val = w.split("=", 1)
             rows = [r for r in rows if label(r.get(col)) == val]
         else:
-            sys.exit(f"plot: --where {w}: expected COL=VALUE or COL~TEXT")
+            fail(f"--where {w}: expected COL=VALUE or COL~TEXT")
         if not rows:
-            sys.exit(f"plot: --where {w}: no rows left")
+            fail(f"--where {w}: no rows left")
     return rows
 
 
@@ -65,9 +73,15 @@ def read_rows(path):
             columns = list(reader.fieldnames or [])
     else:
         with open(path) as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 if line.endswith("\n"):
-                    rows.append(json.loads(line))
+                    try:
+                        row = json.loads(line)
+                    except ValueError as e:
+                        fail(f"{path}:{number}: not a JSON Lines row ({e})")
+                    if not isinstance(row, dict):
+                        fail(f"{path}:{number}: not a JSON object")
+                    rows.append(row)
         columns = list(OrderedDict.fromkeys(k for r in rows for k in r))
     ok = [r for r in rows if r.get("status", "ok") == "ok"]
     if len(ok) != len(rows):
@@ -147,7 +161,7 @@ def series(rows, x, y, by, facet_value=None, facet=None):
         out[g] = pts
     if not out:
         cols = ", ".join(rows[0].keys()) if rows else "none"
-        sys.exit(f"plot: no numeric values of column '{y}' (columns: {cols})")
+        fail(f"{args.results}: no numeric values of column '{y}' (columns: {cols})")
     if averaged:
         print(f"plot: several rows per ({by}, {x}): {y} averaged", file=sys.stderr)
     return out
@@ -225,8 +239,21 @@ def cmd_bars(args):
 
 def load_trace(path):
     with open(path) as f:
-        doc = json.load(f)
+        try:
+            doc = json.load(f)
+        except ValueError as e:
+            fail(f"{path}: not a JSON trace ({e})")
+    try:
+        return read_trace_events(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        fail(f"{path}: not a Chrome/Perfetto trace (an event: {what})")
+
+
+def read_trace_events(doc):
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise TypeError("traceEvents is not a list")
     pnames, tnames = {}, {}
     spans, counters = [], defaultdict(list)
     for e in events:
@@ -236,6 +263,8 @@ def load_trace(path):
         elif ph == "M" and e.get("name") == "thread_name":
             tnames[(e["pid"], e["tid"])] = e["args"]["name"]
         elif ph == "X":
+            # Fields the Gantt chart reads: a KeyError/ValueError here names a malformed event.
+            e["pid"], e["tid"], float(e["ts"]), float(e.get("dur", 0))
             spans.append(e)
         elif ph == "C":
             for k, v in (e.get("args") or {}).items():
@@ -262,7 +291,7 @@ def kind_of(track, span):
 def cmd_gantt(args):
     pnames, tnames, spans, counters = load_trace(args.trace)
     if not spans:
-        sys.exit(f"plot: {args.trace}: no complete ('X') events")
+        fail(f"{args.trace}: no complete ('X') events")
     tracks = OrderedDict()
     for s in sorted(spans, key=lambda s: (s["pid"], s["tid"], float(s["ts"]))):
         key = (s["pid"], s["tid"])
@@ -339,11 +368,26 @@ def main(argv=None):
     g.add_argument("--title", default=None)
     g.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
+    try:
+        run(args)
+    except InputError as e:
+        print(f"plot: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print(f"plot: {e.filename or args.output}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(2)
+    except UnicodeDecodeError as e:
+        path = getattr(args, "results", None) or getattr(args, "trace", None)
+        print(f"plot: {path}: not a text file ({e.reason})", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(args):
     if args.cmd == "speedup":
         line_plot(args, "speedup", y_label=args.ylabel)
     elif args.cmd == "line":
         if not args.y:
-            sys.exit("plot: line needs --y")
+            fail("line needs --y")
         line_plot(args, args.y, y_label=args.ylabel)
     elif args.cmd == "volume":
         if args.y in (None, "volume_bytes"):

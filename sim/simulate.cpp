@@ -160,6 +160,12 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
         k.sm_gpus[0] = src_gpu;
         k.sm_gpus[1] = dst_gpu == src_gpu ? -1 : dst_gpu;
         k.comm_sms = t.comm_sms;
+        for (const int g : {src_gpu, dst_gpu})
+          if (g >= 0 && topo.gpu(g).sm_count > 0 && t.comm_sms > topo.gpu(g).sm_count)
+            return input_error(file, ptr("transfers", i, "comm_sms"),
+                               std::to_string(t.comm_sms) + " SMs but " +
+                                   (g == src_gpu ? t.src : t.dst) + " has " +
+                                   std::to_string(topo.gpu(g).sm_count));
         if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) apply_nccl(k, src_gpu, dst_gpu);
         break;
       case Engine::host:

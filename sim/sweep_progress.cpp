@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <string>
 
 #include "sparsp/sweep.hpp"
@@ -29,7 +30,36 @@ std::string format_duration(double s) {
   return buf;
 }
 
+/// Rates over less time than this are not shown (a first update after a few microseconds
+/// would read as millions of units per second).
+constexpr double kMinRateElapsed_s = 0.2;
+
+/// x (>= 0, < 1e3 after scaling) with 3 significant digits, at least one decimal below 100.
+std::string fmt3(double x) {
+  char buf[32];
+  if (x >= 99.95)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else if (x >= 9.995 || x < 1e-9)
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+
 }  // namespace
+
+std::string format_rate(double per_s) {
+  if (!std::isfinite(per_s) || per_s < 0) return "?";
+  static const char* const kSuffix[] = {"", "k", "M", "G", "T", "P", "E"};
+  size_t i = 0;
+  double x = per_s;
+  // Round to 3 significant digits first, so that 999.96 reads "1.00k", not "1000".
+  while (i + 1 < std::size(kSuffix) && std::stod(fmt3(x)) >= 1000) {
+    x /= 1000;
+    ++i;
+  }
+  return fmt3(x) + kSuffix[i];
+}
 
 ProgressMode resolve_progress_mode(ProgressMode mode, bool explicit_stream,
                                    ProgressMode otherwise) {
@@ -60,9 +90,14 @@ void ProgressMeter::update(int64_t done, bool final) {
   const double rate = elapsed > 0 ? static_cast<double>(done - already_) / elapsed : 0;
   const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : NAN;
   char stats[200];
-  std::snprintf(stats, sizeof stats, "%lld/%lld %s, %.1f %s/s, %s %s", static_cast<long long>(done),
-                static_cast<long long>(total_), unit_.c_str(), rate, unit_.c_str(),
-                final ? "elapsed" : "ETA", format_duration(final ? elapsed : eta).c_str());
+  if (elapsed < kMinRateElapsed_s)
+    std::snprintf(stats, sizeof stats, "%lld/%lld %s", static_cast<long long>(done),
+                  static_cast<long long>(total_), unit_.c_str());
+  else
+    std::snprintf(stats, sizeof stats, "%lld/%lld %s, %s %s/s, %s %s", static_cast<long long>(done),
+                  static_cast<long long>(total_), unit_.c_str(), format_rate(rate).c_str(),
+                  unit_.c_str(), final ? "elapsed" : "ETA",
+                  format_duration(final ? elapsed : eta).c_str());
   if (mode_ == ProgressMode::bar) {
     constexpr int kWidth = 30;
     const int filled =

@@ -122,8 +122,14 @@ ProgressMode resolve_progress_mode(ProgressMode mode, bool explicit_stream, Prog
 ///    0.1 s, ended with a newline by the final update;
 ///  - lines: "<prefix>: 123/1000 points, 41.0 points/s, ETA 21s" at most every interval_s;
 ///  - off (and an unresolved automatic): nothing.
-/// `already` units were done before this run (resumed) and do not count towards the rate.
+/// `already` units were done before this run (resumed) and do not count towards the rate. The rate
+/// and the ETA are left out ("123/1000 points") until 0.2 s have passed (a rate over a shorter
+/// time is noise); rates are written with SI suffixes (format_rate).
 /// Not thread-safe: call update from one thread.
+/// A rate for people: 3 significant digits, SI suffix from 1000 on ("41.0", "999", "1.20k",
+/// "25.4M", "3.00G"); "?" for a negative or non-finite rate.
+std::string format_rate(double per_s);
+
 class ProgressMeter {
  public:
   ProgressMeter(ProgressMode mode, int64_t total, int64_t already = 0, std::string unit = "points",
