@@ -273,6 +273,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         ctx.exit_code = report(Error{"calibrate: --from needs --topology-out", 2});
         return;
       }
+      if (auto st = sim::check_writable(ca->topology_out); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
       auto topo = replay::topology_from_machine_file(ca->from, ca->opt.virtual_ranks);
       if (!topo) {
         ctx.exit_code = report(topo.error());
@@ -288,6 +292,18 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     if (ca->out.empty()) {
       ctx.exit_code = report(Error{"calibrate: -o/--output is required", 2});
       return;
+    }
+    {
+      std::string topo_out = ca->topology_out;
+      if (topo_out.empty()) {
+        std::filesystem::path p(ca->out);
+        topo_out = (p.parent_path() / (p.stem().string() + ".topology.json")).string();
+      }
+      for (const std::string* path : {&ca->out, &topo_out})
+        if (auto st = sim::check_writable(*path); !st) {
+          ctx.exit_code = report(st.error());
+          return;
+        }
     }
     auto res = replay::calibrate(ca->opt);
     if (!res) {
@@ -307,12 +323,27 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(st.error());
       return;
     }
-    for (const auto& f : res->fits)
-      std::printf("%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(),
-                  f.latency_s * 1e6, f.bandwidth_Bps / 1e9,
-                  f.aggregate_Bps > 0
-                      ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) + " GB/s)").c_str()
-                      : "");
+    if (ca->json) {
+      // {"fits": [{"name", "latency_us", "bandwidth_GBps"[, "aggregate_GBps"]}, ...]}; the
+      // measured points are in the machine JSON.
+      std::printf("{\"fits\": [");
+      for (size_t i = 0; i < res->fits.size(); ++i) {
+        const auto& f = res->fits[i];
+        std::printf("%s\n {\"name\": \"%s\", \"latency_us\": %.6g, \"bandwidth_GBps\": %.6g", i ? "," : "",
+                    f.name.c_str(), f.latency_s * 1e6, f.bandwidth_Bps / 1e9);
+        if (f.aggregate_Bps > 0) std::printf(", \"aggregate_GBps\": %.6g", f.aggregate_Bps / 1e9);
+        std::printf("}");
+      }
+      std::printf("\n]}\n");
+    } else {
+      for (const auto& f : res->fits)
+        std::printf("%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(),
+                    f.latency_s * 1e6, f.bandwidth_Bps / 1e9,
+                    f.aggregate_Bps > 0 ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) +
+                                           " GB/s)")
+                                              .c_str()
+                                        : "");
+    }
     ctx.exit_code = 0;
   });
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "sparsp/topology.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/study.hpp"
 #include "sparsp/sweep.hpp"
@@ -149,6 +150,29 @@ Result<sim::Study> build_study(const SimulateArgs& a) {
     if (*a.layers < 1) return input_error(cl, "--layers", "expected a positive count");
     s.layers.clear();
     for (int i = 0; i < *a.layers; ++i) s.layers.push_back(i);
+  }
+  // `--topology` with fewer GPUs than the study's degree and no `--gpus`: use all its GPUs (the
+  // study's ranks would not fit), say so on stderr, and, for the built-in default study, drop the
+  // USP policies that have no hybrid split at that degree (USP needs P >= 4 by default).
+  if (!a.topology.empty() && !a.gpus && s.gpus.empty() && s.num_gpus > 0) {
+    auto t = topology::Topology::load(a.topology);
+    if (t && t->num_gpus() < s.num_gpus) {
+      std::fprintf(stderr,
+                   "sparsp: note: %s has %d GPUs, the study asks for %d: simulating "
+                   "sequence-parallel degree %d (choose with --gpus)\n",
+                   a.topology.c_str(), t->num_gpus(), s.num_gpus, t->num_gpus());
+      s.num_gpus = t->num_gpus();
+      if (a.config.empty() && a.policies.empty() && s.num_gpus < 4) {
+        for (size_t i = s.policies.size(); i-- > 0;)
+          if (s.policies[i].scheme == "usp" && !s.policies[i].params.count("ulysses_degree")) {
+            std::fprintf(stderr, "sparsp: note: %s left out (no Ulysses x ring split of %d ranks)\n",
+                         s.policies[i].name().c_str(), s.num_gpus);
+            s.policies.erase(s.policies.begin() + static_cast<std::ptrdiff_t>(i));
+            if (i < s.policy_places.size())
+              s.policy_places.erase(s.policy_places.begin() + static_cast<std::ptrdiff_t>(i));
+          }
+      }
+    }
   }
   return s;
 }

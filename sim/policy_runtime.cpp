@@ -274,12 +274,15 @@ Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int g
     const int u = spec.params.count("ulysses_degree") ? static_cast<int>(spec.params.at("ulysses_degree"))
                                                       : default_ulysses_degree(ranks, heads);
     if (u <= 1)
-      return Error{"policy '" + spec.name() + "': no Ulysses degree > 1 " +
-                       (spec.params.count("ulysses_degree") ? std::string("given")
-                                                            : "divides both the " + std::to_string(ranks) +
-                                                                  " ranks and the " + std::to_string(heads) +
-                                                                  " heads (default P/2)") +
-                       ", so USP would be plain ring; use the ring scheme or set ulysses_degree",
+      return Error{"policy '" + spec.name() + "': " +
+                       (spec.params.count("ulysses_degree")
+                            ? std::string("ulysses_degree 1 given")
+                            : "no default Ulysses degree for " + std::to_string(ranks) +
+                                  " ranks and " + std::to_string(heads) +
+                                  " heads (the default is the largest u <= P/2 dividing both, and "
+                                  "needs P >= 4)") +
+                       ", so USP would be plain ring; use the ring or ulysses scheme, or set "
+                       "ulysses_degree",
                    2};
   }
   return Ok{};
