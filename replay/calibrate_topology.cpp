@@ -166,12 +166,9 @@ namespace sparsp::replay::detail {
 
 Result<std::string> topology_from_machine(const std::string& text, const std::string& src,
                                           int virtual_ranks, double launch_overhead_s) {
-  Json m;
-  try {
-    m = Json::parse(text);
-  } catch (const Json::parse_error&) {
-    return input_error(src, "", "invalid JSON");
-  }
+  auto parsed = parse_json<Json>(text, src);
+  if (!parsed) return parsed.error();
+  const Json& m = *parsed;
   if (!m.is_object() || m.value("schema", "") != "sparsp.machine")
     return input_error(src, "/schema", "expected \"sparsp.machine\"");
   std::vector<CalibratedGpu> gpus;
