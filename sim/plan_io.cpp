@@ -106,7 +106,8 @@ Error rebase(const Error& e, const std::string& marker, const std::string& file,
   const std::string& m = e.message;
   if (m.compare(0, marker.size(), marker) != 0) return e;
   const std::string rest = m.substr(marker.size());
-  if (rest.compare(0, 2, ":/") == 0) return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
+  if (rest.compare(0, 2, ":/") == 0)
+    return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
   if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
   const size_t colon = rest.find(": ", 1);  // ":<line>: what"
   return Error{file + ":" + prefix + (colon == std::string::npos ? rest : rest.substr(colon)),
@@ -303,8 +304,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
   if (p.num_blocks < 0) return rd.err("/num_blocks", "expected >= 0");
   if (!(p.kv_block_bytes >= 0) || !(p.kv_block_bytes <= kMaxBytes))
-    return rd.err("/kv_block_bytes", "expected a number in 0..2^50 (1 PiB), got " +
-                                         num_text(p.kv_block_bytes));
+    return rd.err("/kv_block_bytes",
+                  "expected a number in 0..2^50 (1 PiB), got " + num_text(p.kv_block_bytes));
   if (p.num_blocks > 0 && p.kv_block_bytes == 0)
     return rd.err("/kv_block_bytes",
                   "expected > 0 when num_blocks > 0 (bytes of K and V of one block)");
@@ -409,10 +410,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string tp = ptr_index(lp + "/transfers", ti);
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
-        if (auto ke = check_keys(rd, tj, tp,
-                                 {"id", "src", "dst", "bytes", "after", "engine", "stream",
-                                  "route", "rate_cap_Bps", "chunk_bytes", "staging_buffers",
-                                  "comm_sms", "layer", "kv_blocks"}))
+        if (auto ke = check_keys(
+                rd, tj, tp,
+                {"id", "src", "dst", "bytes", "after", "engine", "stream", "route", "rate_cap_Bps",
+                 "chunk_bytes", "staging_buffers", "comm_sms", "layer", "kv_blocks"}))
           return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
@@ -547,8 +548,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                         "unknown activity id \"" + L.work.compute[ci].after[k] + "\"");
     p.layers.push_back(std::move(L));
   }
-  if (p.layers.empty())
-    return rd.err("/layers", "no layer plans (expected at least one entry)");
+  if (p.layers.empty()) return rd.err("/layers", "no layer plans (expected at least one entry)");
   // Every rank 0..gpus-1 takes part: owns a block or is an endpoint of a transfer or compute
   // task. A larger `gpus` than the plan uses would replay on idle GPUs and misreport the degree.
   {

@@ -231,7 +231,8 @@ Status check_policy_param(const std::string& k, double v) {
     return Ok{};
   };
   // comm_sms is also checked against the GPU's SM count when the study runs (check_policy_on).
-  if (k == "comm_sms" || k == "staging_buffers" || k == "ulysses_degree") return integer_in(1, 1024);
+  if (k == "comm_sms" || k == "staging_buffers" || k == "ulysses_degree")
+    return integer_in(1, 1024);
   if (k == "chunk_bytes" && !(v >= kMinChunkBytes && v <= kMaxChunkBytes)) {
     std::ostringstream o;
     o << "policy parameter 'chunk_bytes' must be in [" << kMinChunkBytes << ", " << kMaxChunkBytes

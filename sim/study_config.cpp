@@ -78,9 +78,9 @@ Result<std::vector<int>> get_selection(const Reader& r, const json& j, const std
       if (!v) return v.error();
       // A repeated index would be simulated (and counted) twice: refuse it.
       if (auto d = std::find(out.begin(), out.end(), *v); d != out.end())
-        return r.err(ptr + "/" + std::to_string(i),
-                     "duplicate " + std::to_string(*v) + " (already at " + ptr + "/" +
-                         std::to_string(d - out.begin()) + ")");
+        return r.err(ptr + "/" + std::to_string(i), "duplicate " + std::to_string(*v) +
+                                                        " (already at " + ptr + "/" +
+                                                        std::to_string(d - out.begin()) + ")");
       out.push_back(*v);
     }
     if (out.empty()) return r.err(ptr, "empty selection");

@@ -4,10 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
@@ -62,7 +61,7 @@ std::string json_number(double v) {
   while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   const int k = static_cast<int>(digits.size());
   const int n = std::atoi(text.c_str() + epos + 1) + 1;  // decimal point after n digits
-  constexpr int kMinExp = -4, kMaxExp = 15;                // nlohmann: -4, digits10
+  constexpr int kMinExp = -4, kMaxExp = 15;              // nlohmann: -4, digits10
   std::string out;
   if (k <= n && n <= kMaxExp) {
     out = digits + std::string(static_cast<size_t>(n - k), '0') + ".0";

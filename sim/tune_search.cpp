@@ -88,8 +88,7 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
       const SweepAxis& a = t.space.axes[ai];
       const std::string prefix = "/policies/";
       const size_t params = a.pointer.find("/params/");
-      if (a.pointer.compare(0, prefix.size(), prefix) != 0 || params == std::string::npos)
-        continue;
+      if (a.pointer.compare(0, prefix.size(), prefix) != 0 || params == std::string::npos) continue;
       const std::string key = a.pointer.substr(params + 8);
       if (key.empty() || key.find('/') != std::string::npos) continue;
       const json::json_pointer entry_ptr(places[ai]);

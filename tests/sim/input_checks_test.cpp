@@ -185,10 +185,12 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
                {"name": "balance_tolerance", "values": [1.03, 0.5]})") ==
         "t.json:/parameters/1/values/1: policy parameter 'tolerance' must be >= 1 (1.03 = 3% "
         "imbalance allowed), got 0.5");
-  CHECK(bad(R"({"path": "/policies/0/params/comm_sms", "range": {"start": 0, "stop": 8, "step": 4}})") ==
-        "t.json:/parameters/0/range: policy parameter 'comm_sms' must be an integer in [1, 1024], "
-        "got 0");
-  auto ok = sim::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})", "t.json", "");
+  CHECK(
+      bad(R"({"path": "/policies/0/params/comm_sms", "range": {"start": 0, "stop": 8, "step": 4}})") ==
+      "t.json:/parameters/0/range: policy parameter 'comm_sms' must be an integer in [1, 1024], "
+      "got 0");
+  auto ok =
+      sim::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})", "t.json", "");
   CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
 }
 
@@ -196,7 +198,8 @@ TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
   const fs::path d = fs::temp_directory_path() / "sparsp_input_checks_tune";
   fs::remove_all(d);
   fs::create_directories(d);
-  const std::string study = R"("study": {"schema_version": 1, "topologies": ["8x-rtx4090-epyc-nop2p"],
+  const std::string study =
+      R"("study": {"schema_version": 1, "topologies": ["8x-rtx4090-epyc-nop2p"],
       "model": "hunyuanvideo-sta",
       "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
       "gpus": 8, "steps": [0], "layers": [0],
@@ -221,8 +224,9 @@ TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
       << R"({"schema_version": 1, "study": {"policies": ["contiguous/ring/sync"]},
              "parameters": [{"name": "chunk_bytes", "values": [-1]}]})";
   CHECK(run("tune -c " + (d / "range.json").string(), d / "out.txt", d / "err.txt") == 2);
-  CHECK(starts(slurp(d / "err.txt"), "sparsp: " + (d / "range.json").string() +
-                                         ":/parameters/0/values/0: policy parameter 'chunk_bytes'"));
+  CHECK(
+      starts(slurp(d / "err.txt"), "sparsp: " + (d / "range.json").string() +
+                                       ":/parameters/0/values/0: policy parameter 'chunk_bytes'"));
 }
 
 TEST_CASE("simulate --json numbers have at most 9 significant digits") {
