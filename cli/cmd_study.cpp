@@ -83,14 +83,26 @@ int run_tune_command(const TuneArgs& a) {
   if (a.budget > 0) spec->budget = a.budget;
   if (a.seed >= 0) spec->seed = static_cast<uint64_t>(a.seed);
   if (a.top > 0) spec->top = a.top;
-  if (!a.output.empty()) spec->output_path = a.output;
-  if (!a.study_output.empty()) spec->study_output_path = a.study_output;
+  // Outputs named on the command line replace the file's "output" and "study_output" as a set:
+  // `tune -c F -o x.json` writes only x.json, never the (possibly committed) study_output the
+  // file names. Without -o/--study-output, the file's paths are written.
+  if (!a.output.empty() || !a.study_output.empty()) {
+    spec->output_path = a.output;
+    spec->study_output_path = a.study_output;
+  }
   // Outputs are written after the (long) search: refuse unwritable paths now.
   for (const std::string* path : {&spec->output_path, &spec->study_output_path})
     if (!path->empty())
       if (auto st = sim::check_writable(*path); !st) return report(st.error());
   auto score = sim::study_score(spec->objective, spec->policy_pointer);
-  if (!score) return report(score.error());
+  if (!score) {
+    // study_score does not know the file: "tune:/objective: ..." -> "<file>:/objective: ...".
+    Error e = score.error();
+    const std::string from = "tune:/";
+    if (e.message.compare(0, from.size(), from) == 0)
+      e.message = spec->space.source + ":" + e.message.substr(from.size() - 1);
+    return report(e);
+  }
   auto res = sim::run_tune(*spec, *score, a.threads);
   if (!res) return report(res.error());
   if (!spec->output_path.empty()) {
@@ -172,9 +184,11 @@ void add_study_commands(CLI::App& app, Context& ctx) {
     c->add_option("--config,-c", a->config, "tune JSON (schema: docs/STUDIES.md)")
         ->required()
         ->check(existing_file());
-    c->add_option("--output,-o", a->output, "tuned policy JSON (overrides the file's \"output\")");
+    c->add_option("--output,-o", a->output,
+                  "tuned policy JSON; with -o or --study-output, only the paths given here are "
+                  "written (the file's \"output\" and \"study_output\" are ignored)");
     c->add_option("--study-output", a->study_output,
-                  "tuned study JSON (the whole study with the best parameters)");
+                  "tuned study JSON (the whole study with the best parameters); see -o");
     c->add_option("--budget", a->budget, "maximum distinct evaluations (overrides the file)")
         ->check(at_least(1));
     c->add_option("--seed", a->seed, "search seed (overrides the file)")->check(at_least(0));

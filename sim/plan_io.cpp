@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sparsp/plan.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::plan {
 namespace {
@@ -71,6 +72,47 @@ class Reader {
  private:
   std::string source_;
 };
+
+/// Largest compute duration a plan may give (seconds): 1e6 s (11.6 days) is far beyond any
+/// attention layer (milliseconds) and keeps simulated times printable.
+constexpr double kMaxDurationS = 1e6;
+/// Largest compute task in FLOP: 1e6 s at 1e18 FLOP/s (above any GPU's peak).
+constexpr double kMaxFlops = 1e24;
+/// Largest payload (bytes) of a transfer or block: 2^50 B = 1 PiB, the simulator's own cap
+/// (sim/simulate.cpp kMaxTransferBytes).
+constexpr double kMaxBytes = 1125899906842624.0;
+
+/// Refuses members of `obj` (at pointer `ptr`) not in `allowed`: typos never pass silently.
+std::optional<Error> check_keys(const Reader& rd, const Json& obj, const std::string& ptr,
+                                std::initializer_list<const char*> allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || it.key() == a;
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+      return rd.err(ptr + "/" + it.key(),
+                    "unknown field \"" + it.key() + "\" (expected one of: " + list + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+/// Re-addresses an error of a document nested in the plan (parsed under `marker`) into the plan
+/// file: "<marker>:/x: what" -> "<file>:<prefix>/x: what"; "<marker>: what" or "<marker>:<line>:
+/// what" -> "<file>:<prefix>: what". Other errors are returned unchanged.
+Error rebase(const Error& e, const std::string& marker, const std::string& file,
+             const std::string& prefix) {
+  const std::string& m = e.message;
+  if (m.compare(0, marker.size(), marker) != 0) return e;
+  const std::string rest = m.substr(marker.size());
+  if (rest.compare(0, 2, ":/") == 0)
+    return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
+  if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
+  const size_t colon = rest.find(": ", 1);  // ":<line>: what"
+  return Error{file + ":" + prefix + (colon == std::string::npos ? rest : rest.substr(colon)),
+               e.exit_code};
+}
 
 bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
 bool is_num(const Json& j) { return j.is_number(); }
@@ -225,6 +267,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (!parsed) return parsed.error();
   const Json& root = *parsed;
   if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
+  if (auto ke = check_keys(rd, root, "",
+                           {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads",
+                            "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes", "policy",
+                            "topology", "block_owner", "block_bytes", "layers"}))
+    return *ke;
 
   std::optional<Error> e;
   Plan p;
@@ -256,13 +303,19 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (p.gpus < 1 || p.gpus > 4096)
     return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
   if (p.num_blocks < 0) return rd.err("/num_blocks", "expected >= 0");
-  if (!(p.kv_block_bytes >= 0) || !std::isfinite(p.kv_block_bytes))
-    return rd.err("/kv_block_bytes", "expected a finite number >= 0");
+  if (!(p.kv_block_bytes >= 0) || !(p.kv_block_bytes <= kMaxBytes))
+    return rd.err("/kv_block_bytes",
+                  "expected a number in 0..2^50 (1 PiB), got " + num_text(p.kv_block_bytes));
+  if (p.num_blocks > 0 && p.kv_block_bytes == 0)
+    return rd.err("/kv_block_bytes",
+                  "expected > 0 when num_blocks > 0 (bytes of K and V of one block)");
   if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0)
     return rd.err("/heads", "expected non-negative shape fields");
   if (p.dtype_bytes < 1 || p.dtype_bytes > 8) return rd.err("/dtype_bytes", "expected 1..8");
 
   if (auto* pol = rd.member(root, "", "policy", true, is_obj, "object", e)) {
+    if (auto ke = check_keys(rd, *pol, "/policy", {"placement", "scheme", "runtime", "params"}))
+      return *ke;
     if (auto* v = rd.member(*pol, "/policy", "placement", true, is_str, "string", e))
       p.policy.placement = v->get<std::string>();
     if (auto* v = rd.member(*pol, "/policy", "scheme", true, is_str, "string", e))
@@ -285,6 +338,16 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     if (v->is_object()) p.topology_json = v->dump(2);
   }
   if (e) return *e;
+  // The embedded topology must load (errors re-addressed into this file, /topology/...) and hold
+  // the plan's ranks: a plan may use the first P GPUs of a larger machine.
+  if (!p.topology_json.empty()) {
+    const std::string marker = "\x1fplan-topology";
+    auto topo = topology::Topology::from_json_text(p.topology_json, marker);
+    if (!topo) return rebase(topo.error(), marker, source_name, "/topology");
+    if (topo->num_gpus() < p.gpus)
+      return rd.err("/gpus", std::to_string(p.gpus) + " GPUs, but the embedded topology '" +
+                                 topo->name() + "' has only " + std::to_string(topo->num_gpus()));
+  }
 
   if (auto* v = rd.member(root, "", "block_owner", true, is_arr, "array", e)) {
     if (static_cast<int>(v->size()) != p.num_blocks)
@@ -308,8 +371,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                                         std::to_string(v->size()));
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& b = (*v)[i];
-      if (!b.is_number() || !(b.get<double>() >= 0) || !std::isfinite(b.get<double>()))
-        return rd.err(ptr_index("/block_bytes", i), "expected a finite number >= 0");
+      if (!b.is_number() || !(b.get<double>() >= 0) || !(b.get<double>() <= kMaxBytes))
+        return rd.err(ptr_index("/block_bytes", i), "expected a number in 0..2^50 (1 PiB)");
       p.block_bytes.push_back(b.get<double>());
     }
   }
@@ -321,6 +384,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     const std::string lp = ptr_index("/layers", li);
     const Json& lj = (*layers)[li];
     if (!lj.is_object()) return rd.err(lp, "expected an object");
+    if (auto ke = check_keys(rd, lj, lp, {"step", "layer", "repeat", "transfers", "compute"}))
+      return *ke;
     LayerPlan L;
     if (auto* v = rd.member(lj, lp, "step", true, is_int, "integer", e)) L.step = v->get<int>();
     if (auto* v = rd.member(lj, lp, "layer", true, is_int, "integer", e)) L.layer = v->get<int>();
@@ -345,6 +410,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string tp = ptr_index(lp + "/transfers", ti);
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
+        if (auto ke = check_keys(
+                rd, tj, tp,
+                {"id", "src", "dst", "bytes", "after", "engine", "stream", "route", "rate_cap_Bps",
+                 "chunk_bytes", "staging_buffers", "comm_sms", "layer", "kv_blocks"}))
+          return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
           t.id = v->get<std::string>();
@@ -414,8 +484,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                         "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.dst + "\"");
         if (t.src == t.dst)
           return rd.err(tp + "/dst", "source and destination are both \"" + t.src + "\"");
-        if (!(t.bytes >= 0) || !std::isfinite(t.bytes))
-          return rd.err(tp + "/bytes", "expected a finite number >= 0");
+        if (!(t.bytes >= 0) || !(t.bytes <= kMaxBytes))
+          return rd.err(tp + "/bytes",
+                        "expected a number in 0..2^50 (1 PiB), got " + num_text(t.bytes));
         if (t.rate_cap_Bps < 0) return rd.err(tp + "/rate_cap_Bps", "expected >= 0");
         if (t.chunk_bytes < 0) return rd.err(tp + "/chunk_bytes", "expected >= 0");
         if (t.staging_buffers < 0) return rd.err(tp + "/staging_buffers", "expected >= 0");
@@ -429,6 +500,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string cp = ptr_index(lp + "/compute", ci);
         const Json& cj = (*cs)[ci];
         if (!cj.is_object()) return rd.err(cp, "expected an object");
+        if (auto ke = check_keys(rd, cj, cp,
+                                 {"id", "gpu", "duration_s", "flops", "after", "stream", "layer"}))
+          return *ke;
         sim::ComputeTask c;
         if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e))
           c.id = v->get<std::string>();
@@ -452,10 +526,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
         if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
           return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
-        if (!(c.duration_s >= 0) || !std::isfinite(c.duration_s))
-          return rd.err(cp + "/duration_s", "expected a finite number >= 0");
-        if (!(c.flops >= 0) || !std::isfinite(c.flops))
-          return rd.err(cp + "/flops", "expected a finite number >= 0");
+        if (!(c.duration_s >= 0) || !(c.duration_s <= kMaxDurationS))
+          return rd.err(cp + "/duration_s",
+                        "expected seconds in 0..1e6, got " + num_text(c.duration_s));
+        if (!(c.flops >= 0) || !(c.flops <= kMaxFlops))
+          return rd.err(cp + "/flops", "expected FLOP in 0..1e24, got " + num_text(c.flops));
         L.work.compute.push_back(std::move(c));
       }
     }
@@ -472,6 +547,31 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           return rd.err(ptr_index(ptr_index(lp + "/compute", ci) + "/after", k),
                         "unknown activity id \"" + L.work.compute[ci].after[k] + "\"");
     p.layers.push_back(std::move(L));
+  }
+  if (p.layers.empty()) return rd.err("/layers", "no layer plans (expected at least one entry)");
+  // Every rank 0..gpus-1 takes part: owns a block or is an endpoint of a transfer or compute
+  // task. A larger `gpus` than the plan uses would replay on idle GPUs and misreport the degree.
+  {
+    std::vector<char> used(static_cast<size_t>(p.gpus), 0);
+    for (int o : p.block_owner) used[static_cast<size_t>(o)] = 1;
+    auto mark = [&](const std::string& ep) {
+      if (ep.rfind("gpu", 0) == 0) used[static_cast<size_t>(std::stol(ep.substr(3)))] = 1;
+    };
+    for (const auto& L : p.layers) {
+      for (const auto& t : L.work.transfers) {
+        mark(t.src);
+        mark(t.dst);
+      }
+      for (const auto& c : L.work.compute) mark(c.gpu);
+    }
+    const int n_used = static_cast<int>(std::count(used.begin(), used.end(), 1));
+    if (n_used != p.gpus) {
+      const auto idle = std::find(used.begin(), used.end(), 0) - used.begin();
+      return rd.err("/gpus", std::to_string(p.gpus) + " GPUs, but the plan uses " +
+                                 std::to_string(n_used) + " (gpu" + std::to_string(idle) +
+                                 " owns no block and is no endpoint of any transfer or compute "
+                                 "task)");
+    }
   }
   if (auto ke = check_kv_payloads(p, rd)) return *ke;
   return p;

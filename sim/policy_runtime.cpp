@@ -219,25 +219,11 @@ const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged
 constexpr double kMinChunkBytes = 4096, kMaxChunkBytes = 1e12;
 }  // namespace
 
-Status check_policy(const plan::PolicySpec& spec) {
-  if (!known(placements(), spec.placement))
-    return Error{"unknown placement '" + spec.placement + "' (known: " + names(placements()) + ")"};
-  if (!known(schemes(), spec.scheme))
-    return Error{"unknown scheme '" + spec.scheme + "' (known: " + names(schemes()) + ")"};
-  if (!known(runtimes(), spec.runtime))
-    return Error{"unknown runtime '" + spec.runtime + "' (known: " + names(runtimes()) + ")"};
-  for (const auto& [k, v] : spec.params) {
-    if (std::find(std::begin(kKnownParams), std::end(kKnownParams), k) == std::end(kKnownParams))
-      return Error{"unknown policy parameter '" + k + "'"};
-    if (!std::isfinite(v) || v < 0) return Error{"policy parameter '" + k + "' must be >= 0"};
-  }
-  if (spec.params.count("tolerance") && spec.params.at("tolerance") < 1.0)
-    return Error{"policy parameter 'tolerance' must be >= 1"};
-  auto integer_in = [&](const char* k, double lo, double hi) -> Status {
-    auto it = spec.params.find(k);
-    if (it == spec.params.end()) return Ok{};
-    const double v = it->second;
-    if (v < lo || v > hi || v != std::floor(v)) {
+Status check_policy_param(const std::string& k, double v) {
+  if (std::find(std::begin(kKnownParams), std::end(kKnownParams), k) == std::end(kKnownParams))
+    return Error{"unknown policy parameter '" + k + "'"};
+  auto integer_in = [&](double lo, double hi) -> Status {
+    if (!(v >= lo && v <= hi) || v != std::floor(v)) {
       std::ostringstream o;
       o << "policy parameter '" << k << "' must be an integer in [" << lo << ", " << hi << "], got " << v;
       return Error{o.str()};
@@ -245,16 +231,32 @@ Status check_policy(const plan::PolicySpec& spec) {
     return Ok{};
   };
   // comm_sms is also checked against the GPU's SM count when the study runs (check_policy_on).
-  if (auto st = integer_in("comm_sms", 1, 1024); !st) return st;
-  if (auto st = integer_in("staging_buffers", 1, 1024); !st) return st;
-  if (auto st = integer_in("ulysses_degree", 1, 1024); !st) return st;
-  if (auto it = spec.params.find("chunk_bytes");
-      it != spec.params.end() && (it->second < kMinChunkBytes || it->second > kMaxChunkBytes)) {
+  if (k == "comm_sms" || k == "staging_buffers" || k == "ulysses_degree")
+    return integer_in(1, 1024);
+  if (k == "chunk_bytes" && !(v >= kMinChunkBytes && v <= kMaxChunkBytes)) {
     std::ostringstream o;
     o << "policy parameter 'chunk_bytes' must be in [" << kMinChunkBytes << ", " << kMaxChunkBytes
-      << "] bytes, got " << it->second;
+      << "] bytes, got " << v;
     return Error{o.str()};
   }
+  if (k == "tolerance" && !(v >= 1.0 && std::isfinite(v))) {
+    std::ostringstream o;
+    o << "policy parameter 'tolerance' must be >= 1 (1.03 = 3% imbalance allowed), got " << v;
+    return Error{o.str()};
+  }
+  if (!std::isfinite(v) || v < 0) return Error{"policy parameter '" + k + "' must be >= 0"};
+  return Ok{};
+}
+
+Status check_policy(const plan::PolicySpec& spec) {
+  if (!known(placements(), spec.placement))
+    return Error{"unknown placement '" + spec.placement + "' (known: " + names(placements()) + ")"};
+  if (!known(schemes(), spec.scheme))
+    return Error{"unknown scheme '" + spec.scheme + "' (known: " + names(schemes()) + ")"};
+  if (!known(runtimes(), spec.runtime))
+    return Error{"unknown runtime '" + spec.runtime + "' (known: " + names(runtimes()) + ")"};
+  for (const auto& [k, v] : spec.params)
+    if (auto st = check_policy_param(k, v); !st) return st;
   // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
   if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
     return Error{"policy '" + spec.name() + "': scheme 'ulysses' splits heads, so its placement must be "

@@ -76,6 +76,11 @@ Result<std::vector<int>> get_selection(const Reader& r, const json& j, const std
     for (size_t i = 0; i < j.size(); ++i) {
       auto v = get_int(r, j[i], ptr + "/" + std::to_string(i), 0, 1 << 20);
       if (!v) return v.error();
+      // A repeated index would be simulated (and counted) twice: refuse it.
+      if (auto d = std::find(out.begin(), out.end(), *v); d != out.end())
+        return r.err(ptr + "/" + std::to_string(i), "duplicate " + std::to_string(*v) +
+                                                        " (already at " + ptr + "/" +
+                                                        std::to_string(d - out.begin()) + ")");
       out.push_back(*v);
     }
     if (out.empty()) return r.err(ptr, "empty selection");

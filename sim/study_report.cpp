@@ -1,11 +1,12 @@
 // Study output: text table, JSON and CSV; and re-timing of a plan.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
@@ -33,6 +34,87 @@ double r9(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return std::strtod(buf, nullptr);
+}
+
+// The shortest decimal text that reads back as `v` (at most 9 significant digits after r9), laid
+// out as nlohmann_json lays numbers out (its dtoa_impl::format_buffer: fixed notation for decimal
+// exponents -4 < n <= 15, ".0" on integral values, else d.ddde+XX). nlohmann's own Grisu2 output
+// is not always the shortest (0.381007287 came out as 0.38100728699999997), which broke the
+// documented 9 significant digits.
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";  // as nlohmann_json
+  if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
+  std::string sign = v < 0 ? "-" : "";
+  char buf[64];
+  int prec = 1;
+  for (; prec < 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, std::fabs(v));
+    if (std::strtod(buf, nullptr) == std::fabs(v)) break;
+  }
+  std::snprintf(buf, sizeof buf, "%.*e", prec - 1, std::fabs(v));
+  // buf = "d.ddde[+-]XX": digits and the exponent of the leading digit.
+  const std::string text = buf;
+  const size_t epos = text.find('e');
+  std::string digits;
+  for (size_t i = 0; i < epos; ++i)
+    if (text[i] != '.') digits += text[i];
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int k = static_cast<int>(digits.size());
+  const int n = std::atoi(text.c_str() + epos + 1) + 1;  // decimal point after n digits
+  constexpr int kMinExp = -4, kMaxExp = 15;              // nlohmann: -4, digits10
+  std::string out;
+  if (k <= n && n <= kMaxExp) {
+    out = digits + std::string(static_cast<size_t>(n - k), '0') + ".0";
+  } else if (0 < n && n <= kMaxExp) {
+    out = digits.substr(0, static_cast<size_t>(n)) + "." + digits.substr(static_cast<size_t>(n));
+  } else if (kMinExp < n && n <= 0) {
+    out = "0." + std::string(static_cast<size_t>(-n), '0') + digits;
+  } else {
+    out = digits.substr(0, 1) + (k > 1 ? "." + digits.substr(1) : "") + "e";
+    const int e = n - 1;
+    out += e < 0 ? "-" : "+";
+    const int a = std::abs(e);
+    out += (a < 10 ? "0" : "") + std::to_string(a);
+  }
+  return sign + out;
+}
+
+// nlohmann_json's dump(indent) layout, with floating-point numbers rounded to 9 significant
+// digits (r9) and written by json_number.
+void dump_rounded(const nlohmann::ordered_json& j, int indent, int level, std::string& out) {
+  const std::string pad(static_cast<size_t>(indent * (level + 1)), ' ');
+  const std::string close_pad(static_cast<size_t>(indent * level), ' ');
+  if (j.is_object()) {
+    if (j.empty()) {
+      out += "{}";
+      return;
+    }
+    out += "{\n";
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!first) out += ",\n";
+      first = false;
+      out += pad + nlohmann::ordered_json(it.key()).dump() + ": ";
+      dump_rounded(it.value(), indent, level + 1, out);
+    }
+    out += "\n" + close_pad + "}";
+  } else if (j.is_array()) {
+    if (j.empty()) {
+      out += "[]";
+      return;
+    }
+    out += "[\n";
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i) out += ",\n";
+      out += pad;
+      dump_rounded(j[i], indent, level + 1, out);
+    }
+    out += "\n" + close_pad + "]";
+  } else if (j.is_number_float()) {
+    out += json_number(r9(j.get<double>()));
+  } else {
+    out += j.dump();
+  }
 }
 
 }  // namespace
@@ -127,7 +209,9 @@ std::string to_json(const StudyResult& r) {
     o["simulated"] = p.simulated;
     arr.push_back(std::move(o));
   }
-  return j.dump(2) + "\n";
+  std::string text;
+  dump_rounded(j, 2, 0, text);
+  return text + "\n";
 }
 
 std::string to_csv(const StudyResult& r) {

@@ -70,6 +70,41 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
   TuneSpec t;
   t.space = std::move(sp.value());
   const std::string& src = source_name;
+  // Values of policy parameters out of their range would make every point invalid and the run
+  // fail after the search (exit 1): refuse them now, at their place in this file (exit 2).
+  {
+    std::vector<std::string> places;  // file place of each axis, in axis order
+    const json& ps = doc["parameters"];
+    if (ps.is_array())
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const std::string at = "/parameters/" + std::to_string(i);
+        if (ps[i].is_object() && ps[i].contains("zip") && ps[i]["zip"].is_array())
+          for (size_t j = 0; j < ps[i]["zip"].size(); ++j)
+            places.push_back(at + "/zip/" + std::to_string(j));
+        else
+          places.push_back(at);
+      }
+    for (size_t ai = 0; ai < t.space.axes.size() && places.size() == t.space.axes.size(); ++ai) {
+      const SweepAxis& a = t.space.axes[ai];
+      const std::string prefix = "/policies/";
+      const size_t params = a.pointer.find("/params/");
+      if (a.pointer.compare(0, prefix.size(), prefix) != 0 || params == std::string::npos) continue;
+      const std::string key = a.pointer.substr(params + 8);
+      if (key.empty() || key.find('/') != std::string::npos) continue;
+      const json::json_pointer entry_ptr(places[ai]);
+      const json& entry = doc.at(entry_ptr);
+      for (size_t k = 0; k < a.values_json.size(); ++k) {
+        const std::string where = entry.contains("values")
+                                      ? places[ai] + "/values/" + std::to_string(k)
+                                      : places[ai] + "/range";
+        const json v = json::parse(a.values_json[k]);
+        if (!v.is_number())
+          return input_error(src, where, "policy parameter '" + key + "' expects a number");
+        if (auto st = check_policy_param(key, v.get<double>()); !st)
+          return input_error(src, where, st.error().message);
+      }
+    }
+  }
   if (doc.contains("objective")) {
     if (!doc["objective"].is_string()) return input_error(src, "/objective", "expected a string");
     t.objective = doc["objective"].get<std::string>();

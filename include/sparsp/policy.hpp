@@ -180,6 +180,12 @@ Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
 /// Validates a policy triple and its parameters (names known, values in range).
 Status check_policy(const plan::PolicySpec& spec);
 
+/// Validates one policy parameter (name known, value in its range): chunk_bytes in
+/// [4096, 1e12] bytes; tolerance >= 1; comm_sms, staging_buffers, ulysses_degree integers in
+/// [1, 1024]; others >= 0. The error names the parameter and its range (no file: callers add
+/// theirs). check_policy applies it to every parameter.
+Status check_policy_param(const std::string& name, double value);
+
 /// USP's Ulysses degree when `ulysses_degree` is not given: P/2 for P >= 4 (xDiT's common PCIe
 /// setting), lowered until it divides both P and the heads H; 1 (plain ring) for P < 4.
 int default_ulysses_degree(int ranks, int heads);
