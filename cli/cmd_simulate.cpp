@@ -203,6 +203,10 @@ int run(const SimulateArgs& a) {
     if (auto st = check_output_dir(a.trace_dir); !st) return report(st.error());
     auto pl = plan::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
+    if (pl->topology_json.empty())
+      return report(input_error(a.plan_in, "/topology",
+                                "null: a plan without its topology cannot be re-timed as written "
+                                "(time a hand-made plan with `sparsp validate --topology T`)"));
     sim::RunOptions ro;
     ro.keep_trace = !a.trace_dir.empty();
     auto r = sim::retime_plan(*pl, {}, ro);

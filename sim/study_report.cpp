@@ -232,6 +232,11 @@ std::string to_csv(const StudyResult& r) {
 }
 
 Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options, const RunOptions& run) {
+  if (pl.topology_json.empty())
+    return Error{"the plan has no embedded topology (\"topology\": null), so it cannot be re-timed "
+                 "as written; hand-made plans are timed with `sparsp validate --topology T` "
+                 "against a replay trace",
+                 2};
   auto topo = topology::Topology::from_json_text(pl.topology_json, "<plan topology>");
   if (!topo) return topo.error();
   StudyResult out;
