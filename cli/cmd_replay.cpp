@@ -88,9 +88,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ->check(at_least(1));
   r->add_option("-o,--output", ra->out, "trace JSON (schema sparsp.trace)");
   r->add_option("--perfetto", ra->perfetto, "also write a Perfetto / Chrome trace JSON");
-  r->add_option("--payload-scale", ra->opt.payload_scale, "shrink payloads by this factor (0,1]")
+  r->add_option("--payload-scale", ra->opt.payload_scale,
+                "shrink payloads by this factor [1e-6, 1] (CI on small machines)")
       ->capture_default_str()
-      ->check(above_up_to(0, 1));
+      ->check(between(1e-6, 1));
   r->add_option("--max-layers", ra->opt.max_layers, "replay only the first N layer plans (0: all)")
       ->check(at_least(0));
   r->add_option("--comm-sms", ra->opt.default_comm_sms,
@@ -105,7 +106,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "abort (exit 1) when one iteration or set-up step makes no progress this long; "
                 "0: never")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(between(0, 1e7));
   r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
   r->add_flag("--no-nccl", ra->no_nccl,
               "SM-driven transfers run as copy kernels instead of NCCL send/recv");
@@ -132,6 +133,12 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       return;
     }
     // Every output path is checked before the run, so a bad one never leaves the others written.
+    if (auto st = distinct_files({{"--plan", ra->plan}, {"--output", ra->out},
+                                  {"--perfetto", ra->perfetto}});
+        !st) {
+      ctx.exit_code = report(st.error());
+      return;
+    }
     for (const std::string* path : {&ra->out, &ra->perfetto})
       if (!path->empty())
         if (auto st = sim::check_writable(*path); !st) {
@@ -199,6 +206,12 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(trace.error());
       return;
     }
+    if (auto st = distinct_files({{"--plan", va->plan}, {"--trace", va->trace},
+                                  {"--output", va->out}, {"--perfetto", va->perfetto}});
+        !st) {
+      ctx.exit_code = report(st.error());
+      return;
+    }
     for (const std::string* path : {&va->out, &va->perfetto})
       if (!path->empty())
         if (auto st = sim::check_writable(*path); !st) {
@@ -244,8 +257,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   c->add_option("--topology-out", ca->topology_out,
                 "topology JSON for the simulator (default: <output stem>.topology.json)");
   c->add_option("--virtual-ranks", ca->opt.virtual_ranks,
-                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..)")
-      ->check(at_least(0));
+                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..; at most 64)")
+      ->check(between(0, 64));
   CLI::Option* iterations =
       c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")
           ->capture_default_str()
@@ -273,6 +286,11 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         ctx.exit_code = report(Error{"calibrate: --from needs --topology-out", 2});
         return;
       }
+      if (auto st = distinct_files({{"--from", ca->from}, {"--topology-out", ca->topology_out}});
+          !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
       if (auto st = sim::check_writable(ca->topology_out); !st) {
         ctx.exit_code = report(st.error());
         return;
@@ -298,6 +316,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       if (topo_out.empty()) {
         std::filesystem::path p(ca->out);
         topo_out = (p.parent_path() / (p.stem().string() + ".topology.json")).string();
+      }
+      if (auto st = distinct_files({{"--output", ca->out}, {"--topology-out", topo_out}}); !st) {
+        ctx.exit_code = report(st.error());
+        return;
       }
       for (const std::string* path : {&ca->out, &topo_out})
         if (auto st = sim::check_writable(*path); !st) {

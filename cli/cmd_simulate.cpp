@@ -158,21 +158,24 @@ Result<sim::Study> build_study(const SimulateArgs& a) {
     auto t = topology::Topology::load(a.topology);
     if (t && t->num_gpus() < s.num_gpus) {
       std::fprintf(stderr,
-                   "sparsp: note: %s has %d GPUs, the study asks for %d: simulating "
+                   "sparsp: note: %s has %d GPU%s, the study asks for %d: simulating "
                    "sequence-parallel degree %d (choose with --gpus)\n",
-                   a.topology.c_str(), t->num_gpus(), s.num_gpus, t->num_gpus());
+                   a.topology.c_str(), t->num_gpus(), t->num_gpus() == 1 ? "" : "s", s.num_gpus,
+                   t->num_gpus());
       s.num_gpus = t->num_gpus();
-      if (a.config.empty() && a.policies.empty() && s.num_gpus < 4) {
-        for (size_t i = s.policies.size(); i-- > 0;)
-          if (s.policies[i].scheme == "usp" && !s.policies[i].params.count("ulysses_degree")) {
-            std::fprintf(stderr, "sparsp: note: %s left out (no Ulysses x ring split of %d ranks)\n",
-                         s.policies[i].name().c_str(), s.num_gpus);
-            s.policies.erase(s.policies.begin() + static_cast<std::ptrdiff_t>(i));
-            if (i < s.policy_places.size())
-              s.policy_places.erase(s.policy_places.begin() + static_cast<std::ptrdiff_t>(i));
-          }
-      }
     }
+  }
+  // The built-in default study below 4 ranks: its USP policy has no Ulysses x ring split.
+  if (a.config.empty() && a.policies.empty() && s.gpus.empty() && s.num_gpus > 0 &&
+      s.num_gpus < 4) {
+    for (size_t i = s.policies.size(); i-- > 0;)
+      if (s.policies[i].scheme == "usp" && !s.policies[i].params.count("ulysses_degree")) {
+        std::fprintf(stderr, "sparsp: note: %s left out (no Ulysses x ring split of %d rank%s)\n",
+                     s.policies[i].name().c_str(), s.num_gpus, s.num_gpus == 1 ? "" : "s");
+        s.policies.erase(s.policies.begin() + static_cast<std::ptrdiff_t>(i));
+        if (i < s.policy_places.size())
+          s.policy_places.erase(s.policy_places.begin() + static_cast<std::ptrdiff_t>(i));
+      }
   }
   return s;
 }

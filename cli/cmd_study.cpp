@@ -38,6 +38,8 @@ struct TuneArgs {
 };
 
 int run_sweep_command(const SweepArgs& a) {
+  if (auto st = distinct_files({{"--config", a.config}, {"--output", a.output}}); !st)
+    return report(st.error());
   auto spec = sim::load_sweep(a.config);
   if (!spec) return report(spec.error());
   auto evaluator = sim::study_point_evaluator();
@@ -78,6 +80,11 @@ int run_sweep_command(const SweepArgs& a) {
 }
 
 int run_tune_command(const TuneArgs& a) {
+  if (auto st = distinct_files({{"--config", a.config},
+                                {"--output", a.output},
+                                {"--study-output", a.study_output}});
+      !st)
+    return report(st.error());
   auto spec = sim::load_tune(a.config);
   if (!spec) return report(spec.error());
   if (a.budget > 0) spec->budget = a.budget;

@@ -2,6 +2,9 @@
 // Registration of the CLI's subcommands. Each add_* function registers the subcommands of one
 // library on `app`; a subcommand's callback stores its exit code in ctx.exit_code.
 #include <CLI/CLI.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sparsp/status.hpp"
 
@@ -34,6 +37,11 @@ CLI::Validator above_up_to(double lo, double hi);
 CLI::Validator finite_number();
 /// An existing regular file (not a directory).
 CLI::Validator existing_file();
+
+/// Refuses (exit 2) an output path that names the same file as an input or another output:
+/// `files` are (option, path) pairs, empty paths skipped; compared after resolving `.`, `..`
+/// and symbolic links. Error: "<command line>:<option>: <path> is also <other option>".
+Status distinct_files(const std::vector<std::pair<std::string, std::string>>& files);
 
 void add_topo_commands(CLI::App& app, Context& ctx);
 void add_pattern_commands(CLI::App& app, Context& ctx);

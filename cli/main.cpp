@@ -67,6 +67,22 @@ CLI::Validator at_least(double lo) {
       "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
 }
 
+Status distinct_files(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::pair<std::string, std::filesystem::path>> seen;
+  for (const auto& [opt, path] : files) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    std::filesystem::path c = std::filesystem::weakly_canonical(path, ec);
+    if (ec) c = std::filesystem::absolute(path, ec).lexically_normal();
+    for (const auto& [o2, c2] : seen)
+      if (c == c2)
+        return input_error("<command line>", opt,
+                           path + " is also " + o2 + "; refusing to overwrite it");
+    seen.emplace_back(opt, c);
+  }
+  return Ok{};
+}
+
 CLI::Validator between(double lo, double hi) {
   const std::string b = "between " + number_text(lo) + " and " + number_text(hi);
   return number_validator(

@@ -292,10 +292,21 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     const Json& v = o[key];
     if (!v.is_number()) return fail(ptr + "/" + key, "expected a number");
     out = v.get<double>();
-    if (!std::isfinite(out) || out < lo || out > hi)
-      return fail(ptr + "/" + key, "must be a finite number in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + "], got " + v.dump());
+    if (!std::isfinite(out) || out < lo || out > hi) {
+      char range[64];
+      std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+      return fail(ptr + "/" + key, std::string("must be a finite number in ") + range + ", got " +
+                                       v.dump());
+    }
     return true;
+  };
+  auto flag = [&](const Json& o, const std::string& ptr, const char* key, bool dflt) {
+    if (!o.contains(key)) return dflt;
+    if (!o[key].is_boolean()) {
+      fail(ptr + "/" + key, "expected true or false, got " + o[key].dump());
+      return dflt;
+    }
+    return o[key].get<bool>();
   };
   ReplayResult r;
   if (!root.is_object()) return input_error(src, "", "expected a JSON object");
@@ -322,8 +333,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       r.blocks_verified = static_cast<int64_t>(x);
     num(root, "", "total_s", 0, 1e12, r.total_s, false);
     num(root, "", "payload_scale", 1e-9, 1, r.payload_scale, false);
-    r.compute_emulated = root.value("compute_emulated", true);
-    r.nccl_p2p_disabled = root.value("nccl_p2p_disable", false);
+    r.compute_emulated = flag(root, "", "compute_emulated", true);
+    r.nccl_p2p_disabled = flag(root, "", "nccl_p2p_disable", false);
     if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
     if (!root.contains("layers") || !root["layers"].is_array())
       return input_error(src, "/layers", "expected an array");
@@ -337,10 +348,14 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       LayerReplay L;
       if (num(lj, lp, "step", 0, 1e9, x, true)) L.step = static_cast<int>(x);
       if (num(lj, lp, "layer", 0, 1e9, x, true)) L.layer = static_cast<int>(x);
-      if (num(lj, lp, "repeat", 1, 1e12, x, false)) L.repeat = static_cast<int64_t>(x);
+      if (num(lj, lp, "repeat", 1, 1e15, x, false)) L.repeat = static_cast<int64_t>(x);
       num(lj, lp, "makespan_s", 0, 1e6, L.makespan_s, true);
-      if (lj.contains("makespan_samples_s"))
+      if (lj.contains("makespan_samples_s")) {
         L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
+        for (size_t k = 0; k < L.makespan_samples_s.size(); ++k)
+          if (!(std::isfinite(L.makespan_samples_s[k]) && L.makespan_samples_s[k] >= 0))
+            fail(lp + "/makespan_samples_s/" + std::to_string(k), "must be a finite time >= 0");
+      }
       if (!lj.contains("activities") || !lj["activities"].is_array())
         return input_error(src, lp + "/activities", "expected an array");
       std::set<std::string> ids;
@@ -368,6 +383,11 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       }
       if (bad_what.empty() && !L.activities.empty() && !(L.makespan_s > 0))
         fail(lp + "/makespan_s", "must be > 0 for a layer plan with activities");
+      // The activities are those of the iteration whose makespan is makespan_s: none ends later.
+      if (bad_what.empty() && last_end > L.makespan_s * (1 + 1e-9) + 1e-12)
+        fail(lp + "/makespan_s", "is " + std::to_string(L.makespan_s) +
+                                     " s but an activity ends at " + std::to_string(last_end) +
+                                     " s (the activities are the run whose makespan this is)");
       r.layers.push_back(std::move(L));
     }
   } catch (const Json::exception& e) {

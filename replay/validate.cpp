@@ -106,6 +106,10 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                              std::to_string(R.layer) + "), the plan's (" + plan_file + ":" +
                              layer_ptr + ") is (step " + std::to_string(L.step) + ", layer " +
                              std::to_string(L.layer) + ")");
+    if (R.repeat != L.repeat)
+      return input_error(trace_file, layer_ptr + "/repeat",
+                         std::to_string(R.repeat) + ", the plan's (" + plan_file + ":" + layer_ptr +
+                             ") is " + std::to_string(L.repeat));
     // The trace must be a replay of this layer plan: the same activities (each once), the same
     // endpoints and kinds, the same bytes (times the run's payload_scale).
     {
@@ -128,7 +132,18 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
           return input_error(trace_file, ap + "/is_transfer",
                              "\"" + m.id + "\" is a " + (is_t ? "transfer" : "compute task") +
                                  " in the plan (" + plan_file + ":" + layer_ptr + ")");
-        if (!is_t) continue;
+        if (!is_t) {
+          std::string gpu;
+          for (const auto& c : L.work.compute)
+            if (c.id == m.id) gpu = c.gpu;
+          if (!m.where.empty() && m.where != gpu)
+            return input_error(trace_file, ap + "/where",
+                               "\"" + m.where + "\" but the plan's compute task \"" + m.id +
+                                   "\" runs on " + gpu);
+          if (m.bytes != 0)
+            return input_error(trace_file, ap + "/bytes", "a compute task moves no bytes");
+          continue;
+        }
         const sim::Transfer& t = *t_it->second;
         const std::string where = t.src + "->" + t.dst;
         if (!m.where.empty() && m.where != where)

@@ -28,7 +28,12 @@ import os
 import sys
 from collections import OrderedDict, defaultdict
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:
+    print(f"plot: needs matplotlib (Debian: apt-get install python3-matplotlib; then run it with "
+          f"/usr/bin/python3); {sys.executable} has none", file=sys.stderr)
+    sys.exit(2)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -138,7 +143,7 @@ def pick_group_col(rows, wanted):
     return None
 
 
-def series(rows, x, y, by, facet_value=None, facet=None):
+def series(rows, x, y, by, facet_value=None, facet=None, source="input"):
     """{group: [(x, mean y)]} in first-appearance order of groups, x sorted numerically if numeric."""
     acc = OrderedDict()
     for r in rows:
@@ -161,7 +166,7 @@ def series(rows, x, y, by, facet_value=None, facet=None):
         out[g] = pts
     if not out:
         cols = ", ".join(rows[0].keys()) if rows else "none"
-        fail(f"{args.results}: no numeric values of column '{y}' (columns: {cols})")
+        fail(f"{source}: no numeric values of column '{y}' (columns: {cols})")
     if averaged:
         print(f"plot: several rows per ({by}, {x}): {y} averaged", file=sys.stderr)
     return out
@@ -169,8 +174,10 @@ def series(rows, x, y, by, facet_value=None, facet=None):
 
 def save(fig, out):
     d = os.path.dirname(out)
-    if d:
-        os.makedirs(d, exist_ok=True)
+    if not os.path.basename(out):
+        fail(f"{out}: -o takes a path without extension (e.g. plots/speedup), not a folder")
+    if d and not os.path.isdir(d):
+        fail(f"{out}: folder {d} does not exist")
     fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(f"{out}.{ext}", dpi=130, metadata=METADATA[ext])
@@ -188,7 +195,7 @@ def line_plot(args, y_default, y_scale=1.0, y_label=None):
     fig, axes = plt.subplots(1, len(facets), figsize=(5.2 * len(facets), 3.8), squeeze=False,
                              sharey=True)
     for ax, fv in zip(axes[0], facets):
-        data = series(rows, args.x, y, by, fv, args.facet)
+        data = series(rows, args.x, y, by, fv, args.facet, args.results)
         numeric = all(num(x) is not None for pts in data.values() for x, _ in pts)
         cats = list(OrderedDict.fromkeys(x for pts in data.values() for x, _ in pts))
         for g, pts in data.items():
@@ -216,7 +223,7 @@ def cmd_bars(args):
     y = args.y or "e2e_time_s"
     rows = read_checked(args, y)
     by = pick_group_col(rows, args.by)
-    data = series(rows, args.x, y, by)
+    data = series(rows, args.x, y, by, source=args.results)
     cats = list(OrderedDict.fromkeys(x for pts in data.values() for x, _ in pts))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(cats) * max(1, len(data)) / 3), 3.8))
     w = 0.8 / max(1, len(data))

@@ -549,6 +549,18 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     p.layers.push_back(std::move(L));
   }
   if (p.layers.empty()) return rd.err("/layers", "no layer plans (expected at least one entry)");
+  // Layer plans are distinct (step, layer) pairs (sim/PLAN.md).
+  {
+    std::map<std::pair<int, int>, size_t> first;
+    for (size_t li = 0; li < p.layers.size(); ++li) {
+      auto [it, fresh] = first.try_emplace({p.layers[li].step, p.layers[li].layer}, li);
+      if (!fresh)
+        return rd.err(ptr_index("/layers", li),
+                      "(step " + std::to_string(p.layers[li].step) + ", layer " +
+                          std::to_string(p.layers[li].layer) + ") repeats " +
+                          ptr_index("/layers", it->second));
+    }
+  }
   // Every rank 0..gpus-1 takes part: owns a block or is an endpoint of a transfer or compute
   // task. A larger `gpus` than the plan uses would replay on idle GPUs and misreport the degree.
   {

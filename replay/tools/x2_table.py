@@ -8,6 +8,17 @@ import glob, json, os, sys
 R = next((a for a in sys.argv[1:] if not a.startswith('--')), 'replay/results/x2')
 
 
+def _one_line(exc_type, exc, tb):
+    # Anything not caught below (a file that decodes badly, a zero time, a missing sibling run):
+    # one line, exit 2, never a traceback.
+    print(f'x2_table: {R}: {exc_type.__name__}: {exc}', file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(2)
+
+
+sys.excepthook = _one_line
+
+
 def fail(msg):
     print(f'x2_table: {msg}', file=sys.stderr)
     sys.exit(2)

@@ -49,7 +49,7 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
   };
   const Case cases[] = {
       // Range validators name the bound as written, not 1.79769e+308 (DBL_MAX).
-      {"replay --plan /x.json --timeout-s -1", "replay: --timeout-s: must be >= 0, got -1"},
+      {"replay --plan /x.json --timeout-s -1", "replay: --timeout-s: must be between 0 and 1e+07, got -1"},
       {"sweep -c " + cfg + " -o x.csv -j -1", "sweep: --threads: must be >= 0, got -1"},
       {"tune -c " + cfg + " --budget -1", "tune: --budget: must be >= 1, got -1"},
       {"tune -c " + cfg + " --top 0", "tune: --top: must be >= 1, got 0"},
@@ -69,13 +69,13 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
        "sweep: --config: /nonexistent.json: no such file"},
       // Values accepted (exit 0) before: NaN, negative counts, zero SMs.
       {"replay --plan /x.json --timeout-s nan",
-       "replay: --timeout-s: expected a finite number >= 0, got nan"},
+       "replay: --timeout-s: expected a finite number between 0 and 1e+07, got nan"},
       {"replay --plan /x.json --timeout-s inf",
-       "replay: --timeout-s: expected a finite number >= 0, got inf"},
+       "replay: --timeout-s: expected a finite number between 0 and 1e+07, got inf"},
       {"replay --plan /x.json --max-layers -1", "replay: --max-layers: must be >= 0, got -1"},
       {"replay --plan /x.json --comm-sms 0", "replay: --comm-sms: must be >= 1, got 0"},
       {"replay --plan /x.json --payload-scale 0",
-       "replay: --payload-scale: must be in (0, 1], got 0"},
+       "replay: --payload-scale: must be between 1e-06 and 1, got 0"},
       {"validate --plan a --trace b --top -1", "validate: --top: must be >= 0, got -1"},
       {"sweep -c " + cfg + " -o x.csv --progress-interval nan",
        "sweep: --progress-interval: expected a finite number >= 0, got nan"},
@@ -83,7 +83,7 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
       {"pattern stats --seed -5", "pattern stats: --seed: must be >= 0, got -5"},
       // calibrate --from: negative virtual ranks, and measuring options that do not apply.
       {"calibrate --from M --topology-out x.json --virtual-ranks -3",
-       "calibrate: --virtual-ranks: must be >= 0, got -3"},
+       "calibrate: --virtual-ranks: must be between 0 and 64, got -3"},
       {"calibrate --iterations 0", "calibrate: --iterations: must be >= 1, got 0"},
       {"calibrate --max-bytes -1", "calibrate: --max-bytes: must be >= 1, got -1"},
       // Other parse errors, same shape.
@@ -128,7 +128,7 @@ TEST_CASE("cli: --help and --version still exit 0 on stdout, help shows plain de
   CHECK(help.find("--max-bytes BYTES:[1,inf)=268435456") != std::string::npos);
   const std::string replay = run("replay --help", false).out;
   CHECK(replay.find("1.79769e+308") == std::string::npos);
-  CHECK(replay.find("--payload-scale FLOAT:(0,1]=1") != std::string::npos);
+  CHECK(replay.find("--payload-scale FLOAT:[1e-06,1]=1") != std::string::npos);
   // Subcommand descriptions start with a capital letter, like the others.
   const std::string pattern = run("pattern --help", false).out;
   CHECK(pattern.find("Generate a pattern") != std::string::npos);
@@ -178,4 +178,31 @@ TEST_CASE("progress rates: 3 significant digits with SI suffixes") {
                                    10.0, &out);
   meter.update(10, true);
   CHECK(out.str() == "simulate: 10/10 layers\n");
+}
+
+TEST_CASE("cli: an output path naming an input or another output is refused before any work") {
+  const fs::path dir = fs::temp_directory_path() / "sparsp_cli_same_path";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string plan = (dir / "p.plan.json").string();
+  fs::copy_file(fs::path(SPARSP_SOURCE_DIR) / "replay/results/x2/plans/wan14b-sta" /
+                    "2x-h200-nvlink__dependency_aware_demand_direct_sync.plan.json",
+                plan);
+  auto size_before = fs::file_size(plan);
+  // replay -o onto its own plan, written as another spelling of the same path.
+  auto r = run("replay --plan " + plan + " --backend host -o " + (dir / "." / "p.plan.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("is also --plan; refusing to overwrite it") != std::string::npos);
+  CHECK(fs::file_size(plan) == size_before);
+  // -o and --perfetto the same file.
+  r = run("replay --plan " + plan + " --backend host -o " + (dir / "t.json").string() +
+          " --perfetto " + (dir / "t.json").string());
+  CHECK(r.rc == 2);
+  CHECK_FALSE(fs::exists(dir / "t.json"));
+  // validate -o onto its trace; calibrate --from onto itself.
+  r = run("validate --plan " + plan + " --trace " + plan + " -o " + plan);
+  CHECK(r.rc == 2);
+  r = run("calibrate --from " + plan + " --topology-out " + plan);
+  CHECK(r.rc == 2);
+  CHECK(fs::file_size(plan) == size_before);
 }

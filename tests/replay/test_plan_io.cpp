@@ -1,6 +1,9 @@
 // Plan JSON round trip and error reporting (sim/plan_io.cpp, schema sim/PLAN.md).
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "sparsp/plan.hpp"
 
 using namespace sparsp;
@@ -90,4 +93,16 @@ TEST_CASE("plan errors name the file and JSON pointer") {
 
   r = plan::load_plan("/nonexistent/plan.json");
   REQUIRE(!r.ok());
+}
+
+TEST_CASE("a plan's layer plans are distinct (step, layer) pairs") {
+  std::ifstream in(std::string(SPARSP_SOURCE_DIR) + "/replay/results/x2/plans/wan14b-sta/" +
+                   "2x-h200-nvlink__dependency_aware_demand_direct_sync.plan.json");
+  REQUIRE(in.good());
+  auto j = nlohmann::ordered_json::parse(in);
+  REQUIRE(plan::parse_plan(j.dump(), "p.json").ok());
+  j["layers"].push_back(j["layers"][0]);  // the same (step 0, layer 0) again
+  auto r = plan::parse_plan(j.dump(), "p.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "p.json:/layers/1: (step 0, layer 0) repeats /layers/0");
 }

@@ -2,6 +2,7 @@
 // (ValidateOptions::plan_source / trace_source) or the topology path, place = a JSON pointer.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -24,6 +25,7 @@ replay::ReplayResult matching_trace(const plan::Plan& p) {
     replay::LayerReplay lr;
     lr.step = L.step;
     lr.layer = L.layer;
+    lr.repeat = L.repeat;
     lr.makespan_s = 1e-3;
     for (const auto& t : L.work.transfers) {
       sim::ActivityResult a;
@@ -36,6 +38,7 @@ replay::ReplayResult matching_trace(const plan::Plan& p) {
     for (const auto& c : L.work.compute) {
       sim::ActivityResult a;
       a.id = c.id;
+      a.where = c.gpu;
       a.is_transfer = false;
       a.end_s = 1e-4;
       lr.activities.push_back(a);
@@ -102,6 +105,18 @@ TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
     t.payload_scale = 0.5;
     for (auto& a : t.layers[0].activities) a.bytes *= 0.5;
     CHECK(replay::validate(*plan, t, named()).ok());
+  }
+  SUBCASE("a compute task on another GPU, a layer plan of another repeat count") {
+    auto t = good;
+    auto& acts = t.layers[0].activities;
+    auto c = std::find_if(acts.begin(), acts.end(), [](const auto& a) { return !a.is_transfer; });
+    REQUIRE(c != acts.end());
+    c->where = "gpu7";
+    CHECK(error_of(*plan, t).find("/where: \"gpu7\" but the plan's compute task") !=
+          std::string::npos);
+    t = good;
+    t.layers[0].repeat += 1;
+    CHECK(error_of(*plan, t).rfind("t.trace.json:/layers/0/repeat: ", 0) == 0);
   }
   SUBCASE("a trace of another plan: ranks, model, policy") {
     auto t = good;
@@ -177,6 +192,11 @@ TEST_CASE("trace files are checked strictly: keys, numbers, ids, makespan") {
         "t.json:/layers/0/activities/1/id: duplicate id \"a\"");
   CHECK(err(head + R"("makespan_s": 0.001, "activities": [{"id": "a", "start_s": 0.002, "end_s": 0.001}]}]})")
             .rfind("t.json:/layers/0/activities/0/end_s: ends before it starts", 0) == 0);
+  CHECK(err(head + R"("makespan_s": 0.0001, "activities": [)" + act + "]}]}") ==
+        "t.json:/layers/0/makespan_s: is 0.000100 s but an activity ends at 0.001000 s (the "
+        "activities are the run whose makespan this is)");
+  CHECK(err(R"({"schema": "sparsp.trace", "schema_version": 1, "compute_emulated": "no", "layers": []})") ==
+        "t.json:/compute_emulated: expected true or false, got \"no\"");
   CHECK(err(head + R"("makespan_s": 0.001, "activities": [{"id": "a", "start_s": 0, "end_s": -1}]}]})")
             .rfind("t.json:/layers/0/activities/0/end_s: must be a finite number", 0) == 0);
   // A syntax error gives the line.
