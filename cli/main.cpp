@@ -147,6 +147,13 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
     msg = m[1].str() + ": expected a value (" + m[2].str() + ")";
   } else if (std::regex_match(msg, m, extras)) {
     msg = "unexpected argument(s): " + m[1].str() + " (see " + help + ")";
+  } else if (msg.rfind("A subcommand is required", 0) == 0 && !sub->remaining().empty()) {
+    // `sparsp bogus`: name the word and the subcommands there are.
+    std::string names;
+    for (const CLI::App* c : sub->get_subcommands({}))
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    msg = "unknown subcommand '" + sub->remaining().front() + "' (one of: " + names + "; see " +
+          help + ")";
   } else if (!msg.empty() && msg[0] >= 'A' && msg[0] <= 'Z' && msg.find(':') == std::string::npos) {
     msg[0] = static_cast<char>(msg[0] - 'A' + 'a');  // "A subcommand is required" and the like
   }

@@ -106,8 +106,9 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
       return input_error(file, ptr("transfers", i, "dst"), "unknown endpoint '" + t.dst + "'");
     if (bad_number(t.bytes))
       return input_error(file, ptr("transfers", i, "bytes"), "bytes must be a number >= 0");
-    if (bad_number(t.rate_cap_Bps))
-      return input_error(file, ptr("transfers", i, "rate_cap_GBps"), "rate cap must be >= 0");
+    if (bad_number(t.rate_cap_Bps) || (t.rate_cap_Bps > 0 && t.rate_cap_Bps < 1))
+      return input_error(file, ptr("transfers", i, "rate_cap_GBps"),
+                         "rate cap must be 0 (none) or at least 1 B/s");
     if (bad_number(t.chunk_bytes))
       return input_error(file, ptr("transfers", i, "chunk_bytes"), "chunk_bytes must be >= 0");
     if (t.staging_buffers < 0)

@@ -192,6 +192,9 @@ TEST_CASE("simulate: bad workloads give one-line errors naming the place") {
   const auto t = topo(switch_topology("L40S"));
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu9", "bytes": 1}]})") ==
         "w.json:/transfers/0/dst: unknown endpoint 'gpu9'");
+  // A rate cap below 1 B/s (a unit mix-up) would give times of 1e291 s.
+  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "rate_cap_GBps": 1e-300}]})") ==
+        "w.json:/transfers/0/rate_cap_GBps: rate cap must be 0 (none) or at least 1 B/s");
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": -1}]})") ==
         "w.json:/transfers/0/bytes: expected a number >= 0, got -1");
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1}],
