@@ -20,20 +20,6 @@ namespace {
 double rel_error(double simulated, double measured) {
   return measured > 0 ? std::abs(simulated - measured) / measured : 0.0;
 }
-// An error of a nested document parsed under the name `marker` ("<marker>:<pointer>: what" or
-// "<marker>: what"), re-addressed into the file that contains it at `prefix`:
-// "<file>:<prefix><pointer>: what". Errors from elsewhere (a topology file) pass unchanged.
-Error rebase(const Error& e, const std::string& marker, const std::string& file,
-             const std::string& prefix) {
-  const std::string& m = e.message;
-  if (m.compare(0, marker.size(), marker) != 0) return e;
-  const std::string rest = m.substr(marker.size());
-  if (rest.compare(0, 2, ":/") == 0)
-    return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
-  if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
-  // "<marker>:<line>: what" (a line of the nested text): keep the container's pointer.
-  return Error{file + ":" + prefix + ": " + (rest.empty() ? rest : rest.substr(1)), e.exit_code};
-}
 std::string fmt_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f", b);
@@ -65,7 +51,7 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                                    "the plan has no embedded topology; pass --topology"))
                  : topology::Topology::from_json_text(plan.topology_json, marker))
           : topology::Topology::load(opt.topology_path);
-  if (!topo) return rebase(topo.error(), marker, plan_file, "/topology");
+  if (!topo) return rebase_error(topo.error(), marker, plan_file, "/topology");
   if (topo->num_gpus() < plan.gpus) {
     const std::string what = "topology " + topo->name() + " has " +
                              std::to_string(topo->num_gpus()) + " GPUs; the plan needs " +
@@ -112,10 +98,13 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                              ") is " + std::to_string(L.repeat));
     // The trace must be a replay of this layer plan: the same activities (each once), the same
     // endpoints and kinds, the same bytes (times the run's payload_scale).
+    std::map<std::string, const sim::Transfer*> plan_t;  // the layer plan's transfers by id
+    std::map<std::string, const std::string*> compute_gpu;  // its compute tasks' GPUs by id
+    for (const auto& t : L.work.transfers) plan_t[t.id] = &t;
+    for (const auto& c : L.work.compute) compute_gpu[c.id] = &c.gpu;
     {
-      std::map<std::string, const sim::Transfer*> plan_t;
       std::map<std::string, bool> seen;
-      for (const auto& t : L.work.transfers) plan_t[t.id] = &t, seen[t.id] = false;
+      for (const auto& t : L.work.transfers) seen[t.id] = false;
       for (const auto& c : L.work.compute) seen[c.id] = false;
       for (size_t ai = 0; ai < R.activities.size(); ++ai) {
         const sim::ActivityResult& m = R.activities[ai];
@@ -133,9 +122,7 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
                              "\"" + m.id + "\" is a " + (is_t ? "transfer" : "compute task") +
                                  " in the plan (" + plan_file + ":" + layer_ptr + ")");
         if (!is_t) {
-          std::string gpu;
-          for (const auto& c : L.work.compute)
-            if (c.id == m.id) gpu = c.gpu;
+          const std::string& gpu = *compute_gpu.at(m.id);
           if (!m.where.empty() && m.where != gpu)
             return input_error(trace_file, ap + "/where",
                                "\"" + m.where + "\" but the plan's compute task \"" + m.id +
@@ -184,7 +171,7 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
             t.dst.rfind("gpu", 0) == 0 && t.src != t.dst)
           t.route = topology::RouteMode::host_staged;
     auto sim = sim::simulate(*topo, work, opt.sim);
-    if (!sim) return rebase(sim.error(), marker, plan_file, layer_ptr);
+    if (!sim) return rebase_error(sim.error(), marker, plan_file, layer_ptr);
     LayerReplay sim_layer;
     sim_layer.step = L.step;
     sim_layer.layer = L.layer;
@@ -197,25 +184,20 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
     double staged_best = 0, staged_bytes = 0;
     std::vector<std::pair<double, double>> staged_iv;
     for (size_t ai = 0; ai < R.activities.size(); ++ai) {
-      const sim::ActivityResult& m = R.activities[ai];
-      auto it = simulated.find(m.id);
-      if (it == simulated.end())
-        return input_error(trace_file, layer_ptr + "/activities/" + std::to_string(ai) + "/id",
-                           "trace activity \"" + m.id + "\" is not in the plan (" + plan_file +
-                               ":" + layer_ptr + ")");
+      const sim::ActivityResult& m = R.activities[ai];  // in the plan: checked above
       if (!m.is_transfer) continue;
+      const sim::ActivityResult& sa = *simulated.at(m.id);
       const double md = m.end_s - m.start_s;
-      const double sd = it->second->end_s - it->second->start_s;
+      const double sd = sa.end_s - sa.start_s;
       if (md <= 0) continue;
       TransferError te{static_cast<int>(li), m.id, md, sd, rel_error(sd, md)};
       errs.push_back(te.error);
       all.push_back(te);
-      for (const auto& t : L.work.transfers)
-        if (t.id == m.id && t.route == topology::RouteMode::host_staged && m.bytes > 0) {
-          staged_best = std::max(staged_best, m.bytes / md);
-          staged_bytes += m.bytes;
-          staged_iv.emplace_back(m.start_s, m.end_s);
-        }
+      if (plan_t.at(m.id)->route == topology::RouteMode::host_staged && m.bytes > 0) {
+        staged_best = std::max(staged_best, m.bytes / md);
+        staged_bytes += m.bytes;
+        staged_iv.emplace_back(m.start_s, m.end_s);
+      }
     }
     rep.host_staged_achieved_Bps = std::max(rep.host_staged_achieved_Bps, staged_best);
     LayerError le{

@@ -98,21 +98,6 @@ std::optional<Error> check_keys(const Reader& rd, const Json& obj, const std::st
   return std::nullopt;
 }
 
-/// Re-addresses an error of a document nested in the plan (parsed under `marker`) into the plan
-/// file: "<marker>:/x: what" -> "<file>:<prefix>/x: what"; "<marker>: what" or "<marker>:<line>:
-/// what" -> "<file>:<prefix>: what". Other errors are returned unchanged.
-Error rebase(const Error& e, const std::string& marker, const std::string& file,
-             const std::string& prefix) {
-  const std::string& m = e.message;
-  if (m.compare(0, marker.size(), marker) != 0) return e;
-  const std::string rest = m.substr(marker.size());
-  if (rest.compare(0, 2, ":/") == 0)
-    return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
-  if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
-  const size_t colon = rest.find(": ", 1);  // ":<line>: what"
-  return Error{file + ":" + prefix + (colon == std::string::npos ? rest : rest.substr(colon)),
-               e.exit_code};
-}
 
 bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
 bool is_num(const Json& j) { return j.is_number(); }
@@ -343,7 +328,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (!p.topology_json.empty()) {
     const std::string marker = "\x1fplan-topology";
     auto topo = topology::Topology::from_json_text(p.topology_json, marker);
-    if (!topo) return rebase(topo.error(), marker, source_name, "/topology");
+    if (!topo) return rebase_error(topo.error(), marker, source_name, "/topology");
     if (topo->num_gpus() < p.gpus)
       return rd.err("/gpus", std::to_string(p.gpus) + " GPUs, but the embedded topology '" +
                                  topo->name() + "' has only " + std::to_string(topo->num_gpus()));

@@ -32,4 +32,16 @@ Error invalid_json(const std::string& file, std::string_view what, std::string_v
   return input_error(file, place, "invalid JSON: " + std::string(what));
 }
 
+Error rebase_error(const Error& e, const std::string& marker, const std::string& file,
+                   const std::string& prefix) {
+  const std::string& m = e.message;
+  if (m.compare(0, marker.size(), marker) != 0) return e;
+  const std::string rest = m.substr(marker.size());
+  if (rest.compare(0, 2, ":/") == 0) return Error{file + ":" + prefix + rest.substr(1), e.exit_code};
+  if (rest.compare(0, 2, ": ") == 0) return Error{file + ":" + prefix + rest, e.exit_code};
+  const size_t colon = rest.find(": ", 1);  // ":<line>: what"
+  return Error{file + ":" + prefix + (colon == std::string::npos ? rest : rest.substr(colon)),
+               e.exit_code};
+}
+
 }  // namespace sparsp

@@ -86,6 +86,14 @@ Result<std::string> read_text_file(const std::string& path, std::string_view kin
 Error invalid_json(const std::string& file, std::string_view what, std::string_view text = {},
                    size_t byte = 0);
 
+/// Re-addresses an error of a document nested in a file (parsed or simulated under the name
+/// `marker`) into that file, at JSON pointer `prefix`: "<marker>:/x: what" ->
+/// "<file>:<prefix>/x: what"; "<marker>: what" and "<marker>:<line>: what" ->
+/// "<file>:<prefix>: what". Errors not starting with `marker` (e.g. from another file) are
+/// returned unchanged. Used for a plan's embedded topology and its layer plans' workloads.
+Error rebase_error(const Error& e, const std::string& marker, const std::string& file,
+                   const std::string& prefix);
+
 /// Parses `text` as JSON into `Json` (nlohmann::json or nlohmann::ordered_json; a template so that
 /// this header needs no JSON include). Any parser exception becomes invalid_json(file, ...): a
 /// syntax error names its line; a number out of range (1e999) names no line. Never throws.

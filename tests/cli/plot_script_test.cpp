@@ -2,7 +2,6 @@
 // (or an option's default), exits 2 with a message listing the columns instead of plotting
 // something else. Skipped where /usr/bin/python3 with matplotlib is missing.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,28 +9,13 @@
 #include <sstream>
 #include <string>
 
+#include "script_support.hpp"
+
 namespace fs = std::filesystem;
-
-namespace {
-
-const char* kPython = "/usr/bin/python3";  // the script's shebang (Debian matplotlib)
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int sh(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-}  // namespace
+using namespace sparsp::test;
 
 TEST_CASE("plot.py: unknown column names exit 2 and list the columns") {
-  if (sh(std::string(kPython) + " -c 'import matplotlib' > /dev/null 2>&1") != 0) {
+  if (!have_matplotlib()) {
     MESSAGE("no /usr/bin/python3 with matplotlib: skipped");
     return;
   }
