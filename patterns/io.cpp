@@ -433,7 +433,8 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
     if (v < lo || v > hi) return input_error(src, std::string("/") + key, "out of range");
     return v;
   };
-  if (h.value("format", std::string()) != "sparsp-pattern")
+  // json::value() throws on a key of another type: check the type (fuzz_pattern_native found it).
+  if (auto f = h.find("format"); f == h.end() || !f->is_string() || *f != "sparsp-pattern")
     return input_error(src, "/format", "expected \"sparsp-pattern\"");
   auto ver = get_int("schema_version", 1, 1);
   if (!ver) return ver.error();
@@ -494,7 +495,9 @@ Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
     return input_error(src, "payload",
                        "payload is " + std::to_string(payload) + " bytes, header needs " +
                            std::to_string(*masks) + " x " + std::to_string(mask_bytes));
-  const std::string desc = h.value("description", std::string("native"));
+  auto d = h.find("description");
+  if (d != h.end() && !d->is_string()) return input_error(src, "/description", "expected a string");
+  const std::string desc = d != h.end() ? d->get<std::string>() : std::string("native");
   auto p =
       std::make_unique<StoredPattern>(*m, *L, static_cast<int>(*steps), static_cast<int>(*layers),
                                       static_cast<int>(*heads), per_step, desc);

@@ -180,6 +180,13 @@ TEST_CASE("bad native input") {
   const size_t payload = data.size() - 2 * 4 * 8;
   flipped[payload] = static_cast<char>(flipped[payload] | 0x80);
   CHECK(parse(flipped).error().message.find("bits set past the last block") != std::string::npos);
+  // A key of the wrong JSON type is an error, not an exception (found by fuzz_pattern_native):
+  // "format": "sparsp-pattern" becomes "format": 1 padded with spaces (same header length).
+  std::string typed = data;
+  const size_t f = typed.find("\"sparsp-pattern\"");
+  REQUIRE(f != std::string::npos);
+  typed.replace(f, 16, "1               ");
+  CHECK(parse(typed).error().message == "x.spm:/format: expected \"sparsp-pattern\"");
   fs::remove(spm);
 }
 
