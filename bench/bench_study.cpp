@@ -19,8 +19,8 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024.0;   // Linux: kilobytes
 }
 
-sparsp::sim::Study study(const char* model, const char* kind) {
-  sparsp::sim::Study s;
+sparsp::study::Study study(const char* model, const char* kind) {
+  sparsp::study::Study s;
   s.topologies = {"8x-l40s-gen4-4switch"};
   s.model = model;
   s.pattern.kind = kind;
@@ -33,17 +33,17 @@ sparsp::sim::Study study(const char* model, const char* kind) {
     s.pattern.density = 0.1;
     s.pattern.seed = 1;
   }
-  auto p = sparsp::sim::parse_policy("dependency_aware/demand_direct/ce_decoupled");
+  auto p = sparsp::policy::parse_policy("dependency_aware/demand_direct/ce_decoupled");
   if (!p) std::abort();
   s.policies = {*p};
   s.policy_places = {"bench"};
   return s;
 }
 
-void run(benchmark::State& state, const sparsp::sim::Study& s) {
+void run(benchmark::State& state, const sparsp::study::Study& s) {
   int64_t units = 0, simulated = 0;
   for (auto _ : state) {
-    auto r = sparsp::sim::run_study(s);
+    auto r = sparsp::study::run_study(s);
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;

@@ -57,27 +57,27 @@ std::string sweep_json(bool with_metis) {
 }
 
 void BM_Sweep1000(benchmark::State& state) {
-  auto spec = sparsp::sim::parse_sweep(sweep_json(state.range(1) != 0), "<bench>", "");
+  auto spec = sparsp::study::parse_sweep(sweep_json(state.range(1) != 0), "<bench>", "");
   if (!spec) {
     state.SkipWithError(spec.error().message.c_str());
     return;
   }
-  auto ev = sparsp::sim::study_point_evaluator();
+  auto ev = sparsp::study::study_point_evaluator();
   if (!ev) {
     state.SkipWithError(ev.error().message.c_str());
     return;
   }
   const auto out = std::filesystem::temp_directory_path() / "sparsp_bench_sweep.csv";
-  sparsp::sim::SweepOptions o;
+  sparsp::study::SweepOptions o;
   o.output_path = out.string();
   o.threads = static_cast<int>(state.range(0));
   o.restart = true;
-  o.progress = sparsp::sim::ProgressMode::off;
+  o.progress = sparsp::study::ProgressMode::off;
   int64_t points = 0, skipped = 0;
   double cpu_s = 0, wall_s = 0;
   for (auto _ : state) {
     const double cpu0 = process_cpu_s();
-    auto sum = sparsp::sim::run_sweep(*spec, *ev, o);
+    auto sum = sparsp::study::run_sweep(*spec, *ev, o);
     if (!sum) {
       state.SkipWithError(sum.error().message.c_str());
       return;

@@ -127,7 +127,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     ra->opt.devices = *devs;
     ra->opt.emulate_compute = !ra->no_compute;
     ra->opt.use_nccl = !ra->no_nccl;
-    auto plan = plan::load_plan(ra->plan);
+    auto plan = policy::load_plan(ra->plan);
     if (!plan) {
       ctx.exit_code = report(plan.error());
       return;
@@ -141,7 +141,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     }
     for (const std::string* path : {&ra->out, &ra->perfetto})
       if (!path->empty())
-        if (auto st = sim::check_writable(*path); !st) {
+        if (auto st = study::check_writable(*path); !st) {
           ctx.exit_code = report(st.error());
           return;
         }
@@ -196,7 +196,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
               "model NCCL transfers on its host path (for traces run with NCCL_P2P_DISABLE=1 "
               "that do not say so)");
   v->callback([va, &ctx] {
-    auto plan = plan::load_plan(va->plan);
+    auto plan = policy::load_plan(va->plan);
     if (!plan) {
       ctx.exit_code = report(plan.error());
       return;
@@ -214,7 +214,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     }
     for (const std::string* path : {&va->out, &va->perfetto})
       if (!path->empty())
-        if (auto st = sim::check_writable(*path); !st) {
+        if (auto st = study::check_writable(*path); !st) {
           ctx.exit_code = report(st.error());
           return;
         }
@@ -291,7 +291,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         ctx.exit_code = report(st.error());
         return;
       }
-      if (auto st = sim::check_writable(ca->topology_out); !st) {
+      if (auto st = study::check_writable(ca->topology_out); !st) {
         ctx.exit_code = report(st.error());
         return;
       }
@@ -322,7 +322,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         return;
       }
       for (const std::string* path : {&ca->out, &topo_out})
-        if (auto st = sim::check_writable(*path); !st) {
+        if (auto st = study::check_writable(*path); !st) {
           ctx.exit_code = report(st.error());
           return;
         }

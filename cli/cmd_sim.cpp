@@ -37,7 +37,7 @@ Status write_atomically(const std::string& path, const std::string& text) {
 int run_sim(const SimRunOptions& o) {
   // The trace is written after the run: refuse a folder or an unwritable path now.
   if (!o.trace.empty())
-    if (auto st = sim::check_writable(o.trace); !st) return report(st.error());
+    if (auto st = study::check_writable(o.trace); !st) return report(st.error());
   auto topo = topology::Topology::load(o.topology);
   if (!topo) return report(topo.error());
   auto work = sim::load_workload(o.workload);

@@ -1,5 +1,5 @@
 // `sparsp simulate`: compare sequence-parallel policies on a server, model and mask (a study).
-// Thin layer: options -> sim::Study (flags override the study file) -> sim::run_study -> output.
+// Thin layer: options -> study::Study (flags override the study file) -> study::run_study -> output.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -83,13 +83,13 @@ Status check_output_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
-  return sim::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
+  return study::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
 }
 
-Result<sim::Study> build_study(const SimulateArgs& a) {
-  auto st = a.config.empty() ? sim::default_study() : sim::load_study(a.config);
+Result<study::Study> build_study(const SimulateArgs& a) {
+  auto st = a.config.empty() ? study::default_study() : study::load_study(a.config);
   if (!st) return st.error();
-  sim::Study s = std::move(*st);
+  study::Study s = std::move(*st);
   const std::string cl = "<command line>";
   if (!a.topology.empty()) s.topologies = {a.topology};
   if (!a.model.empty()) s.model = a.model;
@@ -120,15 +120,15 @@ Result<sim::Study> build_study(const SimulateArgs& a) {
     s.num_gpus = *a.gpus;
   }
   if (!a.granularity.empty()) {
-    if (a.granularity == "block") s.granularity = sim::Granularity::block;
-    else if (a.granularity == "head_block") s.granularity = sim::Granularity::head_block;
+    if (a.granularity == "block") s.granularity = policy::Granularity::block;
+    else if (a.granularity == "head_block") s.granularity = policy::Granularity::head_block;
     else return input_error(cl, "--granularity", "expected block or head_block");
   }
   if (!a.policies.empty()) {
     s.policies.clear();
     s.policy_places.clear();
     for (size_t i = 0; i < a.policies.size(); ++i) {
-      auto p = sim::parse_policy(a.policies[i]);
+      auto p = policy::parse_policy(a.policies[i]);
       if (!p) return input_error(cl, "--policy", p.error().message);
       s.policies.push_back(*p);
       s.policy_places.push_back("--policy[" + std::to_string(i) + "]");
@@ -180,20 +180,20 @@ Result<sim::Study> build_study(const SimulateArgs& a) {
   return s;
 }
 
-void print(const sim::StudyResult& r, const SimulateArgs& a) {
-  if (a.json) std::cout << sim::to_json(r);
-  else if (a.csv) std::cout << sim::to_csv(r);
-  else std::cout << sim::format_table(r);
+void print(const study::StudyResult& r, const SimulateArgs& a) {
+  if (a.json) std::cout << study::to_json(r);
+  else if (a.csv) std::cout << study::to_csv(r);
+  else std::cout << study::format_table(r);
 }
 
 int run(const SimulateArgs& a) {
   if (a.list) {
     std::cout << "placements:\n";
-    for (const auto& p : sim::placements()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::placements()) std::cout << "  " << p.name << ": " << p.description << "\n";
     std::cout << "schemes:\n";
-    for (const auto& p : sim::schemes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::schemes()) std::cout << "  " << p.name << ": " << p.description << "\n";
     std::cout << "runtimes:\n";
-    for (const auto& p : sim::runtimes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::runtimes()) std::cout << "  " << p.name << ": " << p.description << "\n";
     return 0;
   }
   if (a.json && a.csv)
@@ -204,15 +204,15 @@ int run(const SimulateArgs& a) {
         return report(input_error("<command line>", f, "--plan re-times a plan as written; " + f +
                                                            " cannot be combined with it"));
     if (auto st = check_output_dir(a.trace_dir); !st) return report(st.error());
-    auto pl = plan::load_plan(a.plan_in);
+    auto pl = policy::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
     if (pl->topology_json.empty())
       return report(input_error(a.plan_in, "/topology",
                                 "null: a plan without its topology cannot be re-timed as written "
                                 "(time a hand-made plan with `sparsp validate --topology T`)"));
-    sim::RunOptions ro;
+    study::RunOptions ro;
     ro.keep_trace = !a.trace_dir.empty();
-    auto r = sim::retime_plan(*pl, {}, ro);
+    auto r = study::retime_plan(*pl, {}, ro);
     if (!r) return report(r.error());
     if (ro.keep_trace && !r->policies.empty() && !r->policies[0].trace_json.empty()) {
       const std::string stem = std::filesystem::path(a.plan_in).filename().string();
@@ -226,26 +226,26 @@ int run(const SimulateArgs& a) {
   if (!study) return report(study.error());
   for (const std::string* dir : {&a.trace_dir, &a.plan_dir})
     if (auto st = check_output_dir(*dir); !st) return report(st.error());
-  sim::RunOptions opt;
+  study::RunOptions opt;
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();
   // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
-  const sim::ProgressMode mode =
-      sim::resolve_progress_mode(a.progress == "bar"     ? sim::ProgressMode::bar
-                                 : a.progress == "lines" ? sim::ProgressMode::lines
-                                 : a.progress == "off"   ? sim::ProgressMode::off
-                                                         : sim::ProgressMode::automatic,
-                                 false, sim::ProgressMode::off);
-  std::optional<sim::ProgressMeter> meter;
+  const study::ProgressMode mode =
+      study::resolve_progress_mode(a.progress == "bar"     ? study::ProgressMode::bar
+                                 : a.progress == "lines" ? study::ProgressMode::lines
+                                 : a.progress == "off"   ? study::ProgressMode::off
+                                                         : study::ProgressMode::automatic,
+                                 false, study::ProgressMode::off);
+  std::optional<study::ProgressMeter> meter;
   int64_t units_done = 0, units_total = 0;
-  if (mode != sim::ProgressMode::off)
+  if (mode != study::ProgressMode::off)
     opt.progress = [&](int64_t done, int64_t total) {
       if (!meter) meter.emplace(mode, total, 0, "layers", "simulate", 10.0);
       units_done = done;
       units_total = total;
       meter->update(done, done == total);
     };
-  auto r = sim::run_study(*study, opt);
+  auto r = study::run_study(*study, opt);
   if (meter && units_done != units_total) meter->update(units_done, true);  // ends the bar line
   if (!r) return report(r.error());
   for (const auto& p : r->policies) {
@@ -257,7 +257,7 @@ int run(const SimulateArgs& a) {
     }
     const std::string stem = safe_name(p.topology + "__" + label);
     if (opt.keep_plans && p.plan) {
-      if (auto st = write_file(a.plan_dir, stem + ".plan.json", plan::to_json(*p.plan)); !st)
+      if (auto st = write_file(a.plan_dir, stem + ".plan.json", policy::to_json(*p.plan)); !st)
         return report(st.error());
     }
     if (opt.keep_trace && !p.trace_json.empty()) {

@@ -40,20 +40,20 @@ struct TuneArgs {
 int run_sweep_command(const SweepArgs& a) {
   if (auto st = distinct_files({{"--config", a.config}, {"--output", a.output}}); !st)
     return report(st.error());
-  auto spec = sim::load_sweep(a.config);
+  auto spec = study::load_sweep(a.config);
   if (!spec) return report(spec.error());
-  auto evaluator = sim::study_point_evaluator();
+  auto evaluator = study::study_point_evaluator();
   if (!evaluator) return report(evaluator.error());
-  sim::SweepOptions o;
+  study::SweepOptions o;
   o.output_path = a.output;
   o.threads = a.threads;
   o.restart = a.restart;
   o.progress_interval_s = a.progress_interval_s;
-  o.progress = a.progress == "bar"     ? sim::ProgressMode::bar
-               : a.progress == "lines" ? sim::ProgressMode::lines
-               : a.progress == "off"   ? sim::ProgressMode::off
-                                       : sim::ProgressMode::automatic;
-  auto sum = sim::run_sweep(*spec, *evaluator, o);
+  o.progress = a.progress == "bar"     ? study::ProgressMode::bar
+               : a.progress == "lines" ? study::ProgressMode::lines
+               : a.progress == "off"   ? study::ProgressMode::off
+                                       : study::ProgressMode::automatic;
+  auto sum = study::run_sweep(*spec, *evaluator, o);
   if (!sum) return report(sum.error());
   if (a.json) {
     nlohmann::ordered_json j;
@@ -85,7 +85,7 @@ int run_tune_command(const TuneArgs& a) {
                                 {"--study-output", a.study_output}});
       !st)
     return report(st.error());
-  auto spec = sim::load_tune(a.config);
+  auto spec = study::load_tune(a.config);
   if (!spec) return report(spec.error());
   if (a.budget > 0) spec->budget = a.budget;
   if (a.seed >= 0) spec->seed = static_cast<uint64_t>(a.seed);
@@ -100,8 +100,8 @@ int run_tune_command(const TuneArgs& a) {
   // Outputs are written after the (long) search: refuse unwritable paths now.
   for (const std::string* path : {&spec->output_path, &spec->study_output_path})
     if (!path->empty())
-      if (auto st = sim::check_writable(*path); !st) return report(st.error());
-  auto score = sim::study_score(spec->objective, spec->policy_pointer);
+      if (auto st = study::check_writable(*path); !st) return report(st.error());
+  auto score = study::study_score(spec->objective, spec->policy_pointer);
   if (!score) {
     // study_score does not know the file: "tune:/objective: ..." -> "<file>:/objective: ...".
     Error e = score.error();
@@ -110,24 +110,24 @@ int run_tune_command(const TuneArgs& a) {
       e.message = spec->space.source + ":" + e.message.substr(from.size() - 1);
     return report(e);
   }
-  auto res = sim::run_tune(*spec, *score, a.threads);
+  auto res = study::run_tune(*spec, *score, a.threads);
   if (!res) return report(res.error());
   if (!spec->output_path.empty()) {
-    auto st = sim::write_text_atomic(spec->output_path, res->tuned_policy_json);
+    auto st = study::write_text_atomic(spec->output_path, res->tuned_policy_json);
     if (!st) return report(st.error());
   }
   if (!spec->study_output_path.empty()) {
-    auto st = sim::write_text_atomic(spec->study_output_path, res->tuned_study_json);
+    auto st = study::write_text_atomic(spec->study_output_path, res->tuned_study_json);
     if (!st) return report(st.error());
   }
   if (a.json) {
     nlohmann::ordered_json j;
     j["method"] =
-        res->method_used == sim::TuneMethod::exhaustive ? "exhaustive" : "coordinate_descent";
+        res->method_used == study::TuneMethod::exhaustive ? "exhaustive" : "coordinate_descent";
     j["space_size"] = res->space_size;
     j["evaluations"] = res->evaluations;
     j["objective"] = spec->objective;
-    auto entry = [](const sim::TuneEntry& e) {
+    auto entry = [](const study::TuneEntry& e) {
       nlohmann::ordered_json o;
       for (const auto& s : e.point.settings)
         o["config"][s.name] = nlohmann::json::parse(s.value_json);
@@ -145,7 +145,7 @@ int run_tune_command(const TuneArgs& a) {
     if (!spec->study_output_path.empty()) j["study_written"] = spec->study_output_path;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << sim::format_tune_report(*spec, *res);
+    std::cout << study::format_tune_report(*spec, *res);
     if (!spec->output_path.empty()) std::cout << "tuned policy -> " << spec->output_path << "\n";
     if (!spec->study_output_path.empty())
       std::cout << "tuned study -> " << spec->study_output_path << "\n";
@@ -157,7 +157,7 @@ int run_tune_command(const TuneArgs& a) {
 
 void add_study_commands(CLI::App& app, Context& ctx) {
   // Registered only where they work: they evaluate points with the `simulate` study runner.
-  if (!sim::study_runner_available()) return;
+  if (!study::study_runner_available()) return;
   {
     auto a = std::make_shared<SweepArgs>();
     CLI::App* c = app.add_subcommand(

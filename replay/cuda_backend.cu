@@ -138,7 +138,7 @@ class CudaBackend final : public Backend {
  public:
   ~CudaBackend() override { release(); }
 
-  Status prepare(const plan::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) override {
+  Status prepare(const policy::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) override {
     ranks_ = exec.ranks;
     hosts_ = exec.hosts;
     emulate_compute_ = opt.emulate_compute;

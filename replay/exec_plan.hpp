@@ -74,10 +74,10 @@ int holder_of(const std::string& endpoint, int ranks);
 
 /// Lowers the plan. Errors (exit 2): dependency cycle, a transfer sending a block its source
 /// never holds, host endpoints beyond the plan's hosts.
-Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& options);
+Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& options);
 
 /// Describes a region for messages: "layer 3 (step 0) block 17 (owner gpu1) at gpu2".
-std::string describe(const plan::Plan& plan, const ExecLayer& layer, const Region& r, int ranks);
+std::string describe(const policy::Plan& plan, const ExecLayer& layer, const Region& r, int ranks);
 
 /// Host-side fill / check of a region inside a holder buffer `base` (its start).
 void fill_region(uint8_t* base, const Region& r);
@@ -92,7 +92,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   /// Allocates buffers for `plan` and checks resources. No work is run on failure.
-  virtual Status prepare(const plan::Plan& plan, const ExecPlan& exec,
+  virtual Status prepare(const policy::Plan& plan, const ExecPlan& exec,
                          const ReplayOptions& opt) = 0;
   /// Writes the source content of `layer`.
   virtual Status fill(const ExecLayer& layer) = 0;

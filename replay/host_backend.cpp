@@ -17,7 +17,7 @@ namespace {
 
 class HostBackend final : public Backend {
  public:
-  Status prepare(const plan::Plan& /*plan*/, const ExecPlan& exec,
+  Status prepare(const policy::Plan& /*plan*/, const ExecPlan& exec,
                  const ReplayOptions& opt) override {
     buffers_.clear();
     for (int h = 0; h < exec.holders(); ++h) {

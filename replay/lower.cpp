@@ -22,8 +22,8 @@ std::string holder_name(int h, int ranks) {
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-std::string describe(const plan::Plan& plan, const ExecLayer& layer, const Region& r, int ranks) {
-  const plan::LayerPlan& L = plan.layers[layer.plan_index];
+std::string describe(const policy::Plan& plan, const ExecLayer& layer, const Region& r, int ranks) {
+  const policy::LayerPlan& L = plan.layers[layer.plan_index];
   std::string s = "layer " + std::to_string(L.layer) + " (step " + std::to_string(L.step) + ")";
   if (r.block >= 0) {
     s += " block " + std::to_string(r.block) + " (owner gpu" + std::to_string(r.key.owner) + ")";
@@ -65,7 +65,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
+Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
   ExecPlan ex;
   ex.ranks = plan.gpus;
   if (!(opt.payload_scale > 0 && opt.payload_scale <= 1))
@@ -112,7 +112,7 @@ Result<ExecPlan> lower(const plan::Plan& plan, const ReplayOptions& opt) {
       opt.max_layers > 0 ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
                          : plan.layers.size();
   for (size_t li = 0; li < nlayers; ++li) {
-    const plan::LayerPlan& L = plan.layers[li];
+    const policy::LayerPlan& L = plan.layers[li];
     const std::string where = "plan:/layers/" + std::to_string(li);
     ExecLayer el;
     el.plan_index = static_cast<int>(li);

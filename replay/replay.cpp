@@ -102,7 +102,7 @@ class Watchdog {
 };
 }  // namespace
 
-Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
+Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& opt) {
   if (opt.iterations < 1) return Error{"replay: --iterations must be >= 1", 2};
   if (opt.warmup < 0) return Error{"replay: --warmup must be >= 0", 2};
   std::unique_ptr<detail::Backend> be;
@@ -144,7 +144,7 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
     res.nccl_p2p_disabled = opt.backend == "cuda" && opt.use_nccl && v && std::atoi(v) != 0;
   }
   for (const detail::ExecLayer& el : ex->layers) {
-    const plan::LayerPlan& L = plan.layers[el.plan_index];
+    const policy::LayerPlan& L = plan.layers[el.plan_index];
     const std::string where = "layer plan " + std::to_string(el.plan_index) + " (step " +
                               std::to_string(L.step) + ", layer " + std::to_string(L.layer) + ")";
     watchdog.enter("filling the send buffers of " + where);
@@ -217,7 +217,7 @@ Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& opt) {
   return res;
 }
 
-std::string trace_json(const plan::Plan& plan, const ReplayResult& r) {
+std::string trace_json(const policy::Plan& plan, const ReplayResult& r) {
   Json root = Json::object();
   root["schema"] = "sparsp.trace";
   root["schema_version"] = 1;
@@ -403,7 +403,7 @@ Result<ReplayResult> load_trace(const std::string& path) {
   return parse_trace(*text, path);
 }
 
-std::string perfetto_json(const plan::Plan& plan, const ReplayResult& r) {
+std::string perfetto_json(const policy::Plan& plan, const ReplayResult& r) {
   // Chrome trace event format: pid = rank (the source rank of a transfer), tid = lane.
   Json events = Json::array();
   std::map<std::string, int> pids, tids;

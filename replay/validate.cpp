@@ -36,7 +36,7 @@ double quantile(std::vector<double> v, double q) {
 }
 }  // namespace
 
-Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
+Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& opt) {
   const std::string& plan_file = opt.plan_source;
   const std::string& trace_file = opt.trace_source;
@@ -83,7 +83,7 @@ Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trac
   std::vector<TransferError> all;
   std::vector<double> mk_errs;
   for (size_t li = 0; li < trace.layers.size(); ++li) {
-    const plan::LayerPlan& L = plan.layers[li];
+    const policy::LayerPlan& L = plan.layers[li];
     const LayerReplay& R = trace.layers[li];
     const std::string layer_ptr = "/layers/" + std::to_string(li);
     if (R.step != L.step || R.layer != L.layer)
@@ -281,7 +281,7 @@ std::string validate_json(const ValidateReport& r) {
   return root.dump(1) + "\n";
 }
 
-std::string side_by_side_perfetto(const plan::Plan& plan, const ReplayResult& trace,
+std::string side_by_side_perfetto(const policy::Plan& plan, const ReplayResult& trace,
                                   const ValidateReport& report) {
   // Both timelines in one ReplayResult-shaped view, measured first; processes are told apart
   // by a prefix on `where`, and each layer plan gets the longer of the two makespans.

@@ -1,7 +1,8 @@
 #pragma once
 // Transfer plans: what `sparsp simulate --emit-plan` writes and `sparsp replay` runs. A plan is a
 // placement plus, per distinct (step, layer), a Workload of transfers and compute tasks on the
-// GPUs of the sequence-parallel group. Schema (versioned) documented in sim/PLAN.md.
+// GPUs of the sequence-parallel group. Schema (versioned) documented in policy/PLAN.md.
+// Part of sparsp::policy (policy/plan_io.cpp).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -10,7 +11,7 @@
 #include "sparsp/sim.hpp"
 #include "sparsp/status.hpp"
 
-namespace sparsp::plan {
+namespace sparsp::policy {
 
 struct PolicySpec {
   std::string placement;                 ///< e.g. "dependency_aware"
@@ -45,7 +46,7 @@ struct Plan {
   std::vector<int> block_owner;  ///< [num_blocks] GPU rank owning each query/KV block
   /// [num_blocks] or empty: bytes of K and V of each block when blocks differ in size (a partial
   /// last video block, a text block). Empty: every block is kv_block_bytes, except that replay
-  /// infers a partial last block from transfer sizes (sim/PLAN.md).
+  /// infers a partial last block from transfer sizes (policy/PLAN.md).
   std::vector<double> block_bytes;
   std::vector<LayerPlan> layers;
 };
@@ -55,4 +56,4 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
 /// Deterministic (byte-identical for identical plans).
 std::string to_json(const Plan& plan);
 
-}  // namespace sparsp::plan
+}  // namespace sparsp::policy

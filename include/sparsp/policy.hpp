@@ -9,8 +9,11 @@
 // 2 * tokens * heads * head_dim * dtype_bytes bytes.
 //
 // Each policy family is a name-keyed registry (STYLE habit 9): placements(), schemes(), runtimes()
-// list the names with a one-line description; adding one touches one file
-// (sim/placement_*.cpp, sim/scheme_*.cpp, sim/policy_runtime.cpp).
+// list the names with a one-line description. Placements and schemes register themselves: adding
+// one is adding one file (policy/placement_*.cpp, policy/scheme_*.cpp) and touching no other;
+// runtimes share one file (policy/runtime.cpp).
+//
+// Library sparsp::policy (folder policy/): depends on sim, patterns and topology, never on study.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -22,7 +25,7 @@
 #include "sparsp/status.hpp"
 #include "sparsp/topology.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::policy {
 
 /// Attention/GEMM compute model of one GPU. Attention FLOPs per active (query block q, KV block
 /// k, head) = 4 * tokens(q) * tokens(k) * head_dim (two GEMMs, QK^T and PV, 2 FLOPs per MAC; the
@@ -169,16 +172,16 @@ struct CommPlan {
 Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in,
                              const std::map<std::string, double>& params);
 
-/// Turns a CommPlan into a Workload for the engine. Rank r's endpoint is
+/// Turns a CommPlan into a sim::Workload for the engine. Rank r's endpoint is
 /// "gpu<gpu_of_rank[r]>". `params`: "comm_sms" (SMs per SM-driven copy, default 16), "chunk_bytes"
 /// (host-staged pipeline chunk), "ce_only" (1: every transfer on copy engines, also under sync).
 /// Errors: unknown runtime name.
-Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
+Result<sim::Workload> make_workload(const std::string& runtime, const CommPlan& plan,
                                const RankTopology& ranks, const ComputeModel& compute,
                                const std::map<std::string, double>& params, int layer);
 
 /// Validates a policy triple and its parameters (names known, values in range).
-Status check_policy(const plan::PolicySpec& spec);
+Status check_policy(const PolicySpec& spec);
 
 /// Validates one policy parameter (name known, value in its range): chunk_bytes in
 /// [4096, 1e12] bytes; tolerance >= 1; comm_sms, staging_buffers, ulysses_degree integers in
@@ -193,17 +196,9 @@ int default_ulysses_degree(int ranks, int heads);
 /// Checks a policy against the group it runs on: comm_sms at most the GPU's SMs (sm_count, when
 /// known), and USP with a Ulysses degree > 1 (without ulysses_degree, one must divide both the
 /// ranks and the heads; otherwise USP would silently be plain ring). Error names the policy.
-Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int gpu_sm_count);
+Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count);
 
 /// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
-Result<plan::PolicySpec> parse_policy(const std::string& text);
+Result<PolicySpec> parse_policy(const std::string& text);
 
-/// Lower bound of a workload's makespan: max over shared resources of (coefficient-weighted
-/// bytes crossing it) / capacity, and over GPUs of their compute time. Latencies ignored.
-struct LowerBound {
-  double bound_s = 0;
-  std::string binding;           ///< resource or "gpuN compute" that sets it
-};
-Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& work);
-
-}  // namespace sparsp::sim
+}  // namespace sparsp::policy

@@ -96,17 +96,17 @@ std::vector<std::string> backend_names();
 /// a transfer sending a block its source never holds. Run-time failures (exit 1): integrity
 /// mismatch (message names layer, block, rank), CUDA/NCCL errors (message names the call, file
 /// and line).
-Result<ReplayResult> run(const plan::Plan& plan, const ReplayOptions& options);
+Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& options);
 
 /// Trace JSON of a replay (schema "sparsp.trace" v1, shared with the simulator's per-layer
 /// activity list; see replay/README.md).
-std::string trace_json(const plan::Plan& plan, const ReplayResult& result);
+std::string trace_json(const policy::Plan& plan, const ReplayResult& result);
 /// Reads a trace JSON written by trace_json.
 Result<ReplayResult> parse_trace(const std::string& text, const std::string& source_name);
 Result<ReplayResult> load_trace(const std::string& path);
 /// Perfetto / Chrome trace JSON: one process per rank, one track per lane, layers one after
 /// another.
-std::string perfetto_json(const plan::Plan& plan, const ReplayResult& result);
+std::string perfetto_json(const policy::Plan& plan, const ReplayResult& result);
 /// JSON summary (`--json`): bytes_moved, bytes_verified, per-layer makespans.
 std::string summary_json(const ReplayResult& result);
 
@@ -162,12 +162,12 @@ struct ValidateReport {
 /// topology path: trace and plan disagree (layer count, (step, layer) of a layer plan, activity
 /// ids), no embedded topology, topology unreadable or with too few GPUs, simulation errors (the
 /// pointer then names the plan's transfer, e.g. /layers/3/transfers/2/src).
-Result<ValidateReport> validate(const plan::Plan& plan, const ReplayResult& trace,
+Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& trace,
                                 const ValidateOptions& options);
 std::string validate_json(const ValidateReport& report);
 /// One Perfetto / Chrome trace with the measurement and the simulation side by side: processes
 /// "replay gpuN" and "sim gpuN", layer plans one after another on a common time axis.
-std::string side_by_side_perfetto(const plan::Plan& plan, const ReplayResult& trace,
+std::string side_by_side_perfetto(const policy::Plan& plan, const ReplayResult& trace,
                                   const ValidateReport& report);
 std::string validate_table(const ValidateReport& report);
 

@@ -115,4 +115,13 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
 /// counter tracks for busy resources.
 std::string to_chrome_trace(const Workload& work, const SimResult& result);
 
+/// Lower bound of a workload's makespan: max over shared resources of (coefficient-weighted
+/// bytes crossing it) / capacity, and over GPUs of their compute time. Latencies ignored.
+struct LowerBound {
+  double bound_s = 0;
+  std::string binding;           ///< resource or "gpuN compute" that sets it
+};
+Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& work);
+
+
 }  // namespace sparsp::sim

@@ -19,7 +19,7 @@
 #include "sparsp/sim.hpp"
 #include "sparsp/status.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 struct Study {
   std::string source = "<study>";        ///< file name used in error messages
@@ -29,15 +29,15 @@ struct Study {
   patterns::PatternOptions pattern;      ///< kind "file": recorded mask in pattern.input
   std::vector<int> gpus;                 ///< GPU index of each rank; empty: all GPUs
   int num_gpus = 0;                      ///< > 0 and gpus empty: the first num_gpus GPUs
-  Granularity granularity = Granularity::block;
-  std::vector<plan::PolicySpec> policies;
+  policy::Granularity granularity = policy::Granularity::block;
+  std::vector<policy::PolicySpec> policies;
   std::vector<std::string> policy_places;  ///< JSON pointer (or "--policy") of each policy
   std::string baseline;                  ///< a policy name(); empty: the first policy
   std::vector<int> steps;                ///< selected denoising steps; empty: all
   std::vector<int> layers;               ///< selected layers; empty: all
   double attention_efficiency = 0;       ///< 0: per-GPU default (compute_model_for)
   double gemm_efficiency = 0;            ///< 0: default
-  SimOptions sim;
+  sim::SimOptions sim;
 };
 
 /// Reads a study JSON. Errors name the file and the JSON pointer (exit 2).
@@ -49,7 +49,7 @@ const char* default_study_json();
 
 struct PolicyResult {
   std::string topology;
-  plan::PolicySpec policy;
+  policy::PolicySpec policy;
   double volume_bytes = 0;        ///< KV and Q/O payload between GPUs per step, all layers
   double control_bytes = 0;       ///< demand-discovery bytes per step, all layers
   double attention_time_s = 0;    ///< attention phase per layer (mean over layers and steps)
@@ -67,7 +67,7 @@ struct PolicyResult {
   int64_t units = 0;              ///< (step, layer) pairs covered
   int64_t simulated = 0;          ///< distinct workloads simulated
   // Optional payloads (RunOptions):
-  std::shared_ptr<plan::Plan> plan;       ///< keep_plans
+  std::shared_ptr<policy::Plan> plan;       ///< keep_plans
   std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
 };
 
@@ -107,11 +107,11 @@ inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
 /// Re-times a plan (its topology, compute and transfers as written). Deterministic.
 /// With keep_trace, the first policy result's trace_json holds a Chrome trace of the plan's first
 /// layer (as run_study's).
-Result<StudyResult> retime_plan(const plan::Plan& plan, const SimOptions& options = {},
+Result<StudyResult> retime_plan(const policy::Plan& plan, const sim::SimOptions& options = {},
                                 const RunOptions& run = {});
 
 std::string format_table(const StudyResult& r);
 std::string to_json(const StudyResult& r);
 std::string to_csv(const StudyResult& r);
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

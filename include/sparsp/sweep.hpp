@@ -27,7 +27,7 @@
 
 #include "sparsp/status.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 /// One axis of a sweep (or one parameter of a tune search).
 struct SweepAxis {
@@ -266,7 +266,7 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
 
 // ---- the `simulate` study as evaluator ----------------------------------------------------------
 
-/// Whether this build has the `simulate` study runner (sim/study.*) to evaluate points with.
+/// Whether this build has the `simulate` study runner (study/run.cpp) to evaluate points with.
 bool study_runner_available();
 /// The `simulate` study runner as a sweep evaluator: the point's study JSON is loaded as
 /// `sparsp simulate --config` loads a file (relative paths against the point's base_dir) and
@@ -291,4 +291,4 @@ Status check_writable(const std::string& path);
 /// Human-readable report: best configuration, margin over the default, top-N table.
 std::string format_tune_report(const TuneSpec& spec, const TuneResult& result);
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

@@ -165,18 +165,18 @@ TEST_CASE("cli: sim run --trace into a folder exits 2 naming the path, comm_sms 
 
 TEST_CASE("progress rates: 3 significant digits with SI suffixes") {
   // 25351327.1 layers/s (the rate of a first update after microseconds) reads 25.4M.
-  CHECK(sparsp::sim::format_rate(25351327.1) == "25.4M");
-  CHECK(sparsp::sim::format_rate(41.0) == "41.0");
-  CHECK(sparsp::sim::format_rate(999.0) == "999");
-  CHECK(sparsp::sim::format_rate(999.96) == "1.00k");  // rounds to 1000 -> next suffix
-  CHECK(sparsp::sim::format_rate(1200.0) == "1.20k");
-  CHECK(sparsp::sim::format_rate(3e9) == "3.00G");
-  CHECK(sparsp::sim::format_rate(0.5) == "0.50");
-  CHECK(sparsp::sim::format_rate(0.0) == "0.0");
-  CHECK(sparsp::sim::format_rate(-1.0) == "?");
+  CHECK(sparsp::study::format_rate(25351327.1) == "25.4M");
+  CHECK(sparsp::study::format_rate(41.0) == "41.0");
+  CHECK(sparsp::study::format_rate(999.0) == "999");
+  CHECK(sparsp::study::format_rate(999.96) == "1.00k");  // rounds to 1000 -> next suffix
+  CHECK(sparsp::study::format_rate(1200.0) == "1.20k");
+  CHECK(sparsp::study::format_rate(3e9) == "3.00G");
+  CHECK(sparsp::study::format_rate(0.5) == "0.50");
+  CHECK(sparsp::study::format_rate(0.0) == "0.0");
+  CHECK(sparsp::study::format_rate(-1.0) == "?");
   // A final update right after the start: no rate yet (under 0.2 s elapsed).
   std::ostringstream out;
-  sparsp::sim::ProgressMeter meter(sparsp::sim::ProgressMode::lines, 10, 0, "layers", "simulate",
+  sparsp::study::ProgressMeter meter(sparsp::study::ProgressMode::lines, 10, 0, "layers", "simulate",
                                    10.0, &out);
   meter.update(10, true);
   CHECK(out.str() == "simulate: 10/10 layers\n");

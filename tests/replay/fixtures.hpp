@@ -24,8 +24,8 @@ inline sim::Transfer transfer(std::string id, std::string src, std::string dst, 
 /// The toy plan both suites start from, without layers: 3 ranks, 6 KV blocks owned
 /// {0,0,1,1,2,2}, block = 2 (K,V) * 4 tokens * 2 heads * 8 dim * 2 B = 256 B, policy
 /// contiguous/ring/sync.
-inline plan::Plan toy_plan() {
-  plan::Plan p;
+inline policy::Plan toy_plan() {
+  policy::Plan p;
   p.model = "toy";
   p.gpus = 3;
   p.block_tokens = 4;

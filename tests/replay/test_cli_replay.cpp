@@ -123,14 +123,14 @@ TEST_CASE("cuda backend on a GPU, or a skip") {
     MESSAGE("no CUDA backend in this build: skipped");
     return;
   }
-  plan::Plan p;
+  policy::Plan p;
   p.gpus = 2;
   p.heads = 2;
   p.num_blocks = 2;
   p.kv_block_bytes = 1 << 20;
   p.policy = {"contiguous", "demand_direct", "sync", {}};
   p.block_owner = {0, 1};
-  plan::LayerPlan L;
+  policy::LayerPlan L;
   sim::Transfer t;
   t.id = "t";
   t.src = "gpu0";

@@ -18,9 +18,9 @@ namespace {
 // gpu1 does not own, so integrity checks the forwarding); gpu2 -> gpu0 {4,5} host-staged in
 // 100-byte chunks (rounded to the 256-byte alignment, so 2 chunks); an opaque 1000-byte transfer
 // gpu1 -> host0; compute on gpu2 after the forward.
-plan::Plan ring_plan() {
-  plan::Plan p = test::toy_plan();
-  plan::LayerPlan L;
+policy::Plan ring_plan() {
+  policy::Plan p = test::toy_plan();
+  policy::LayerPlan L;
   L.layer = 0;
   L.repeat = 4;
   L.work.transfers.push_back(test::transfer("a", "gpu0", "gpu1", 512, {0, 1}));
@@ -175,7 +175,7 @@ TEST_CASE("a partial last block is inferred from transfer sizes and still checke
   r = replay::run(p, o);
   REQUIRE(r.ok());
   CHECK(r->bytes_verified == doctest::Approx(2380.0));
-  auto back = plan::parse_plan(plan::to_json(p), "p.json");
+  auto back = policy::parse_plan(policy::to_json(p), "p.json");
   REQUIRE(back.ok());
   CHECK(back->block_bytes == p.block_bytes);
 }

@@ -18,10 +18,10 @@ using test::transfer;
 // -> block_bytes {256,192,256,128,256,64}.
 // a: gpu0 -> gpu1 {0,1} = 256 + 192 = 448 B; fwd: gpu1 -> gpu2 {0,1} after a (448 B);
 // b: gpu2 -> gpu0 {4,5} = 256 + 64 = 320 B.
-plan::Plan ragged_plan() {
-  plan::Plan p = test::toy_plan();
+policy::Plan ragged_plan() {
+  policy::Plan p = test::toy_plan();
   p.block_bytes = {256, 192, 256, 128, 256, 64};
-  plan::LayerPlan L;
+  policy::LayerPlan L;
   L.work.transfers.push_back(transfer("a", "gpu0", "gpu1", 448, {0, 1}));
   auto fwd = transfer("fwd", "gpu1", "gpu2", 448, {0, 1});
   fwd.after = {"a"};
@@ -31,8 +31,8 @@ plan::Plan ragged_plan() {
   return p;
 }
 
-Result<plan::Plan> reparse(const plan::Plan& p) {
-  return plan::parse_plan(plan::to_json(p), "p.json");
+Result<policy::Plan> reparse(const policy::Plan& p) {
+  return policy::parse_plan(policy::to_json(p), "p.json");
 }
 
 replay::ReplayOptions host_opts() { return test::host_options(0, 1); }

@@ -9,8 +9,8 @@
 using namespace sparsp;
 
 namespace {
-plan::Plan small_plan() {
-  plan::Plan p;
+policy::Plan small_plan() {
+  policy::Plan p;
   p.model = "toy";
   p.pattern = "dense";
   p.gpus = 2;
@@ -21,7 +21,7 @@ plan::Plan small_plan() {
   p.kv_block_bytes = 2.0 * 4 * 2 * 8 * 2;  // K+V * tokens * heads * head_dim * bf16 = 256
   p.policy = {"contiguous", "demand_direct", "sync", {{"chunk_bytes", 128}, {"comm_sms", 4}}};
   p.block_owner = {0, 0, 1, 1};
-  plan::LayerPlan L;
+  policy::LayerPlan L;
   L.step = 0;
   L.layer = 3;
   L.repeat = 7;
@@ -48,9 +48,9 @@ plan::Plan small_plan() {
 }  // namespace
 
 TEST_CASE("plan JSON round-trips byte for byte") {
-  const plan::Plan p = small_plan();
-  const std::string a = plan::to_json(p);
-  auto q = plan::parse_plan(a, "a.json");
+  const policy::Plan p = small_plan();
+  const std::string a = policy::to_json(p);
+  auto q = policy::parse_plan(a, "a.json");
   REQUIRE(q.ok());
   CHECK(q->gpus == 2);
   CHECK(q->kv_block_bytes == 256);
@@ -64,34 +64,34 @@ TEST_CASE("plan JSON round-trips byte for byte") {
   CHECK(t.layer == 3);
   CHECK(q->layers[0].work.compute[0].after == std::vector<std::string>{"t0"});
   CHECK(q->layers[0].work.compute[0].duration_s == 1.5e-3);
-  CHECK(plan::to_json(*q) == a);
+  CHECK(policy::to_json(*q) == a);
 }
 
 TEST_CASE("plan errors name the file and JSON pointer") {
-  plan::Plan p = small_plan();
+  policy::Plan p = small_plan();
   p.layers[0].work.transfers[0].dst = "gpu9";  // only gpu0, gpu1 exist
-  auto r = plan::parse_plan(plan::to_json(p), "bad.json");
+  auto r = policy::parse_plan(policy::to_json(p), "bad.json");
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("bad.json:/layers/0/transfers/0/dst:") == 0);
 
   p = small_plan();
   p.layers[0].work.compute[0].after = {"nope"};
-  r = plan::parse_plan(plan::to_json(p), "bad.json");
+  r = policy::parse_plan(policy::to_json(p), "bad.json");
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("bad.json:/layers/0/compute/0/after/0:") == 0);
 
   p = small_plan();
   p.block_owner = {0, 0, 2, 1};  // rank 2 does not exist with gpus = 2
-  r = plan::parse_plan(plan::to_json(p), "bad.json");
+  r = policy::parse_plan(policy::to_json(p), "bad.json");
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("bad.json:/block_owner/2:") == 0);
 
-  r = plan::parse_plan("{\n\"schema_version\": 1,\n  oops", "x.json");
+  r = policy::parse_plan("{\n\"schema_version\": 1,\n  oops", "x.json");
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("x.json:3:") == 0);  // error on line 3
   CHECK(r.error().exit_code == 2);
 
-  r = plan::load_plan("/nonexistent/plan.json");
+  r = policy::load_plan("/nonexistent/plan.json");
   REQUIRE(!r.ok());
 }
 
@@ -100,9 +100,9 @@ TEST_CASE("a plan's layer plans are distinct (step, layer) pairs") {
                    "2x-h200-nvlink__dependency_aware_demand_direct_sync.plan.json");
   REQUIRE(in.good());
   auto j = nlohmann::ordered_json::parse(in);
-  REQUIRE(plan::parse_plan(j.dump(), "p.json").ok());
+  REQUIRE(policy::parse_plan(j.dump(), "p.json").ok());
   j["layers"].push_back(j["layers"][0]);  // the same (step 0, layer 0) again
-  auto r = plan::parse_plan(j.dump(), "p.json");
+  auto r = policy::parse_plan(j.dump(), "p.json");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "p.json:/layers/1: (step 0, layer 0) repeats /layers/0");
 }

@@ -19,7 +19,7 @@ const std::string kPlanPath =
         .string();
 
 // A trace that matches the plan: per layer plan its (step, layer) and the plan's activity ids.
-replay::ReplayResult matching_trace(const plan::Plan& p) {
+replay::ReplayResult matching_trace(const policy::Plan& p) {
   replay::ReplayResult r;
   for (const auto& L : p.layers) {
     replay::LayerReplay lr;
@@ -55,7 +55,7 @@ replay::ValidateOptions named() {
   return o;
 }
 
-std::string error_of(const plan::Plan& p, const replay::ReplayResult& t,
+std::string error_of(const policy::Plan& p, const replay::ReplayResult& t,
                      const replay::ValidateOptions& o = named()) {
   auto r = replay::validate(p, t, o);
   REQUIRE(!r.ok());
@@ -65,7 +65,7 @@ std::string error_of(const plan::Plan& p, const replay::ReplayResult& t,
 }  // namespace
 
 TEST_CASE("validate errors name the trace or plan file and the JSON pointer") {
-  auto plan = plan::load_plan(kPlanPath);
+  auto plan = policy::load_plan(kPlanPath);
   REQUIRE(plan.ok());
   REQUIRE(!plan->layers.empty());
   REQUIRE(plan->layers[0].work.transfers.size() >= 2);

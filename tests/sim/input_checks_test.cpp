@@ -25,7 +25,7 @@ namespace {
 // 2 ranks, 4 blocks of 256 B (2 (K,V) * 4 tokens * 2 heads * 8 dim * 2 B) owned {0,0,1,1};
 // one transfer gpu0 -> gpu1 of blocks {0,1} = 512 B and one compute task on gpu1 after it.
 ordered_json good_plan() {
-  plan::Plan p;
+  policy::Plan p;
   p.model = "toy";
   p.gpus = 2;
   p.block_tokens = 4;
@@ -35,7 +35,7 @@ ordered_json good_plan() {
   p.kv_block_bytes = 256;
   p.policy = {"contiguous", "ring", "sync", {}};
   p.block_owner = {0, 0, 1, 1};
-  plan::LayerPlan L;
+  policy::LayerPlan L;
   sim::Transfer t;
   t.id = "t0";
   t.src = "gpu0";
@@ -50,12 +50,12 @@ ordered_json good_plan() {
   c.after = {"t0"};
   L.work.compute.push_back(c);
   p.layers.push_back(L);
-  return ordered_json::parse(plan::to_json(p));
+  return ordered_json::parse(policy::to_json(p));
 }
 
 // The error message of parsing `j` as p.json ("" when it loads).
 std::string plan_error(const ordered_json& j) {
-  auto r = plan::parse_plan(j.dump(), "p.json");
+  auto r = policy::parse_plan(j.dump(), "p.json");
   if (r.ok()) return "";
   CHECK(r.error().exit_code == 2);
   return r.error().message;
@@ -154,14 +154,14 @@ TEST_CASE("plan: kv_block_bytes > 0 with blocks; at least one layer plan; bounde
 TEST_CASE("study: a step or layer listed twice is refused at its pointer") {
   const std::string head = R"({"schema_version": 1, "topology": "8x-l40s-gen4-4switch",
     "pattern": "sta", "policies": ["contiguous/ring/sync"], )";
-  auto s = sim::parse_study(head + R"("layers": [2, 2, 2]})", "s.json");
+  auto s = study::parse_study(head + R"("layers": [2, 2, 2]})", "s.json");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().exit_code == 2);
   CHECK(s.error().message == "s.json:/layers/1: duplicate 2 (already at /layers/0)");
-  s = sim::parse_study(head + R"("steps": [0, 3, 1, 3]})", "s.json");
+  s = study::parse_study(head + R"("steps": [0, 3, 1, 3]})", "s.json");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message == "s.json:/steps/3: duplicate 3 (already at /steps/1)");
-  s = sim::parse_study(head + R"("layers": [2, 0, 1]})", "s.json");
+  s = study::parse_study(head + R"("layers": [2, 0, 1]})", "s.json");
   REQUIRE(s.ok());
   CHECK(s->layers == std::vector<int>{2, 0, 1});
 }
@@ -172,7 +172,7 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
                             "runtime": "ce_decoupled", "params": {"chunk_bytes": 4194304}}]},
     "parameters": [)";
   auto bad = [&](const std::string& params) {
-    auto r = sim::parse_tune(head + params + "]}", "t.json", "");
+    auto r = study::parse_tune(head + params + "]}", "t.json", "");
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().exit_code == 2);
     return r.error().message;
@@ -190,7 +190,7 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
       "t.json:/parameters/0/range: policy parameter 'comm_sms' must be an integer in [1, 1024], "
       "got 0");
   auto ok =
-      sim::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})", "t.json", "");
+      study::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})", "t.json", "");
   CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
 }
 
@@ -230,9 +230,9 @@ TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
 }
 
 TEST_CASE("simulate --json numbers have at most 9 significant digits") {
-  sim::StudyResult r;
+  study::StudyResult r;
   r.model = "m";
-  sim::PolicyResult p;
+  study::PolicyResult p;
   p.policy = {"contiguous", "ring", "sync", {{"tolerance", 1.0300000000000002}}};
   // nlohmann_json (Grisu2) prints the double nearest 0.381007287 as 0.38100728699999997.
   p.volume_vs_baseline = 0.38100728699999997;
@@ -243,7 +243,7 @@ TEST_CASE("simulate --json numbers have at most 9 significant digits") {
   p.speedup = 1e20;
   p.compute_imbalance = -0.25;
   r.policies.push_back(p);
-  const std::string s = sim::to_json(r);
+  const std::string s = study::to_json(r);
   CHECK(s.find("\"volume_vs_baseline\": 0.381007287,") != std::string::npos);
   CHECK(s.find("\"volume_bytes\": 1234567890000.0,") != std::string::npos);
   CHECK(s.find("\"attention_time_s\": 1.5e-05,") != std::string::npos);
@@ -256,5 +256,5 @@ TEST_CASE("simulate --json numbers have at most 9 significant digits") {
   const auto j = nlohmann::ordered_json::parse(s);
   CHECK(j["policies"][0]["volume_vs_baseline"].get<double>() == 0.381007287);
   CHECK(j.dump(2) + "\n" != s);  // nlohmann would print the 17-digit form
-  CHECK(sim::to_csv(r).find(",0.381007287,") != std::string::npos);
+  CHECK(study::to_csv(r).find(",0.381007287,") != std::string::npos);
 }

@@ -7,13 +7,12 @@
 #include <set>
 #include <sstream>
 
-#include "policy_demand.hpp"
 #include "sparsp/study.hpp"
-#include "study_internal.hpp"
+#include "internal.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
-std::string policy_label(const plan::PolicySpec& p) {
+std::string policy_label(const policy::PolicySpec& p) {
   std::string s = p.name();
   char sep = ':';
   for (const auto& [k, v] : p.params) {
@@ -89,7 +88,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     baseline = -1;
     for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
       if (policy_label(st.policies[i]) == st.baseline) baseline = static_cast<int>(i);
-    if (auto spec = parse_policy(st.baseline); spec)
+    if (auto spec = policy::parse_policy(st.baseline); spec)
       for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
         if (st.policies[i].name() == spec->name() && st.policies[i].params == spec->params)
           baseline = static_cast<int>(i);
@@ -110,7 +109,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
       const int n = st.num_gpus > 0 ? st.num_gpus : topo->num_gpus();
       for (int g = 0; g < n; ++g) gpus.push_back(g);
     }
-    auto rt = rank_topology(*topo, gpus);
+    auto rt = policy::rank_topology(*topo, gpus);
     if (!rt) return at(st, "/gpus", rt.error());
     const int P = rt->ranks;
     out.gpus = P;
@@ -149,7 +148,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
         if (pattern.mask_group(s, l) != pattern.mask_group(steps[0], l)) dynamic = true;
     out.dynamic = dynamic;
     // Compute model.
-    ComputeModel cm = compute_model_for(topo->gpu(gpus[0]));
+    policy::ComputeModel cm = policy::compute_model_for(topo->gpu(gpus[0]));
     if (st.attention_efficiency > 0) cm.attention_efficiency = st.attention_efficiency;
     if (st.gemm_efficiency > 0) cm.gemm_efficiency = st.gemm_efficiency;
     // Policies against this group (comm_sms vs the GPU's SMs, a real Ulysses degree for USP).
@@ -160,13 +159,13 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
         if (c > 0) sms = sms > 0 ? std::min(sms, c) : c;
       }
       for (size_t pi = 0; pi < st.policies.size(); ++pi)
-        if (auto chk = check_policy_on(st.policies[pi], P, model->heads, sms); !chk)
+        if (auto chk = policy::check_policy_on(st.policies[pi], P, model->heads, sms); !chk)
           return at(st, place_of(st, pi), chk.error());
     }
     // Placements (one per distinct placement + parameters).
-    const BlockGraph graph = block_graph(pattern);
-    std::map<std::string, Placement> placement_cache;
-    std::vector<const Placement*> placement_of(st.policies.size());
+    const policy::BlockGraph graph = policy::block_graph(pattern);
+    std::map<std::string, policy::Placement> placement_cache;
+    std::vector<const policy::Placement*> placement_of(st.policies.size());
     for (size_t pi = 0; pi < st.policies.size(); ++pi) {
       const auto& spec = st.policies[pi];
       std::map<std::string, double> pp;
@@ -176,8 +175,8 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
       for (const auto& [k, v] : pp) key += "," + k + "=" + std::to_string(v);
       auto it = placement_cache.find(key);
       if (it == placement_cache.end()) {
-        PlacementContext ctx{&graph, &*rt, model->heads, pp};
-        auto pl = make_placement(spec.placement, ctx);
+        policy::PlacementContext ctx{&graph, &*rt, model->heads, pp};
+        auto pl = policy::make_placement(spec.placement, ctx);
         if (!pl) return at(st, place_of(st, pi), pl.error());
         it = placement_cache.emplace(key, std::move(*pl)).first;
       }
@@ -187,12 +186,12 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     const size_t NP = st.policies.size();
     std::vector<Accum> acc(NP);
     std::vector<std::map<int64_t, UnitMetrics>> cache(NP);
-    std::vector<std::shared_ptr<plan::Plan>> plans(NP);
+    std::vector<std::shared_ptr<policy::Plan>> plans(NP);
     std::vector<std::map<int64_t, size_t>> plan_index(NP);
     std::vector<std::string> traces(NP);
     if (opt.keep_plans)
       for (size_t pi = 0; pi < NP; ++pi) {
-        auto p = std::make_shared<plan::Plan>();
+        auto p = std::make_shared<policy::Plan>();
         p->topology_json = topo->to_json();
         p->model = model->name;
         p->pattern = pattern.describe();
@@ -234,7 +233,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
             masks_loaded = true;
           }
           const auto& spec = st.policies[pi];
-          LayerInput in;
+          policy::LayerInput in;
           in.model = &*model;
           in.layout = &pattern.layout();
           in.masks = masks;
@@ -244,16 +243,16 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
           in.dynamic = dynamic;
           in.layer = l;
           in.step = s;
-          auto cp = make_scheme(spec.scheme, in, spec.params);
+          auto cp = policy::make_scheme(spec.scheme, in, spec.params);
           if (!cp) return at(st, place_of(st, pi), cp.error());
-          auto work = make_workload(spec.runtime, *cp, *rt, cm, spec.params, l);
+          auto work = policy::make_workload(spec.runtime, *cp, *rt, cm, spec.params, l);
           if (!work) return at(st, place_of(st, pi), work.error());
-          SimOptions so = st.sim;
+          sim::SimOptions so = st.sim;
           const bool trace_this = opt.keep_trace && traces[pi].empty();
           so.record_resource_timeline = trace_this;
-          auto res = simulate(*topo, *work, so);
+          auto res = sim::simulate(*topo, *work, so);
           if (!res) return at(st, place_of(st, pi), res.error());
-          auto lb = lower_bound(*topo, *work);
+          auto lb = sim::lower_bound(*topo, *work);
           if (!lb) return at(st, place_of(st, pi), lb.error());
           UnitMetrics m;
           m.attention_s = res->makespan_s;
@@ -267,12 +266,12 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
           m.imbalance = mean > 0 ? *std::max_element(fl.begin(), fl.end()) / mean : 1.0;
           m.resource_bytes.reserve(res->resources.size());
           for (const auto& r : res->resources) m.resource_bytes.push_back(r.bytes);
-          if (trace_this) traces[pi] = to_chrome_trace(*work, *res);
+          if (trace_this) traces[pi] = sim::to_chrome_trace(*work, *res);
           acc[pi].add(m);
           acc[pi].simulated++;
           if (plans[pi]) {
             plan_index[pi][group] = plans[pi]->layers.size();
-            plans[pi]->layers.push_back(plan::LayerPlan{s, l, 1, std::move(*work)});
+            plans[pi]->layers.push_back(policy::LayerPlan{s, l, 1, std::move(*work)});
           }
           cache[pi].emplace(group, std::move(m));
         }
@@ -349,4 +348,4 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   return out;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

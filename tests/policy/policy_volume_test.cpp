@@ -18,13 +18,13 @@ using sparsp::testing::TestPattern;
 
 namespace {
 
-double payload_into(const sim::CommPlan& p, int dst) {
+double payload_into(const policy::CommPlan& p, int dst) {
   double b = 0;
   for (const auto& m : p.messages)
     if (!m.control && m.dst == dst) b += m.bytes;
   return b;
 }
-double task_flops(const sim::CommPlan& p) {
+double task_flops(const policy::CommPlan& p) {
   double f = 0;
   for (const auto& t : p.tasks) f += t.flops;
   return f;
@@ -44,8 +44,8 @@ TEST_CASE("ring moves (P-1)/P of all KV into every GPU") {
   // 262144 B, forwarded 3 hops -> each GPU receives 3 shards = 786432 B = 3/4 of all KV.
   TestPattern pat(16, 128, 2, 64, [](int, int, int) { return true; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("ring", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("ring", pat.input(pl, rt), {});
   REQUIRE(plan.ok());
   for (int g = 0; g < 4; ++g) CHECK(payload_into(*plan, g) == doctest::Approx(786432.0));
   CHECK(plan->payload_bytes() == doctest::Approx(4 * 786432.0));
@@ -53,7 +53,7 @@ TEST_CASE("ring moves (P-1)/P of all KV into every GPU") {
   // Attention work is conserved: dense 16 x 16 pairs x 2 heads x 4 * 128 * 128 * 64 FLOPs
   // = 512 * 4194304 = 2147483648 FLOPs.
   CHECK(task_flops(*plan) == doctest::Approx(2147483648.0));
-  auto ag = sim::make_scheme("allgather", pat.input(pl, rt), {});
+  auto ag = policy::make_scheme("allgather", pat.input(pl, rt), {});
   REQUIRE(ag.ok());
   CHECK(ag->payload_bytes() == doctest::Approx(4 * 786432.0));   // NCCL ring all-gather: same
   CHECK(task_flops(*ag) == doctest::Approx(2147483648.0));
@@ -65,9 +65,9 @@ TEST_CASE("ring skip_empty stops a shard after the last GPU that needs it") {
   // 262144 B = 1572864 B, against 12 hops = 3145728 B without skip_empty.
   TestPattern pat(16, 128, 2, 64, [](int, int q, int k) { return k <= q; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto full = sim::make_scheme("ring", pat.input(pl, rt), {});
-  auto skip = sim::make_scheme("ring", pat.input(pl, rt), {{"skip_empty", 1}});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto full = policy::make_scheme("ring", pat.input(pl, rt), {});
+  auto skip = policy::make_scheme("ring", pat.input(pl, rt), {{"skip_empty", 1}});
   REQUIRE(full.ok());
   REQUIRE(skip.ok());
   CHECK(full->payload_bytes() == doctest::Approx(3145728.0));
@@ -83,8 +83,8 @@ TEST_CASE("ulysses moves the closed-form all-to-all volume") {
   // = 4 * 0.75 * 2048 * 4 * 64 * 2.
   TestPattern pat(16, 128, 4, 64, [](int h, int q, int k) { return rnd(h, q, k, 30); });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("ulysses", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("ulysses", pat.input(pl, rt), {});
   REQUIRE(plan.ok());
   CHECK(plan->payload_bytes() == doctest::Approx(3145728.0));
   // Work conserved: active pairs over all heads x 4194304.
@@ -103,8 +103,8 @@ TEST_CASE("usp: Ulysses within groups, ring across them") {
   // -> 4 hops = 2097152 B. Total 4194304 B.
   TestPattern pat(16, 128, 4, 64, [](int, int, int) { return true; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("usp", pat.input(pl, rt), {{"ulysses_degree", 2}});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("usp", pat.input(pl, rt), {{"ulysses_degree", 2}});
   REQUIRE(plan.ok());
   CHECK(plan->payload_bytes() == doctest::Approx(4194304.0));
   // Dense: 256 pairs x 4 heads x 4194304 FLOPs.
@@ -114,8 +114,8 @@ TEST_CASE("usp: Ulysses within groups, ring across them") {
 TEST_CASE("ulysses rejects heads not divisible by the degree") {
   TestPattern pat(16, 128, 2, 64, [](int, int, int) { return true; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("ulysses", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("ulysses", pat.input(pl, rt), {});
   REQUIRE_FALSE(plan.ok());
   CHECK(plan.error().message.find("not divisible") != std::string::npos);
 }
@@ -128,9 +128,9 @@ TEST_CASE("demand_direct carries exactly the needed remote KV blocks") {
   const int H = 3;
   TestPattern pat(16, 128, H, 64, [](int h, int q, int k) { return rnd(h, q, k, 20); });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  for (auto gran : {sim::Granularity::block, sim::Granularity::head_block}) {
-    auto plan = sim::make_scheme("demand_direct", pat.input(pl, rt, gran), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  for (auto gran : {policy::Granularity::block, policy::Granularity::head_block}) {
+    auto plan = policy::make_scheme("demand_direct", pat.input(pl, rt, gran), {});
     REQUIRE(plan.ok());
     std::map<std::pair<int, int>, double> got;
     for (const auto& m : plan->messages) got[{m.src, m.dst}] += m.bytes;
@@ -146,7 +146,7 @@ TEST_CASE("demand_direct carries exactly the needed remote KV blocks") {
                 blocks.insert(k);
                 head_blocks.insert({h, k});
               }
-        const double want = gran == sim::Granularity::block ? 98304.0 * static_cast<double>(blocks.size())
+        const double want = gran == policy::Granularity::block ? 98304.0 * static_cast<double>(blocks.size())
                                                             : 32768.0 * static_cast<double>(head_blocks.size());
         CHECK(got[{o, g}] == doctest::Approx(want));
       }
@@ -158,8 +158,8 @@ TEST_CASE("1D band mask over 4 GPUs: exactly the neighbours' boundary blocks") {
   // from g+1: 6 messages of one block each (H = 2: 65536 B), 393216 B in all.
   TestPattern pat(16, 128, 2, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
   REQUIRE(plan.ok());
   std::map<std::pair<int, int>, std::vector<int32_t>> got;
   for (const auto& m : plan->messages) {
@@ -174,7 +174,7 @@ TEST_CASE("1D band mask over 4 GPUs: exactly the neighbours' boundary blocks") {
   CHECK(plan->payload_bytes() == doctest::Approx(393216.0));
   // demand_alltoall: same payload; index exchange of 12 ordered pairs, 4 B count + 4 B per
   // requested block: 12 * 4 + 6 * 4 = 72 B of control.
-  auto dsv = sim::make_scheme("demand_alltoall", pat.input(pl, rt), {});
+  auto dsv = policy::make_scheme("demand_alltoall", pat.input(pl, rt), {});
   REQUIRE(dsv.ok());
   CHECK(dsv->payload_bytes() == doctest::Approx(393216.0));
   CHECK(dsv->control_bytes() == doctest::Approx(72.0));
@@ -183,15 +183,15 @@ TEST_CASE("1D band mask over 4 GPUs: exactly the neighbours' boundary blocks") {
 
 namespace {
 // Two switches of two ranks each (ranks 0, 1 under sw0; 2, 3 under sw1), one socket.
-sim::RankTopology two_switches(bool p2p) {
-  auto rt = sim::RankTopology::flat(4, p2p);
+policy::RankTopology two_switches(bool p2p) {
+  auto rt = policy::RankTopology::flat(4, p2p);
   rt.ancestors = {{"sw0", "cpu0"}, {"sw0", "cpu0"}, {"sw1", "cpu0"}, {"sw1", "cpu0"}};
   return rt;
 }
 // Bytes entering switch s from outside it (its uplink, downstream direction); host staging
 // counts the device-to-host copy on the owner's uplink and the host-to-device copy on the
 // requester's.
-double into_switch(const sim::CommPlan& p, const sim::RankTopology& rt, const std::string& sw) {
+double into_switch(const policy::CommPlan& p, const policy::RankTopology& rt, const std::string& sw) {
   double b = 0;
   for (const auto& m : p.messages) {
     if (m.control || m.dst < 0) continue;
@@ -202,7 +202,7 @@ double into_switch(const sim::CommPlan& p, const sim::RankTopology& rt, const st
   }
   return b;
 }
-double out_of_switch(const sim::CommPlan& p, const sim::RankTopology& rt, const std::string& sw) {
+double out_of_switch(const policy::CommPlan& p, const policy::RankTopology& rt, const std::string& sw) {
   double b = 0;
   for (const auto& m : p.messages) {
     if (m.control || m.src < 0) continue;
@@ -223,8 +223,8 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
     // leader = 524288 B.
     TestPattern pat(16, 128, 2, 64, [](int, int, int) { return true; });
     const auto rt = two_switches(true);
-    auto d = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
-    auto h = sim::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
+    auto d = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
+    auto h = policy::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
     REQUIRE(d.ok());
     REQUIRE(h.ok());
     CHECK(into_switch(*d, rt, "sw1") == doctest::Approx(1048576.0));
@@ -239,8 +239,8 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
         TestPattern pat(16, 128, 2, 64,
                         [&](int hh, int q, int k) { return rnd(hh + 7 * seed, q, k, 10 + 10 * seed); });
         const auto rt = two_switches(p2p);
-        auto d = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
-        auto h = sim::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
+        auto d = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
+        auto h = policy::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
         REQUIRE(d.ok());
         REQUIRE(h.ok());
         for (const char* sw : {"sw0", "sw1"}) {
@@ -255,7 +255,7 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
     // uplink; hierarchical copies it to host once (262144 B), then three host-to-device reads.
     TestPattern pat(16, 128, 2, 64, [](int, int, int) { return true; });
     const auto rt = two_switches(false);
-    auto h = sim::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
+    auto h = policy::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
     REQUIRE(h.ok());
     double d2h_from0 = 0;
     for (const auto& m : h->messages)
@@ -268,23 +268,23 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
 TEST_CASE("placements") {
   // 10 blocks, the last one a 64-token text-like block: 9 * 128 + 64 = 1216 tokens.
   TestPattern pat(10, 128, 1, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; }, 64);
-  const auto graph = sim::block_graph(pat);
-  const auto rt = sim::RankTopology::flat(2, true);
-  sim::PlacementContext ctx{&graph, &rt, 1, {}};
+  const auto graph = policy::block_graph(pat);
+  const auto rt = policy::RankTopology::flat(2, true);
+  policy::PlacementContext ctx{&graph, &rt, 1, {}};
   SUBCASE("contiguous splits tokens at N/2 = 608 by block middles") {
     // Block middles at 64, 192, ..., 1088 (block 8), 1184 (block 9); 608 falls in block 4
     // (512..640, middle 576 < 608) -> blocks 0..4 on rank 0, 5..9 on rank 1.
-    auto pl = sim::make_placement("contiguous", ctx);
+    auto pl = policy::make_placement("contiguous", ctx);
     REQUIRE(pl.ok());
     CHECK(pl->block_owner == std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
   }
   SUBCASE("striped") {
-    auto pl = sim::make_placement("striped", ctx);
+    auto pl = policy::make_placement("striped", ctx);
     REQUIRE(pl.ok());
     CHECK(pl->block_owner == std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1, 0, 1});
   }
   SUBCASE("unknown name") {
-    auto pl = sim::make_placement("nope", ctx);
+    auto pl = policy::make_placement("nope", ctx);
     REQUIRE_FALSE(pl.ok());
     CHECK(pl.error().message == "unknown placement 'nope'");
   }
@@ -297,10 +297,10 @@ TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside
   // switch for 2 of the 3 cuts, so exactly one cut edge crosses switches (the minimum: the
   // halves 0..7 and 8..15 must be on different switches and have one edge between them).
   TestPattern pat(16, 128, 2, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; });
-  const auto graph = sim::block_graph(pat);
+  const auto graph = policy::block_graph(pat);
   const auto rt = two_switches(true);
-  sim::PlacementContext ctx{&graph, &rt, 2, {{"tolerance", 1.0}}};
-  auto pl = sim::make_placement("dependency_aware", ctx);
+  policy::PlacementContext ctx{&graph, &rt, 2, {{"tolerance", 1.0}}};
+  auto pl = policy::make_placement("dependency_aware", ctx);
   REQUIRE(pl.ok());
   std::vector<int> count(4, 0);
   for (int o : pl->block_owner) count[static_cast<size_t>(o)]++;
@@ -316,15 +316,15 @@ TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside
 }
 
 TEST_CASE("policy strings") {
-  auto p = sim::parse_policy("dependency_aware/demand_direct/ce_decoupled:route=host_staged,comm_sms=8");
+  auto p = policy::parse_policy("dependency_aware/demand_direct/ce_decoupled:route=host_staged,comm_sms=8");
   REQUIRE(p.ok());
   CHECK(p->placement == "dependency_aware");
   CHECK(p->scheme == "demand_direct");
   CHECK(p->runtime == "ce_decoupled");
   CHECK(p->params.at("host_staged") == 1.0);
   CHECK(p->params.at("comm_sms") == 8.0);
-  CHECK_FALSE(sim::parse_policy("contiguous/ring").ok());
-  auto bad = sim::parse_policy("contiguous/warp/sync");
+  CHECK_FALSE(policy::parse_policy("contiguous/ring").ok());
+  auto bad = policy::parse_policy("contiguous/warp/sync");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("unknown scheme 'warp'") != std::string::npos);
 }
@@ -335,9 +335,9 @@ TEST_CASE("demand schemes split the dense text-query rows across ranks") {
   auto fn = [](int, int q, int k) { return q == 15 || k == 15 || (q - k <= 1 && k - q <= 1); };
   TestPattern pat(16, 128, 2, 64, fn, 0, 1, 1);
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto split = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
-  auto whole = sim::make_scheme("demand_direct", pat.input(pl, rt), {{"split_text", 0}});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto split = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
+  auto whole = policy::make_scheme("demand_direct", pat.input(pl, rt), {{"split_text", 0}});
   REQUIRE(split.ok());
   REQUIRE(whole.ok());
   // Without the split, rank 3's text queries need every block: 12 remote blocks x 65536 B

@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "policy_demand.hpp"
+#include "demand.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::policy {
 
 // ---- rank view of the topology ----------------------------------------------------------------
 
@@ -87,9 +87,9 @@ std::string endpoint(const RankTopology& rt, int rank, int host_numa) {
   return "gpu" + std::to_string(rt.gpu_of_rank[static_cast<size_t>(rank)]);
 }
 
-Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const ComputeModel& cm,
+sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const ComputeModel& cm,
                const Params& p, int layer) {
-  Workload w;
+  sim::Workload w;
   const int comm_sms = static_cast<int>(param(p, "comm_sms", 16));
   const double chunk = param(p, "chunk_bytes", 0);
   const int staging = static_cast<int>(param(p, "staging_buffers", 0));  // 0: SimOptions default
@@ -119,7 +119,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
   for (size_t i = 0; i < plan.tasks.size(); ++i) tasks_of[static_cast<size_t>(plan.tasks[i].rank)].push_back(i);
   for (size_t i = 0; i < plan.messages.size(); ++i) {
     const auto& m = plan.messages[i];
-    Transfer t;
+    sim::Transfer t;
     t.id = mid(i);
     t.src = endpoint(rt, m.src, m.host_numa);
     t.dst = endpoint(rt, m.dst, m.host_numa);
@@ -132,8 +132,8 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
         if (plan.tasks[ti].phase < m.phase) after.insert(tid(ti));
     t.after.assign(after.begin(), after.end());
     const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
-    t.engine = (m.src < 0 || m.dst < 0) ? Engine::ce : (sm ? Engine::sm : Engine::ce);
-    t.comm_sms = t.engine == Engine::sm ? comm_sms : 0;
+    t.engine = (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
+    t.comm_sms = t.engine == sim::Engine::sm ? comm_sms : 0;
     t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
     t.chunk_bytes = chunk;
     t.staging_buffers = staging;
@@ -149,7 +149,7 @@ Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const Co
                    [&](size_t x, size_t y) { return plan.tasks[x].phase < plan.tasks[y].phase; });
   for (size_t i : order) {
     const auto& a = plan.tasks[i];
-    ComputeTask c;
+    sim::ComputeTask c;
     c.id = tid(i);
     c.gpu = endpoint(rt, a.rank, -1);
     c.duration_s = cm.attention_time_s(a.flops);
@@ -192,7 +192,7 @@ std::vector<PolicyInfo> runtimes() {
   return out;
 }
 
-Result<Workload> make_workload(const std::string& runtime, const CommPlan& plan,
+Result<sim::Workload> make_workload(const std::string& runtime, const CommPlan& plan,
                                const RankTopology& ranks, const ComputeModel& compute,
                                const std::map<std::string, double>& params, int layer) {
   for (const auto& r : kRuntimes)
@@ -248,7 +248,7 @@ Status check_policy_param(const std::string& k, double v) {
   return Ok{};
 }
 
-Status check_policy(const plan::PolicySpec& spec) {
+Status check_policy(const PolicySpec& spec) {
   if (!known(placements(), spec.placement))
     return Error{"unknown placement '" + spec.placement + "' (known: " + names(placements()) + ")"};
   if (!known(schemes(), spec.scheme))
@@ -264,7 +264,7 @@ Status check_policy(const plan::PolicySpec& spec) {
   return Ok{};
 }
 
-Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int gpu_sm_count) {
+Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count) {
   if (auto it = spec.params.find("comm_sms");
       it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
     std::ostringstream o;
@@ -290,8 +290,8 @@ Status check_policy_on(const plan::PolicySpec& spec, int ranks, int heads, int g
   return Ok{};
 }
 
-Result<plan::PolicySpec> parse_policy(const std::string& text) {
-  plan::PolicySpec spec;
+Result<PolicySpec> parse_policy(const std::string& text) {
+  PolicySpec spec;
   std::string body = text, ps;
   if (auto c = text.find(':'); c != std::string::npos) {
     body = text.substr(0, c);
@@ -326,4 +326,4 @@ Result<plan::PolicySpec> parse_policy(const std::string& text) {
   return spec;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::policy

@@ -2,13 +2,13 @@
 // each other rank, and how much attention work each (query group, key group, head group) holds.
 // Bit-parallel over the 64-bit words of the block masks; irregular blocks (partial last blocks,
 // text blocks) are weighted by their real token count.
-#include "policy_demand.hpp"
+#include "demand.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cassert>
 
-namespace sparsp::sim::detail {
+namespace sparsp::policy::detail {
 
 double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k) {
   return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * m.heads * m.head_dim * m.dtype_bytes;
@@ -222,4 +222,4 @@ double blocks_bytes(const LayerInput& in, const std::vector<int32_t>& blocks) {
   return b;
 }
 
-}  // namespace sparsp::sim::detail
+}  // namespace sparsp::policy::detail

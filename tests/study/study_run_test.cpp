@@ -8,16 +8,16 @@
 using namespace sparsp;
 
 namespace {
-sim::Study base(const char* model, const char* kind, int gpus) {
-  sim::Study s;
+study::Study base(const char* model, const char* kind, int gpus) {
+  study::Study s;
   s.topologies = {"8x-l40s-gen4-4switch"};
   s.model = model;
   s.pattern.kind = kind;
   s.num_gpus = gpus;
   return s;
 }
-void add(sim::Study& s, const char* text) {
-  auto p = sim::parse_policy(text);
+void add(study::Study& s, const char* text) {
+  auto p = policy::parse_policy(text);
   REQUIRE(p.ok());
   s.policies.push_back(*p);
   s.policy_places.push_back(text);
@@ -37,7 +37,7 @@ TEST_CASE("every scheme x runtime runs on STA; static patterns are simulated onc
   add(s, "dependency_aware/demand_direct/ce_decoupled");
   add(s, "balanced/demand_direct/ce_decoupled");
   add(s, "striped/demand_direct/sync:route=host_staged");
-  auto r = sim::run_study(s);
+  auto r = study::run_study(s);
   REQUIRE(r.ok());
   REQUIRE(r->policies.size() == s.policies.size());
   for (const auto& p : r->policies) {
@@ -65,7 +65,7 @@ TEST_CASE("dynamic top-k: every (step, layer) simulated, discovery traffic repor
   s.layers = {0, 1};
   add(s, "contiguous/demand_direct/ce_decoupled");
   add(s, "contiguous/ring/sm_overlap");
-  auto r = sim::run_study(s);
+  auto r = study::run_study(s);
   REQUIRE(r.ok());
   CHECK(r->dynamic);
   for (const auto& p : r->policies) {
@@ -88,7 +88,7 @@ TEST_CASE("study errors") {
   add(s, "contiguous/ring/sync");
   SUBCASE("unknown topology preset") {
     s.topologies = {"9x-imaginary"};
-    auto r = sim::run_study(s);
+    auto r = study::run_study(s);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().exit_code == 2);
     CHECK(r.error().message.find("<study>:/topology: ") == 0);
@@ -96,13 +96,13 @@ TEST_CASE("study errors") {
   SUBCASE("GPU not in the topology") {
     s.num_gpus = 0;
     s.gpus = {0, 8};
-    auto r = sim::run_study(s);
+    auto r = study::run_study(s);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message.find("<study>:/gpus: GPU 8 is not in topology") == 0);
   }
   SUBCASE("step outside the pattern") {
     s.steps = {50};
-    auto r = sim::run_study(s);
+    auto r = study::run_study(s);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == "<study>:/steps: step 50 outside the pattern's 50 steps");
   }

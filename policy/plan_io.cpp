@@ -13,7 +13,7 @@
 #include "sparsp/plan.hpp"
 #include "sparsp/topology.hpp"
 
-namespace sparsp::plan {
+namespace sparsp::policy {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -656,4 +656,4 @@ std::string to_json(const Plan& plan) {
   return root.dump() + "\n";
 }
 
-}  // namespace sparsp::plan
+}  // namespace sparsp::policy

@@ -6,10 +6,10 @@
 #include "sparsp/sweep.hpp"
 
 using nlohmann::json;
-using sparsp::sim::make_point;
-using sparsp::sim::num_points;
-using sparsp::sim::parse_sweep;
-using sparsp::sim::point_coordinates;
+using sparsp::study::make_point;
+using sparsp::study::num_points;
+using sparsp::study::parse_sweep;
+using sparsp::study::point_coordinates;
 
 namespace {
 const char* kStudy = R"({"num_gpus": 8, "model": "hunyuanvideo-720p",
@@ -140,7 +140,7 @@ TEST_CASE("bad sweep input names the JSON pointer") {
 }
 
 TEST_CASE("a referenced topology file is inlined to sweep its template; sparsity = 1 - density") {
-  auto r = sparsp::sim::load_sweep(SPARSP_TEST_DATA_DIR "/sweep/gps.json");
+  auto r = sparsp::study::load_sweep(SPARSP_TEST_DATA_DIR "/sweep/gps.json");
   REQUIRE(r.ok());
   CHECK(r->base_dir == SPARSP_TEST_DATA_DIR "/sweep");
   // Point 3 = (gpus_per_switch 4, sparsity 0.75).

@@ -10,9 +10,9 @@
 
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
-#include "study_internal.hpp"
+#include "internal.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 namespace {
 
@@ -231,7 +231,7 @@ std::string to_csv(const StudyResult& r) {
   return out.str();
 }
 
-Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options, const RunOptions& run) {
+Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& options, const RunOptions& run) {
   if (pl.topology_json.empty())
     return Error{"the plan has no embedded topology (\"topology\": null), so it cannot be re-timed "
                  "as written; hand-made plans are timed with `sparsp validate --topology T` "
@@ -251,13 +251,13 @@ Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options,
   std::map<std::string, int64_t> binding;
   std::vector<double> res_bytes;
   for (const auto& lp : pl.layers) {
-    SimOptions so = options;
+    sim::SimOptions so = options;
     const bool trace_this = run.keep_trace && r.trace_json.empty();
     so.record_resource_timeline = so.record_resource_timeline || trace_this;
-    auto res = simulate(*topo, lp.work, so);
+    auto res = sim::simulate(*topo, lp.work, so);
     if (!res) return res.error();
-    if (trace_this) r.trace_json = to_chrome_trace(lp.work, *res);
-    auto b = lower_bound(*topo, lp.work);
+    if (trace_this) r.trace_json = sim::to_chrome_trace(lp.work, *res);
+    auto b = sim::lower_bound(*topo, lp.work);
     if (!b) return b.error();
     const double rep = static_cast<double>(lp.repeat);
     att += rep * res->makespan_s;
@@ -315,4 +315,4 @@ Result<StudyResult> retime_plan(const plan::Plan& pl, const SimOptions& options,
   return out;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

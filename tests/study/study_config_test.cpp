@@ -24,8 +24,8 @@ const char* kMinimal = R"({"schema_version": 1, "topology": "8x-l40s-gen4-4switc
 TEST_CASE("the compiled-in default study is configs/studies/default.json") {
   const auto file = read(std::string(SPARSP_SOURCE_DIR) + "/configs/studies/default.json");
   REQUIRE_FALSE(file.empty());
-  CHECK(nlohmann::json::parse(file) == nlohmann::json::parse(sim::default_study_json()));
-  auto s = sim::default_study();
+  CHECK(nlohmann::json::parse(file) == nlohmann::json::parse(study::default_study_json()));
+  auto s = study::default_study();
   REQUIRE(s.ok());
   CHECK(s->topologies == std::vector<std::string>{"8x-rtx4090-epyc-nop2p", "8x-l40s-gen4-4switch"});
   CHECK(s->model == "hunyuanvideo-sta");
@@ -40,7 +40,7 @@ TEST_CASE("every study in configs/studies parses") {
   for (const char* name : {"default.json", "pcie-sta.json", "pcie-radial.json",
                            "replay-1gpu-sta.json", "topk-dynamic.json"}) {
     CAPTURE(name);
-    auto s = sim::load_study(std::string(SPARSP_SOURCE_DIR) + "/configs/studies/" + name);
+    auto s = study::load_study(std::string(SPARSP_SOURCE_DIR) + "/configs/studies/" + name);
     CHECK(s.ok());
     if (!s.ok()) MESSAGE(s.error().message);
   }
@@ -48,7 +48,7 @@ TEST_CASE("every study in configs/studies parses") {
 
 TEST_CASE("study fields") {
   auto s =
-      sim::parse_study(R"({"schema_version": 1, "topologies": ["a", "b"], "model": "cogvideox-5b",
+      study::parse_study(R"({"schema_version": 1, "topologies": ["a", "b"], "model": "cogvideox-5b",
     "pattern": {"kind": "radial", "block": 128, "decay": 0.5, "seed": 3},
     "gpus": ["gpu0", 2], "granularity": "head_block",
     "policies": ["contiguous/ring/sync", {"placement": "dependency_aware", "scheme": "demand_direct",
@@ -63,7 +63,7 @@ TEST_CASE("study fields") {
   CHECK(s->pattern.decay == 0.5);
   CHECK(s->pattern.seed == 3);
   CHECK(s->gpus == std::vector<int>{0, 2});
-  CHECK(s->granularity == sim::Granularity::head_block);
+  CHECK(s->granularity == policy::Granularity::head_block);
   REQUIRE(s->policies.size() == 2);
   CHECK(s->policies[1].params.at("host_staged") == 1.0);
   CHECK(s->policies[1].params.at("tolerance") == 1.05);
@@ -72,7 +72,7 @@ TEST_CASE("study fields") {
   CHECK(s->attention_efficiency == 0.5);
   CHECK(s->sim.launch_overhead_s == doctest::Approx(3e-6));
   CHECK(s->sim.staging_chunk_overhead_s == doctest::Approx(4.5e-6));
-  auto m = sim::parse_study(kMinimal, "m.json");
+  auto m = study::parse_study(kMinimal, "m.json");
   REQUIRE(m.ok());
   // Default: the H200 staged-pipeline fit, 6.25 us per chunk (replay/RESULTS.md, "staged:0").
   CHECK(m->sim.staging_chunk_overhead_s == doctest::Approx(6.25e-6));
@@ -107,7 +107,7 @@ TEST_CASE("study errors name the file and the JSON pointer") {
        "e.json:/sim/staging_chunk_overhead_us: expected 0..1e+06, got -1"},
   };
   for (const auto& c : cases) {
-    auto s = sim::parse_study(c.text, "e.json");
+    auto s = study::parse_study(c.text, "e.json");
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().message == c.message);
     CHECK(s.error().exit_code == 2);
@@ -116,12 +116,12 @@ TEST_CASE("study errors name the file and the JSON pointer") {
 
 TEST_CASE("JSON syntax errors report the line, not the byte offset") {
   // The stray x is on line 4, the 21st byte; nlohmann reports that 1-based byte offset (21).
-  auto s = sim::parse_study("{\n  \"name\": \"a\",\n\n  x\n}\n", "bad5.json");
+  auto s = study::parse_study("{\n  \"name\": \"a\",\n\n  x\n}\n", "bad5.json");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().exit_code == 2);
   CHECK(s.error().message.rfind("bad5.json:4: invalid JSON", 0) == 0);
   // Truncated at the end of line 2.
-  auto t = sim::parse_study("{\n  \"name\": ", "t.json");
+  auto t = study::parse_study("{\n  \"name\": ", "t.json");
   REQUIRE_FALSE(t.ok());
   CHECK(t.error().message.rfind("t.json:2: ", 0) == 0);
 }

@@ -17,7 +17,7 @@
 #include "sparsp/study.hpp"
 #endif
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 using nlohmann::json;
 
@@ -263,4 +263,4 @@ Result<ScoreFn> study_score(const std::string&, const std::string&) {
 }
 #endif
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

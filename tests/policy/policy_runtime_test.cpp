@@ -21,7 +21,7 @@ bool has(const std::vector<std::string>& v, const std::string& part) {
 }  // namespace
 
 TEST_CASE("compute model") {
-  sim::ComputeModel cm;
+  policy::ComputeModel cm;
   cm.peak_bf16_flops = 100e12;
   cm.attention_efficiency = 0.5;
   cm.launch_overhead_s = 5e-6;
@@ -35,18 +35,18 @@ TEST_CASE("compute model") {
   patterns::ModelSpec m;
   m.hidden = 3072;
   m.mlp_hidden = 12288;
-  CHECK(sim::ComputeModel::other_flops_per_token(m) == 226492416.0);
+  CHECK(policy::ComputeModel::other_flops_per_token(m) == 226492416.0);
 }
 
 TEST_CASE("runtimes: engines and ordering") {
   TestPattern pat(16, 128, 2, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; });
   const auto pl = contiguous(16, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  sim::ComputeModel cm;
-  auto plan = sim::make_scheme("demand_direct", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  policy::ComputeModel cm;
+  auto plan = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
   REQUIRE(plan.ok());
   SUBCASE("ce_decoupled: copy engines, remote attention after its own block only") {
-    auto w = sim::make_workload("ce_decoupled", *plan, rt, cm, {}, 3);
+    auto w = policy::make_workload("ce_decoupled", *plan, rt, cm, {}, 3);
     REQUIRE(w.ok());
     CHECK(w->transfers.size() == 6);
     for (const auto& t : w->transfers) {
@@ -68,7 +68,7 @@ TEST_CASE("runtimes: engines and ordering") {
     CHECK(remote == 2);
   }
   SUBCASE("sync: every attention piece after all of the rank's transfers") {
-    auto w = sim::make_workload("sync", *plan, rt, cm, {}, 0);
+    auto w = policy::make_workload("sync", *plan, rt, cm, {}, 0);
     REQUIRE(w.ok());
     for (const auto& c : w->compute) {
       if (c.gpu != "gpu1") continue;
@@ -78,7 +78,7 @@ TEST_CASE("runtimes: engines and ordering") {
     }
   }
   SUBCASE("sm_overlap: SM-driven copies taking comm_sms") {
-    auto w = sim::make_workload("sm_overlap", *plan, rt, cm, {{"comm_sms", 8}}, 0);
+    auto w = policy::make_workload("sm_overlap", *plan, rt, cm, {{"comm_sms", 8}}, 0);
     REQUIRE(w.ok());
     for (const auto& t : w->transfers) {
       CHECK(t.engine == sim::Engine::sm);
@@ -86,7 +86,7 @@ TEST_CASE("runtimes: engines and ordering") {
     }
   }
   SUBCASE("unknown runtime") {
-    auto w = sim::make_workload("eager", *plan, rt, cm, {}, 0);
+    auto w = policy::make_workload("eager", *plan, rt, cm, {}, 0);
     REQUIRE_FALSE(w.ok());
   }
 }
@@ -94,10 +94,10 @@ TEST_CASE("runtimes: engines and ordering") {
 TEST_CASE("ring under sync alternates communication and attention") {
   TestPattern pat(8, 128, 2, 64, [](int, int, int) { return true; });
   const auto pl = contiguous(8, 4);
-  const auto rt = sim::RankTopology::flat(4, true);
-  auto plan = sim::make_scheme("ring", pat.input(pl, rt), {});
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("ring", pat.input(pl, rt), {});
   REQUIRE(plan.ok());
-  auto w = sim::make_workload("sync", *plan, rt, sim::ComputeModel{}, {}, 0);
+  auto w = policy::make_workload("sync", *plan, rt, policy::ComputeModel{}, {}, 0);
   REQUIRE(w.ok());
   // Hop 2 of shard 0 (rank 1 -> rank 2) waits for hop 1 and for rank 1's attention of step 1
   // (its local piece, phase 0, and the piece on shard 0, phase 1).
@@ -112,9 +112,9 @@ TEST_CASE("ring under sync alternates communication and attention") {
     }
   CHECK(found);
   // Host staging forced: route mode host_staged on every transfer.
-  auto staged = sim::make_scheme("ring", pat.input(pl, rt), {{"host_staged", 1}});
+  auto staged = policy::make_scheme("ring", pat.input(pl, rt), {{"host_staged", 1}});
   REQUIRE(staged.ok());
-  auto ws = sim::make_workload("ce_decoupled", *staged, rt, sim::ComputeModel{}, {}, 0);
+  auto ws = policy::make_workload("ce_decoupled", *staged, rt, policy::ComputeModel{}, {}, 0);
   REQUIRE(ws.ok());
   for (const auto& x : ws->transfers) CHECK(x.route == topology::RouteMode::host_staged);
 }

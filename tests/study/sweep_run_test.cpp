@@ -16,7 +16,7 @@
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-using namespace sparsp::sim;
+using namespace sparsp::study;
 
 namespace {
 

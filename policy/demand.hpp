@@ -5,7 +5,7 @@
 
 #include "sparsp/policy.hpp"
 
-namespace sparsp::sim::detail {
+namespace sparsp::policy::detail {
 
 /// Bytes of K and V of block k for all heads (2 * tokens * heads * head_dim * dtype_bytes).
 double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k);
@@ -55,4 +55,4 @@ double union_bytes(const LayerInput& in, const Demand& d, int o, const std::vect
 /// All-heads bytes of a block list.
 double blocks_bytes(const LayerInput& in, const std::vector<int32_t>& blocks);
 
-}  // namespace sparsp::sim::detail
+}  // namespace sparsp::policy::detail

@@ -9,9 +9,9 @@
 #include <numeric>
 #include <set>
 
-#include "policy_demand.hpp"
+#include "demand.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::policy {
 
 namespace {
 
@@ -307,4 +307,4 @@ Result<Placement> make_placement(const std::string& name, const PlacementContext
   return Error{"unknown placement '" + name + "'"};
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::policy

@@ -30,7 +30,7 @@
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 using nlohmann::json;
 
@@ -100,7 +100,7 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
         const json v = json::parse(a.values_json[k]);
         if (!v.is_number())
           return input_error(src, where, "policy parameter '" + key + "' expects a number");
-        if (auto st = check_policy_param(key, v.get<double>()); !st)
+        if (auto st = policy::check_policy_param(key, v.get<double>()); !st)
           return input_error(src, where, st.error().message);
       }
     }
@@ -159,7 +159,7 @@ Result<TuneSpec> parse_tune(const std::string& text, const std::string& source_n
     // A policy given as a string ("a/b/c:k=v") becomes its object form, which is what the tuned
     // policy JSON holds (a parameter axis into the policy does the same in parse_sweep).
     if (base.contains(pp) && base.at(pp).is_string()) {
-      auto spec = parse_policy(base.at(pp).get<std::string>());
+      auto spec = policy::parse_policy(base.at(pp).get<std::string>());
       if (!spec) return input_error(src, "/policy", spec.error().message);
       json params = json::object();
       for (const auto& [k, v] : spec->params) params[k] = v;
@@ -434,4 +434,4 @@ std::string format_tune_report(const TuneSpec& spec, const TuneResult& r) {
   return o.str();
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

@@ -2,7 +2,7 @@
 // equal), compiled in so that `sparsp simulate` runs from any working directory.
 #include "sparsp/study.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 const char* default_study_json() {
   return R"json({
@@ -31,4 +31,4 @@ const char* default_study_json() {
 )json";
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

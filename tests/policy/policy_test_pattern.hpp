@@ -50,9 +50,9 @@ class TestPattern : public patterns::Pattern {
   std::string describe() const override { return "test"; }
 
   /// LayerInput for (step 0, layer 0) with the given placement.
-  sim::LayerInput input(const sim::Placement& pl, const sim::RankTopology& rt,
-                        sim::Granularity g = sim::Granularity::block) {
-    sim::LayerInput in;
+  policy::LayerInput input(const policy::Placement& pl, const policy::RankTopology& rt,
+                        policy::Granularity g = policy::Granularity::block) {
+    policy::LayerInput in;
     in.model = &model_;
     in.layout = &layout_;
     for (auto& m : masks_) in.masks.push_back(&m);
@@ -69,8 +69,8 @@ class TestPattern : public patterns::Pattern {
 };
 
 /// Contiguous placement of `blocks` blocks on P ranks, blocks / P each (REQUIRES divisibility).
-inline sim::Placement contiguous(int blocks, int P) {
-  sim::Placement pl{"contiguous", P, {}};
+inline policy::Placement contiguous(int blocks, int P) {
+  policy::Placement pl{"contiguous", P, {}};
   for (int b = 0; b < blocks; ++b) pl.block_owner.push_back(b / (blocks / P));
   return pl;
 }

@@ -5,7 +5,7 @@
 
 #include "sparsp/policy.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::policy {
 
 double ComputeModel::other_flops_per_token(const patterns::ModelSpec& model) {
   const double h = model.hidden;
@@ -34,4 +34,4 @@ ComputeModel compute_model_for(const topology::GpuSpec& gpu) {
   return m;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::policy

@@ -6,7 +6,7 @@
 
 #include "sparsp/sweep.hpp"
 
-namespace sparsp::sim::detail {
+namespace sparsp::study::detail {
 
 /// Parses the sweep part of a sweep or tune document. Keys in `extra_keys` are accepted (and
 /// ignored) besides the sweep's own; `all_product` refuses zip groups (tune).
@@ -17,4 +17,4 @@ Result<SweepSpec> parse_sweep_object(const nlohmann::json& doc, const std::strin
 /// Position of the point with these axis coordinates in the sweep order.
 int64_t point_index(const SweepSpec& spec, const std::vector<int>& coords);
 
-}  // namespace sparsp::sim::detail
+}  // namespace sparsp::study::detail

@@ -27,7 +27,7 @@
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 using nlohmann::json;
 
@@ -384,4 +384,4 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   return sum;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

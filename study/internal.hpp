@@ -4,7 +4,7 @@
 
 #include "sparsp/plan.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 /// "placement/scheme/runtime[:k=v,...]" (parameters in key order).
-std::string policy_label(const plan::PolicySpec& p);
-}  // namespace sparsp::sim
+std::string policy_label(const policy::PolicySpec& p);
+}  // namespace sparsp::study

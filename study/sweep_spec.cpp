@@ -15,7 +15,7 @@
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 using nlohmann::json;
 
@@ -197,7 +197,7 @@ void inline_references(json& base, const std::string& pointer, const std::string
     if (node->is_string() && i == 2 && tokens[0] == "policies") {
       // "PLACEMENT/SCHEME/RUNTIME[:k=v,...]" -> {placement, scheme, runtime, params}, the object
       // form of a policy in a study, so its parameters can be swept.
-      auto spec = parse_policy(node->get<std::string>());
+      auto spec = policy::parse_policy(node->get<std::string>());
       if (!spec) return;
       json params = json::object();
       for (const auto& [k, v] : spec->params) params[k] = v;
@@ -540,4 +540,4 @@ Result<SweepPoint> make_point(const SweepSpec& spec, int64_t index) {
   return make_point_at(spec, point_coordinates(spec, index));
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

@@ -6,9 +6,9 @@
 #include <numeric>
 #include <string>
 
-#include "policy_demand.hpp"
+#include "demand.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::policy {
 
 double CommPlan::payload_bytes() const {
   double b = 0;
@@ -544,4 +544,4 @@ int default_ulysses_degree(int P, int H) {
   return u;
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::policy

@@ -70,10 +70,10 @@ TEST_CASE("sweep rows equal the individual simulate runs") {
   for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
   REQUIRE(rows.size() == 8);  // 4 points x 2 policies
 
-  auto spec = sparsp::sim::load_sweep((d / "sweep.json").string());
+  auto spec = sparsp::study::load_sweep((d / "sweep.json").string());
   REQUIRE(spec.ok());
   for (int64_t k = 0; k < 4; ++k) {
-    auto point = sparsp::sim::make_point(*spec, k);
+    auto point = sparsp::study::make_point(*spec, k);
     REQUIRE(point.ok());
     const fs::path study = d / ("point" + std::to_string(k) + ".json");
     std::ofstream(study) << point->study_json;

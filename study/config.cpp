@@ -8,7 +8,7 @@
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 namespace {
 
@@ -181,16 +181,16 @@ Status parse_pattern(const Reader& r, const json& j, const std::string& ptr,
   return Ok{};
 }
 
-Result<plan::PolicySpec> parse_policy_json(const Reader& r, const json& j, const std::string& ptr) {
+Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j, const std::string& ptr) {
   if (j.is_string()) {
-    auto p = parse_policy(j.get<std::string>());
+    auto p = policy::parse_policy(j.get<std::string>());
     if (!p) return r.err(ptr, p.error().message);
     return p;
   }
   if (!j.is_object()) return r.err(ptr, "expected \"PLACEMENT/SCHEME/RUNTIME\" or an object");
   if (auto st = check_keys(r, j, ptr, {"placement", "scheme", "runtime", "params", "route"}); !st)
     return st.error();
-  plan::PolicySpec spec;
+  policy::PolicySpec spec;
   for (const char* k : {"placement", "scheme", "runtime"}) {
     if (!j.contains(k)) return r.err(ptr + "/" + k, "missing");
     auto v = get_str(r, j[k], ptr + "/" + k);
@@ -211,7 +211,7 @@ Result<plan::PolicySpec> parse_policy_json(const Reader& r, const json& j, const
     if (*v == "host_staged") spec.params["host_staged"] = 1;
     else if (*v != "automatic") return r.err(ptr + "/route", "expected automatic or host_staged");
   }
-  if (auto st = check_policy(spec); !st) return r.err(ptr, st.error().message);
+  if (auto st = policy::check_policy(spec); !st) return r.err(ptr, st.error().message);
   return spec;
 }
 
@@ -293,8 +293,8 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (j.contains("granularity")) {
     auto v = get_str(r, j["granularity"], "/granularity");
     if (!v) return v.error();
-    if (*v == "block") s.granularity = Granularity::block;
-    else if (*v == "head_block") s.granularity = Granularity::head_block;
+    if (*v == "block") s.granularity = policy::Granularity::block;
+    else if (*v == "head_block") s.granularity = policy::Granularity::head_block;
     else return r.err("/granularity", "expected block or head_block");
   }
   if (!j.contains("policies") || !j["policies"].is_array() || j["policies"].empty())
@@ -391,4 +391,4 @@ Result<Study> load_study(const std::string& path) {
 
 Result<Study> default_study() { return parse_study(default_study_json(), "<preset:default-study>"); }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

@@ -11,7 +11,7 @@
 
 #include "sparsp/sweep.hpp"
 
-namespace sparsp::sim {
+namespace sparsp::study {
 
 namespace {
 
@@ -113,4 +113,4 @@ void ProgressMeter::update(int64_t done, bool final) {
   out_.flush();
 }
 
-}  // namespace sparsp::sim
+}  // namespace sparsp::study

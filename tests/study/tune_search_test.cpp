@@ -9,7 +9,7 @@
 #include "sparsp/sweep.hpp"
 
 using nlohmann::json;
-using namespace sparsp::sim;
+using namespace sparsp::study;
 
 namespace {
 

@@ -1,30 +1,10 @@
-// The parts of the policies that read a Topology: the rank view and the lower bound.
+// lower_bound(): a workload's makespan can be no shorter than its busiest shared resource or GPU
+// (include/sparsp/sim.hpp).
 #include <map>
 
-#include "sparsp/policy.hpp"
+#include "sparsp/sim.hpp"
 
 namespace sparsp::sim {
-
-Result<RankTopology> rank_topology(const topology::Topology& topo, const std::vector<int>& gpus) {
-  RankTopology rt;
-  rt.ranks = static_cast<int>(gpus.size());
-  for (size_t r = 0; r < gpus.size(); ++r) {
-    const int g = gpus[r];
-    if (g < 0 || g >= topo.num_gpus())
-      return Error{"GPU " + std::to_string(g) + " is not in topology '" + topo.name() + "' (" +
-                   std::to_string(topo.num_gpus()) + " GPUs)"};
-    rt.gpu_of_rank.push_back(g);
-    rt.ancestors.push_back(topo.ancestors(g));
-    rt.numa.push_back(topo.gpu_numa_node(g));
-  }
-  rt.p2p.assign(gpus.size() * gpus.size(), 0);
-  for (size_t a = 0; a < gpus.size(); ++a)
-    for (size_t b = 0; b < gpus.size(); ++b)
-      rt.p2p[a * gpus.size() + b] = a != b && gpus[a] != gpus[b] && topo.p2p_allowed(gpus[a], gpus[b]);
-  return rt;
-}
-
-// ---- lower bound -----------------------------------------------------------------------------
 
 Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& work) {
   const auto& res = topo.resources();

@@ -1,0 +1,26 @@
+// The rank view of a topology: the sequence-parallel group's GPUs, their tree ancestors, NUMA
+// nodes and peer access (RankTopology, include/sparsp/policy.hpp).
+#include "sparsp/policy.hpp"
+
+namespace sparsp::policy {
+
+Result<RankTopology> rank_topology(const topology::Topology& topo, const std::vector<int>& gpus) {
+  RankTopology rt;
+  rt.ranks = static_cast<int>(gpus.size());
+  for (size_t r = 0; r < gpus.size(); ++r) {
+    const int g = gpus[r];
+    if (g < 0 || g >= topo.num_gpus())
+      return Error{"GPU " + std::to_string(g) + " is not in topology '" + topo.name() + "' (" +
+                   std::to_string(topo.num_gpus()) + " GPUs)"};
+    rt.gpu_of_rank.push_back(g);
+    rt.ancestors.push_back(topo.ancestors(g));
+    rt.numa.push_back(topo.gpu_numa_node(g));
+  }
+  rt.p2p.assign(gpus.size() * gpus.size(), 0);
+  for (size_t a = 0; a < gpus.size(); ++a)
+    for (size_t b = 0; b < gpus.size(); ++b)
+      rt.p2p[a * gpus.size() + b] = a != b && gpus[a] != gpus[b] && topo.p2p_allowed(gpus[a], gpus[b]);
+  return rt;
+}
+
+}  // namespace sparsp::policy
