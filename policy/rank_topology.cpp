@@ -4,6 +4,18 @@
 
 namespace sparsp::policy {
 
+RankTopology RankTopology::flat(int ranks, bool p2p) {
+  RankTopology rt;
+  rt.ranks = ranks;
+  for (int r = 0; r < ranks; ++r) {
+    rt.gpu_of_rank.push_back(r);
+    rt.ancestors.push_back({"sw0", "cpu0"});
+    rt.numa.push_back(0);
+  }
+  rt.p2p.assign(static_cast<size_t>(ranks) * ranks, p2p ? 1 : 0);
+  return rt;
+}
+
 Result<RankTopology> rank_topology(const topology::Topology& topo, const std::vector<int>& gpus) {
   RankTopology rt;
   rt.ranks = static_cast<int>(gpus.size());

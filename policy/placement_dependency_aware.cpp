@@ -1,117 +1,21 @@
-// Placements of query/KV blocks on the ranks of the sequence-parallel group. The registry table at
-// the bottom is the only place a new placement is listed.
-#include <mutex>
+// Placement `dependency_aware`: METIS k-way partition of the block dependency graph, parts mapped
+// to GPUs by recursive bisection of the switch/socket tree.
 #include <metis.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <limits>
+#include <map>
+#include <mutex>
 #include <numeric>
-#include <set>
 
-#include "demand.hpp"
+#include "placement_graph.hpp"
+#include "registry.hpp"
 
 namespace sparsp::policy {
-
 namespace {
 
-using Params = std::map<std::string, double>;
-
-double param(const Params& p, const std::string& k, double def) {
-  auto it = p.find(k);
-  return it == p.end() ? def : it->second;
-}
-
-// Equal token ranges in sequence order (Ring attention / USP default): block i goes to the rank
-// whose range [r * N / P, (r + 1) * N / P) holds the block's middle token.
-Result<Placement> place_contiguous(const PlacementContext& c) {
-  const auto& g = *c.graph;
-  const int P = c.ranks->ranks;
-  const double total = std::accumulate(g.tokens.begin(), g.tokens.end(), 0.0);
-  Placement pl{"contiguous", P, std::vector<int>(static_cast<size_t>(g.num_blocks))};
-  double before = 0;
-  for (int k = 0; k < g.num_blocks; ++k) {
-    const double mid = before + g.tokens[static_cast<size_t>(k)] / 2;
-    pl.block_owner[static_cast<size_t>(k)] =
-        std::min(P - 1, static_cast<int>(std::floor(mid * P / total)));
-    before += g.tokens[static_cast<size_t>(k)];
-  }
-  return pl;
-}
-
-Result<Placement> place_striped(const PlacementContext& c) {
-  const int P = c.ranks->ranks;
-  Placement pl{"striped", P, std::vector<int>(static_cast<size_t>(c.graph->num_blocks))};
-  for (int k = 0; k < c.graph->num_blocks; ++k) pl.block_owner[static_cast<size_t>(k)] = k % P;
-  return pl;
-}
-
-// Ulysses keeps the sequence split contiguous before its all-to-all; heads are split by the
-// scheme (H / P per rank).
-Result<Placement> place_head_parallel(const PlacementContext& c) {
-  auto pl = place_contiguous(c);
-  if (pl) pl->name = "head_parallel";
-  return pl;
-}
-
-// Symmetrised dependency weight between blocks a and b in "KV tokens moved if split".
-double edge_weight(const BlockGraph& g, int a, int b) {
-  const size_t n = static_cast<size_t>(g.num_blocks);
-  return g.dep[a * n + b] * g.tokens[static_cast<size_t>(b)] +
-         g.dep[b * n + a] * g.tokens[static_cast<size_t>(a)];
-}
-
-// db-SP-style greedy (Chen et al. 2025, "dual-balanced" sequence parallelism): blocks in
-// decreasing attention work, each to the rank minimising  load/target - locality * affinity,
-// where affinity is the share of the block's dependency weight already on that rank; a rank over
-// target * tolerance is skipped while another can take the block.
-Result<Placement> place_balanced(const PlacementContext& c) {
-  const auto& g = *c.graph;
-  const int P = c.ranks->ranks;
-  const int n = g.num_blocks;
-  const double tol = param(c.params, "tolerance", 1.03);
-  const double locality = param(c.params, "locality", 0.1);
-  const double total = std::accumulate(g.work.begin(), g.work.end(), 0.0);
-  const double target = total / P;
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return g.work[static_cast<size_t>(a)] > g.work[static_cast<size_t>(b)];
-  });
-  Placement pl{"balanced", P, std::vector<int>(static_cast<size_t>(n), -1)};
-  std::vector<double> load(static_cast<size_t>(P), 0.0);
-  std::vector<double> aff(static_cast<size_t>(P));
-  for (int b : order) {
-    std::fill(aff.begin(), aff.end(), 0.0);
-    double tot_aff = 0;
-    for (int k = 0; k < n; ++k) {
-      if (k == b) continue;
-      const double w = edge_weight(g, b, k);
-      if (w <= 0) continue;
-      tot_aff += w;
-      const int o = pl.block_owner[static_cast<size_t>(k)];
-      if (o >= 0) aff[static_cast<size_t>(o)] += w;
-    }
-    const double wb = g.work[static_cast<size_t>(b)];
-    int best = -1;
-    double best_cost = std::numeric_limits<double>::infinity();
-    for (int pass = 0; pass < 2 && best < 0; ++pass)
-      for (int r = 0; r < P; ++r) {
-        if (pass == 0 && target > 0 && load[static_cast<size_t>(r)] + wb > target * tol) continue;
-        const double cost = (target > 0 ? (load[static_cast<size_t>(r)] + wb) / target : 0) -
-                            locality * (tot_aff > 0 ? aff[static_cast<size_t>(r)] / tot_aff : 0);
-        if (cost < best_cost) {
-          best_cost = cost;
-          best = r;
-        }
-      }
-    pl.block_owner[static_cast<size_t>(b)] = best;
-    load[static_cast<size_t>(best)] += wb;
-  }
-  return pl;
-}
-
-// ---- dependency_aware: METIS k-way + topology-aware mapping ---------------------------------
+using detail::param;
 
 // Recursive bisection of the rank set along the topology tree (socket, then switch): at each
 // level the ranks split into the subtrees they hang from, and the parts are split into groups of
@@ -222,14 +126,14 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   const double wsum = std::accumulate(g.work.begin(), g.work.end(), 0.0);
   double emax = 0;
   for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) emax = std::max(emax, edge_weight(g, a, b));
+    for (int b = a + 1; b < n; ++b) emax = std::max(emax, detail::edge_weight(g, a, b));
   std::vector<idx_t> xadj{0}, adj, adjw, vw;
   for (int a = 0; a < n; ++a) {
     vw.push_back(std::max<idx_t>(1, static_cast<idx_t>(std::llround(
                                         wsum > 0 ? g.work[static_cast<size_t>(a)] / wsum * 1e6 : 1))));
     for (int b = 0; b < n; ++b) {
       if (a == b) continue;
-      const double w = edge_weight(g, a, b);
+      const double w = detail::edge_weight(g, a, b);
       if (w <= 0) continue;
       adj.push_back(b);
       adjw.push_back(std::max<idx_t>(1, static_cast<idx_t>(std::llround(w / emax * 1e4))));
@@ -244,7 +148,7 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   options[METIS_OPTION_NUMBERING] = 0;
   options[METIS_OPTION_CONTIG] = 0;
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
-  if (adj.empty()) return place_balanced(c);
+  if (adj.empty()) return make_placement("balanced", c);
   // METIS keeps its random state in a process-wide global (GKlib's random.c, reseeded from
   // options[METIS_OPTION_SEED] at each call), so concurrent calls interleave their streams and the
   // partition would depend on thread timing (seen in parallel sweeps). Serialise the call.
@@ -272,39 +176,9 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   return pl;
 }
 
-struct PlacementEntry {
-  const char* name;
-  const char* description;
-  Result<Placement> (*make)(const PlacementContext&);
-};
-
-const PlacementEntry kPlacements[] = {
-    {"contiguous", "equal token ranges in sequence order (Ring/USP default)", place_contiguous},
-    {"striped", "block i on rank i mod P", place_striped},
-    {"balanced", "db-SP-style greedy balance of attention work with a locality reward "
-                 "(tolerance, locality)", place_balanced},
+const detail::RegisterPlacement kRegistered{
     {"dependency_aware", "METIS k-way partition of the block dependency graph, parts mapped to "
-                         "GPUs by recursive bisection of the switch/socket tree (tolerance)",
-     place_dependency_aware},
-    {"head_parallel", "contiguous sequence shards; heads split across ranks by the Ulysses "
-                      "all-to-all", place_head_parallel},
-};
+                         "GPUs by recursive bisection of the switch/socket tree (tolerance)", 3, place_dependency_aware}};
 
 }  // namespace
-
-std::vector<PolicyInfo> placements() {
-  std::vector<PolicyInfo> out;
-  for (const auto& p : kPlacements) out.push_back({p.name, p.description});
-  return out;
-}
-
-Result<Placement> make_placement(const std::string& name, const PlacementContext& ctx) {
-  for (const auto& p : kPlacements)
-    if (name == p.name) {
-      if (!ctx.graph || !ctx.ranks || ctx.ranks->ranks < 1) return Error{"placement: empty input"};
-      return p.make(ctx);
-    }
-  return Error{"unknown placement '" + name + "'"};
-}
-
 }  // namespace sparsp::policy

@@ -1,0 +1,136 @@
+// Policy names and parameters: parse_policy ("PLACEMENT/SCHEME/RUNTIME[:k=v,...]") and the
+// checks of a PolicySpec on its own and against a group (include/sparsp/policy.hpp).
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "sparsp/policy.hpp"
+
+namespace sparsp::policy {
+
+namespace {
+bool known(const std::vector<PolicyInfo>& list, const std::string& name) {
+  return std::any_of(list.begin(), list.end(), [&](const PolicyInfo& p) { return p.name == name; });
+}
+std::string names(const std::vector<PolicyInfo>& list) {
+  std::string s;
+  for (const auto& p : list) s += (s.empty() ? "" : ", ") + p.name;
+  return s;
+}
+const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
+                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text",
+                                    "staging_buffers"};
+// Host-staged pipeline chunk: at least one 4 KiB page (smaller chunks only multiply events and
+// per-chunk overheads), at most 1 TB (as /sim/chunk_bytes in a study).
+constexpr double kMinChunkBytes = 4096, kMaxChunkBytes = 1e12;
+}  // namespace
+
+Status check_policy_param(const std::string& k, double v) {
+  if (std::find(std::begin(kKnownParams), std::end(kKnownParams), k) == std::end(kKnownParams))
+    return Error{"unknown policy parameter '" + k + "'"};
+  auto integer_in = [&](double lo, double hi) -> Status {
+    if (!(v >= lo && v <= hi) || v != std::floor(v)) {
+      std::ostringstream o;
+      o << "policy parameter '" << k << "' must be an integer in [" << lo << ", " << hi << "], got " << v;
+      return Error{o.str()};
+    }
+    return Ok{};
+  };
+  // comm_sms is also checked against the GPU's SM count when the study runs (check_policy_on).
+  if (k == "comm_sms" || k == "staging_buffers" || k == "ulysses_degree")
+    return integer_in(1, 1024);
+  if (k == "chunk_bytes" && !(v >= kMinChunkBytes && v <= kMaxChunkBytes)) {
+    std::ostringstream o;
+    o << "policy parameter 'chunk_bytes' must be in [" << kMinChunkBytes << ", " << kMaxChunkBytes
+      << "] bytes, got " << v;
+    return Error{o.str()};
+  }
+  if (k == "tolerance" && !(v >= 1.0 && std::isfinite(v))) {
+    std::ostringstream o;
+    o << "policy parameter 'tolerance' must be >= 1 (1.03 = 3% imbalance allowed), got " << v;
+    return Error{o.str()};
+  }
+  if (!std::isfinite(v) || v < 0) return Error{"policy parameter '" + k + "' must be >= 0"};
+  return Ok{};
+}
+
+Status check_policy(const PolicySpec& spec) {
+  if (!known(placements(), spec.placement))
+    return Error{"unknown placement '" + spec.placement + "' (known: " + names(placements()) + ")"};
+  if (!known(schemes(), spec.scheme))
+    return Error{"unknown scheme '" + spec.scheme + "' (known: " + names(schemes()) + ")"};
+  if (!known(runtimes(), spec.runtime))
+    return Error{"unknown runtime '" + spec.runtime + "' (known: " + names(runtimes()) + ")"};
+  for (const auto& [k, v] : spec.params)
+    if (auto st = check_policy_param(k, v); !st) return st;
+  // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
+  if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
+    return Error{"policy '" + spec.name() + "': scheme 'ulysses' splits heads, so its placement must be "
+                 "head_parallel (got '" + spec.placement + "')"};
+  return Ok{};
+}
+
+Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count) {
+  if (auto it = spec.params.find("comm_sms");
+      it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
+    std::ostringstream o;
+    o << "policy '" << spec.name() << "': policy parameter 'comm_sms' must be in [1, " << gpu_sm_count
+      << "] (the GPU's SMs), got " << it->second;
+    return Error{o.str(), 2};
+  }
+  if (spec.scheme == "usp" && ranks > 1) {
+    const int u = spec.params.count("ulysses_degree") ? static_cast<int>(spec.params.at("ulysses_degree"))
+                                                      : default_ulysses_degree(ranks, heads);
+    if (u <= 1)
+      return Error{"policy '" + spec.name() + "': " +
+                       (spec.params.count("ulysses_degree")
+                            ? std::string("ulysses_degree 1 given")
+                            : "no default Ulysses degree for " + std::to_string(ranks) +
+                                  " ranks and " + std::to_string(heads) +
+                                  " heads (the default is the largest u <= P/2 dividing both, and "
+                                  "needs P >= 4)") +
+                       ", so USP would be plain ring; use the ring or ulysses scheme, or set "
+                       "ulysses_degree",
+                   2};
+  }
+  return Ok{};
+}
+
+Result<PolicySpec> parse_policy(const std::string& text) {
+  PolicySpec spec;
+  std::string body = text, ps;
+  if (auto c = text.find(':'); c != std::string::npos) {
+    body = text.substr(0, c);
+    ps = text.substr(c + 1);
+  }
+  const auto s1 = body.find('/');
+  const auto s2 = s1 == std::string::npos ? s1 : body.find('/', s1 + 1);
+  if (s1 == std::string::npos || s2 == std::string::npos || body.find('/', s2 + 1) != std::string::npos)
+    return Error{"policy '" + text + "': expected PLACEMENT/SCHEME/RUNTIME[:key=value,...]"};
+  spec.placement = body.substr(0, s1);
+  spec.scheme = body.substr(s1 + 1, s2 - s1 - 1);
+  spec.runtime = body.substr(s2 + 1);
+  std::istringstream in(ps);
+  std::string kv;
+  while (std::getline(in, kv, ',')) {
+    if (kv.empty()) continue;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) return Error{"policy '" + text + "': parameter '" + kv + "' is not key=value"};
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k == "route") {
+      if (v == "host_staged") spec.params["host_staged"] = 1;
+      else if (v == "automatic") spec.params["host_staged"] = 0;
+      else return Error{"policy '" + text + "': route must be automatic or host_staged"};
+      continue;
+    }
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end) return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
+    spec.params[k] = x;
+  }
+  if (auto st = check_policy(spec); !st) return Error{"policy '" + text + "': " + st.error().message};
+  return spec;
+}
+
+}  // namespace sparsp::policy

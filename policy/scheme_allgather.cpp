@@ -1,0 +1,46 @@
+// Scheme `allgather`: NCCL ring all-gather of every KV shard (P-1 forwarding steps), then attention on all of it.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "scheme_parts.hpp"
+
+namespace sparsp::policy {
+
+namespace detail {
+namespace {
+
+Result<CommPlan> scheme_allgather(const LayerInput& in, const Params& p) {
+  Params q = p;
+  q["skip_empty"] = 0;
+  auto ring = make_scheme("ring", in, q);  // the ring's messages, every shard all the way
+  if (!ring) return ring.error();
+  const Demand d = compute_demand(in);
+  const int P = d.ranks;
+  CommPlan plan;
+  plan.messages = ring->messages;
+  for (auto& m : plan.messages) {
+    m.phase = 0;
+    m.tag = "allgather";
+  }
+  add_local_tasks(plan, d);
+  for (int g = 0; g < P; ++g) {
+    double f = 0;
+    for (int o = 0; o < P; ++o)
+      if (o != g) f += d.flops[static_cast<size_t>(g) * P + o];
+    AttentionTask t{g, f, 0, {}, "remote"};
+    for (size_t i = 0; i < plan.messages.size(); ++i)
+      if (plan.messages[i].dst == g || plan.messages[i].src == g)
+        t.after_msgs.push_back(static_cast<int>(i));
+    if (f > 0) add_task(plan, std::move(t));
+  }
+  return plan;
+}
+
+const RegisterScheme kRegistered{
+    {"allgather", "NCCL ring all-gather of all KV, then attention", 1, scheme_allgather}};
+
+}  // namespace
+}  // namespace detail
+}  // namespace sparsp::policy

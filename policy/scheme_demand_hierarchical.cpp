@@ -1,0 +1,128 @@
+// Scheme `demand_hierarchical`: demand_direct, but a block several GPUs behind one switch need
+// crosses the uplink once (a leader forwards it) or is staged in host memory once.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "scheme_parts.hpp"
+
+namespace sparsp::policy {
+
+namespace detail {
+namespace {
+
+// Like demand_direct, but a KV block needed by several ranks behind the same PCIe switch (not
+// the owner's) crosses that switch's uplink once, to a leader that forwards it below the switch
+// over P2P; where the owner has no P2P to a requester, the owner stages the union of all such
+// requesters' blocks into its NUMA node's pinned host memory once (one device-to-host copy) and
+// each requester reads its blocks from there.
+Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& p) {
+  const Demand d = compute_demand(in, param(p, "split_text", 1) != 0);
+  const int P = d.ranks;
+  const RankTopology& rt = *in.ranks;
+  const bool force_staged = param(p, "host_staged", 0) != 0;
+  CommPlan plan;
+  std::vector<int> req;
+  if (in.dynamic) req = add_discovery(plan, in, d, force_staged, true);
+  add_text_partials(plan, d, add_local_tasks(plan, d), force_staged);
+  auto leaf = [&](int x) { return rt.ancestors[static_cast<size_t>(x)].empty()
+                                      ? std::string() : rt.ancestors[static_cast<size_t>(x)][0]; };
+  auto remote_task = [&](int g, int o, int msg) {
+    const double f = d.flops[static_cast<size_t>(g) * P + o];
+    if (f > 0) add_task(plan, AttentionTask{g, f, 0, {msg}, "remote"});
+  };
+  for (int o = 0; o < P; ++o) {
+    std::vector<int> staged, direct_p2p;
+    for (int sh = 1; sh < P; ++sh) {   // shifted order (see demand_direct)
+      const int g = (o + sh) % P;
+      if (d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
+      if (force_staged || !rt.p2p_allowed(o, g)) staged.push_back(g);
+      else direct_p2p.push_back(g);
+    }
+    auto requests_of = [&](const std::vector<int>& gs) {
+      std::vector<int> after;
+      if (!req.empty())
+        for (int g : gs) after.push_back(req[static_cast<size_t>(g) * P + o]);
+      return after;
+    };
+    if (staged.size() == 1) {
+      // One requester: nothing to share; a plain host-staged copy.
+      const int g = staged[0];
+      const size_t go = static_cast<size_t>(g) * P + o;
+      Message m{o, g, -1, d.bytes[go], false, false, true, 0, requests_of({g}), {}, true,
+                d.blocks[go], "kv"};
+      remote_task(g, o, add_msg(plan, std::move(m)));
+    } else if (staged.size() > 1) {
+      Message up;
+      up.src = o;
+      up.dst = -1;
+      up.host_numa = rt.numa[static_cast<size_t>(o)];
+      up.bytes = detail::union_bytes(in, d, o, staged);
+      up.kv_blocks = detail::union_blocks(d, o, staged);
+      up.counts_volume = false;
+      up.after_msgs = requests_of(staged);
+      up.tag = "stage";
+      const int up_id = add_msg(plan, std::move(up));
+      for (int g : staged) {
+        const size_t go = static_cast<size_t>(g) * P + o;
+        Message m;
+        m.src = -1;
+        m.host_numa = rt.numa[static_cast<size_t>(o)];
+        m.dst = g;
+        m.bytes = d.bytes[go];
+        m.kv_blocks = d.blocks[go];
+        m.after_msgs = {up_id};
+        m.tag = "unstage";
+        remote_task(g, o, add_msg(plan, std::move(m)));
+      }
+    }
+    // P2P requesters: group by leaf switch.
+    std::map<std::string, std::vector<int>> by_switch;
+    for (int g : direct_p2p) by_switch[leaf(g)].push_back(g);
+    for (auto& [sw, members] : by_switch) {
+      bool share = members.size() >= 2 && sw != leaf(o) && !sw.empty();
+      for (size_t a = 0; share && a < members.size(); ++a)
+        for (size_t b = 0; b < members.size(); ++b)
+          if (a != b && !rt.p2p_allowed(members[a], members[b])) share = false;
+      if (!share) {
+        for (int g : members) {
+          const size_t go = static_cast<size_t>(g) * P + o;
+          Message m{o, g, -1, d.bytes[go], false, false, false, 0, requests_of({g}), {}, true,
+                    d.blocks[go], "kv"};
+          remote_task(g, o, add_msg(plan, std::move(m)));
+        }
+        continue;
+      }
+      int leader = members[0];
+      for (int g : members)
+        if (d.bytes[static_cast<size_t>(g) * P + o] > d.bytes[static_cast<size_t>(leader) * P + o])
+          leader = g;
+      Message m;
+      m.src = o;
+      m.dst = leader;
+      m.bytes = detail::union_bytes(in, d, o, members);
+      m.kv_blocks = detail::union_blocks(d, o, members);
+      m.after_msgs = requests_of(members);
+      m.tag = "kv_up";
+      const int up_id = add_msg(plan, std::move(m));
+      remote_task(leader, o, up_id);
+      for (int g : members) {
+        if (g == leader) continue;
+        const size_t go = static_cast<size_t>(g) * P + o;
+        Message f{leader, g, -1, d.bytes[go], false, false, false, 0, {up_id}, {}, true,
+                  d.blocks[go], "fwd"};
+        remote_task(g, o, add_msg(plan, std::move(f)));
+      }
+    }
+  }
+  return plan;
+}
+
+const RegisterScheme kRegistered{
+    {"demand_hierarchical", "demand_direct, but shared blocks cross a switch uplink once (leader "
+                            "forwards) or are staged in host memory once", 6, scheme_demand_hierarchical}};
+
+}  // namespace
+}  // namespace detail
+}  // namespace sparsp::policy

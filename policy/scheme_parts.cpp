@@ -1,0 +1,227 @@
+// Building blocks shared by the communication schemes (policy/scheme_parts.hpp), and the CommPlan
+// byte counts.
+#include "scheme_parts.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace sparsp::policy {
+
+double CommPlan::payload_bytes() const {
+  double b = 0;
+  for (const auto& m : messages)
+    if (!m.control && m.counts_volume) b += m.bytes;
+  return b;
+}
+double CommPlan::control_bytes() const {
+  double b = 0;
+  for (const auto& m : messages)
+    if (m.control) b += m.bytes;
+  return b;
+}
+
+namespace detail {
+
+int add_msg(CommPlan& plan, Message m) {
+  plan.messages.push_back(std::move(m));
+  return static_cast<int>(plan.messages.size()) - 1;
+}
+int add_task(CommPlan& plan, AttentionTask t) {
+  plan.tasks.push_back(std::move(t));
+  return static_cast<int>(plan.tasks.size()) - 1;
+}
+
+// Local attention piece of every rank (its queries against its own KV blocks). Returns the task
+// index per rank (-1 where there is no local work).
+std::vector<int> add_local_tasks(CommPlan& plan, const Demand& d) {
+  std::vector<int> idx(static_cast<size_t>(d.ranks), -1);
+  for (int g = 0; g < d.ranks; ++g) {
+    const double f = d.flops[static_cast<size_t>(g) * d.ranks + g];
+    if (f > 0) idx[static_cast<size_t>(g)] = add_task(plan, AttentionTask{g, f, 0, {}, "local"});
+  }
+  return idx;
+}
+
+// Partial text-query outputs back to the text owner, after the sender's local piece (which holds
+// its text-query work).
+void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& local, bool staged) {
+  for (const auto& p : d.text_partials) {
+    Message m;
+    m.src = p.from;
+    m.dst = p.to;
+    m.bytes = p.bytes;
+    m.host_staged = staged;
+    m.phase = 1;
+    if (local[static_cast<size_t>(p.from)] >= 0) m.after_tasks = {local[static_cast<size_t>(p.from)]};
+    m.tag = "text_out";
+    add_msg(plan, std::move(m));
+  }
+}
+
+// At step s = 1..last_step the rank at ring position owner+s-1 forwards the shard to the one at
+// owner+s (after the step s-1 message; step 1 after `first_after`), which then computes
+// `flops_at[owner+s]` on it. `ring[q]` is the rank at position q. Zero-FLOP pieces are skipped
+// unless `keep_empty_tasks`. Returns the task index of each step (index s; -1 where none).
+std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
+                                const RingShard& shard, const std::vector<double>& flops_at,
+                                bool keep_empty_tasks, bool staged) {
+  const int n = static_cast<int>(ring.size());
+  std::vector<int> tasks(static_cast<size_t>(shard.last_step) + 1, -1);
+  int prev = -1;
+  for (int s = 1; s <= shard.last_step; ++s) {
+    const int to = (shard.owner + s) % n;
+    Message m;
+    m.src = ring[static_cast<size_t>((shard.owner + s - 1) % n)];
+    m.dst = ring[static_cast<size_t>(to)];
+    m.bytes = shard.bytes;
+    m.collective = true;
+    m.host_staged = staged;
+    m.phase = s;
+    m.kv_blocks = shard.kv_blocks;
+    m.tag = "ring";
+    // The shard exists at its owner only after `first_after` (e.g. USP's all-to-all).
+    m.after_msgs = prev >= 0 ? std::vector<int>{prev} : shard.first_after;
+    const int dst = m.dst;
+    prev = add_msg(plan, std::move(m));
+    const double f = flops_at[static_cast<size_t>(to)];
+    if (f > 0 || keep_empty_tasks)
+      tasks[static_cast<size_t>(s)] = add_task(plan, AttentionTask{dst, f, s, {prev}, "ring"});
+  }
+  return tasks;
+}
+
+// Control for dynamic patterns: every owner sends its pooled K block summaries (one head_dim
+// vector per head and block, as VSA/SpargeAttn pool them) to every rank, which scores its pooled
+// Q against them; then each requester sends the owner its request list. Returns, per (g, o),
+// the id of the request message (the owner's KV send waits for it), or -1.
+std::vector<int> add_discovery(CommPlan& plan, const LayerInput& in, const Demand& d, bool staged,
+                               bool summaries) {
+  const int P = d.ranks;
+  std::vector<int> req(static_cast<size_t>(P) * P, -1);
+  std::vector<int> summary(static_cast<size_t>(P) * P, -1);
+  if (summaries)
+    for (int o = 0; o < P; ++o)
+      for (int g = 0; g < P; ++g) {
+        if (g == o) continue;
+        Message m;
+        m.src = o;
+        m.dst = g;
+        m.bytes = static_cast<double>(d.owned_blocks[static_cast<size_t>(o)]) * in.model->heads *
+                  in.model->head_dim * in.model->dtype_bytes;
+        m.control = true;
+        m.host_staged = staged;
+        m.tag = "summary";
+        summary[static_cast<size_t>(o) * P + g] = add_msg(plan, std::move(m));
+      }
+  for (int g = 0; g < P; ++g)
+    for (int o = 0; o < P; ++o) {
+      if (g == o) continue;
+      Message m;
+      m.src = g;
+      m.dst = o;
+      m.bytes = kIndexBytes * (1.0 + static_cast<double>(d.blocks[static_cast<size_t>(g) * P + o].size()));
+      m.control = true;
+      m.host_staged = staged;
+      m.tag = "index";
+      if (summaries)
+        for (int x = 0; x < P; ++x)
+          if (x != g) m.after_msgs.push_back(summary[static_cast<size_t>(x) * P + g]);
+      req[static_cast<size_t>(g) * P + o] = add_msg(plan, std::move(m));
+    }
+  return req;
+}
+
+Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag) {
+  const int P = in.placement->ranks;
+  const int H = in.model->heads;
+  if (u < 1 || P % u != 0)
+    return Error{"ulysses degree " + std::to_string(u) + " does not divide the " +
+                 std::to_string(P) + " ranks"};
+  if (H % u != 0)
+    return Error{"heads (" + std::to_string(H) + ") not divisible by the Ulysses degree " +
+                 std::to_string(u)};
+  const int r = P / u;
+  const auto& layout = *in.layout;
+  const double hb = static_cast<double>(in.model->head_dim) * in.model->dtype_bytes;  // per token, head
+  const double hpg = static_cast<double>(H) / u;     // heads per group
+  std::vector<double> tokens(static_cast<size_t>(P), 0.0);
+  std::vector<int> seq_group(static_cast<size_t>(layout.num_blocks));
+  for (int k = 0; k < layout.num_blocks; ++k) {
+    const int o = in.placement->block_owner[static_cast<size_t>(k)];
+    tokens[static_cast<size_t>(o)] += layout.tokens_in_block[static_cast<size_t>(k)];
+    seq_group[static_cast<size_t>(k)] = o / u;
+  }
+  std::vector<double> group_tokens(static_cast<size_t>(r), 0.0);
+  for (int x = 0; x < P; ++x) group_tokens[static_cast<size_t>(x / u)] += tokens[static_cast<size_t>(x)];
+  std::vector<int> head_group(static_cast<size_t>(H));
+  for (int h = 0; h < H; ++h) head_group[static_cast<size_t>(h)] = h / (H / u);
+  const auto fl = detail::grouped_flops(in, seq_group, r, seq_group, r, head_group, u);
+  auto F = [&](int i, int j, int o) { return fl[(static_cast<size_t>(i) * r + j) * r + o]; };
+  CommPlan plan;
+  // All-to-all in: rank s sends its tokens' Q, K, V of head group i to rank (j, i).
+  std::vector<std::vector<int>> a2a_of(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s)
+    for (int dd = 0; dd < P; ++dd) {
+      if (s == dd || s / u != dd / u) continue;
+      Message m;
+      m.src = s;
+      m.dst = dd;
+      m.bytes = 3.0 * tokens[static_cast<size_t>(s)] * hpg * hb;
+      m.collective = true;
+      m.host_staged = staged;
+      m.phase = 0;
+      m.tag = std::string(tag) + "_qkv";
+      const int id = add_msg(plan, std::move(m));
+      a2a_of[static_cast<size_t>(s)].push_back(id);
+      a2a_of[static_cast<size_t>(dd)].push_back(id);
+    }
+  std::vector<std::vector<int>> tasks_of(static_cast<size_t>(P));
+  // Attention: local shard after the all-to-all (NCCL all-to-all completes as a whole per rank).
+  for (int x = 0; x < P; ++x) {
+    const int j = x / u, i = x % u;
+    const double f = F(i, j, j);
+    tasks_of[static_cast<size_t>(x)].push_back(
+        add_task(plan, AttentionTask{x, f, 0, a2a_of[static_cast<size_t>(x)], tag}));
+  }
+  // Ring over the r groups for each head group i: ranks (0, i), (1, i), ..., (r-1, i); the K and
+  // V of group o's tokens for head group i, after the all-to-all that brought them.
+  for (int i = 0; i < u; ++i) {
+    std::vector<int> ring(static_cast<size_t>(r));
+    for (int j = 0; j < r; ++j) ring[static_cast<size_t>(j)] = j * u + i;
+    for (int o = 0; o < r; ++o) {
+      RingShard shard;
+      shard.owner = o;
+      shard.last_step = r - 1;
+      shard.bytes = 2.0 * group_tokens[static_cast<size_t>(o)] * hpg * hb;
+      shard.first_after = a2a_of[static_cast<size_t>(ring[static_cast<size_t>(o)])];
+      std::vector<double> flops_at(static_cast<size_t>(r));
+      for (int j = 0; j < r; ++j) flops_at[static_cast<size_t>(j)] = F(i, j, o);
+      const auto steps =
+          add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
+      for (int s = 1; s < r; ++s)
+        tasks_of[static_cast<size_t>(ring[static_cast<size_t>((o + s) % r)])].push_back(
+            steps[static_cast<size_t>(s)]);
+    }
+  }
+  // All-to-all out: rank (j, i) returns the output of its heads for rank dd's tokens.
+  for (int s = 0; s < P; ++s)
+    for (int dd = 0; dd < P; ++dd) {
+      if (s == dd || s / u != dd / u) continue;
+      Message m;
+      m.src = s;
+      m.dst = dd;
+      m.bytes = tokens[static_cast<size_t>(dd)] * hpg * hb;
+      m.collective = true;
+      m.host_staged = staged;
+      m.phase = r;
+      m.after_tasks = tasks_of[static_cast<size_t>(s)];
+      m.tag = std::string(tag) + "_out";
+      add_msg(plan, std::move(m));
+    }
+  return plan;
+}
+
+}  // namespace detail
+}  // namespace sparsp::policy
