@@ -152,8 +152,8 @@ Result<study::Study> build_study(const SimulateArgs& a) {
     for (int i = 0; i < *a.layers; ++i) s.layers.push_back(i);
   }
   // `--topology` with fewer GPUs than the study's degree and no `--gpus`: use all its GPUs (the
-  // study's ranks would not fit), say so on stderr, and, for the built-in default study, drop the
-  // USP policies that have no hybrid split at that degree (USP needs P >= 4 by default).
+  // study's ranks would not fit) and say so on stderr. Policies that cannot run at that degree
+  // (USP below 4 ranks, ...) are left out by the study runner (StudyResult::skipped).
   if (!a.topology.empty() && !a.gpus && s.gpus.empty() && s.num_gpus > 0) {
     auto t = topology::Topology::load(a.topology);
     if (t && t->num_gpus() < s.num_gpus) {
@@ -165,25 +165,19 @@ Result<study::Study> build_study(const SimulateArgs& a) {
       s.num_gpus = t->num_gpus();
     }
   }
-  // The built-in default study below 4 ranks: its USP policy has no Ulysses x ring split.
-  if (a.config.empty() && a.policies.empty() && s.gpus.empty() && s.num_gpus > 0 &&
-      s.num_gpus < 4) {
-    for (size_t i = s.policies.size(); i-- > 0;)
-      if (s.policies[i].scheme == "usp" && !s.policies[i].params.count("ulysses_degree")) {
-        std::fprintf(stderr, "sparsp: note: %s left out (no Ulysses x ring split of %d rank%s)\n",
-                     s.policies[i].name().c_str(), s.num_gpus, s.num_gpus == 1 ? "" : "s");
-        s.policies.erase(s.policies.begin() + static_cast<std::ptrdiff_t>(i));
-        if (i < s.policy_places.size())
-          s.policy_places.erase(s.policy_places.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-  }
   return s;
 }
 
+// The text table and the JSON say which policies were left out; CSV has no row for them, so a
+// note on stderr does.
 void print(const study::StudyResult& r, const SimulateArgs& a) {
   if (a.json) std::cout << study::to_json(r);
   else if (a.csv) std::cout << study::to_csv(r);
   else std::cout << study::format_table(r);
+  if (a.csv)
+    for (const auto& s : r.skipped)
+      std::fprintf(stderr, "sparsp: note: %s left out on %s (%s)\n", s.policy.c_str(),
+                   s.topology.c_str(), s.reason.c_str());
 }
 
 int run(const SimulateArgs& a) {

@@ -71,7 +71,7 @@ Status check_policy(const PolicySpec& spec) {
   return Ok{};
 }
 
-Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count) {
+Status check_policy_on(const PolicySpec& spec, int ranks, int /*heads*/, int gpu_sm_count) {
   if (auto it = spec.params.find("comm_sms");
       it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
     std::ostringstream o;
@@ -79,22 +79,39 @@ Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_
       << "] (the GPU's SMs), got " << it->second;
     return Error{o.str(), 2};
   }
-  if (spec.scheme == "usp" && ranks > 1) {
-    const int u = spec.params.count("ulysses_degree") ? static_cast<int>(spec.params.at("ulysses_degree"))
-                                                      : default_ulysses_degree(ranks, heads);
-    if (u <= 1)
-      return Error{"policy '" + spec.name() + "': " +
-                       (spec.params.count("ulysses_degree")
-                            ? std::string("ulysses_degree 1 given")
-                            : "no default Ulysses degree for " + std::to_string(ranks) +
-                                  " ranks and " + std::to_string(heads) +
-                                  " heads (the default is the largest u <= P/2 dividing both, and "
-                                  "needs P >= 4)") +
-                       ", so USP would be plain ring; use the ring or ulysses scheme, or set "
-                       "ulysses_degree",
-                   2};
-  }
+  if (spec.scheme == "usp" && ranks > 1 && spec.params.count("ulysses_degree") &&
+      spec.params.at("ulysses_degree") == 1)
+    return Error{"policy '" + spec.name() +
+                     "': ulysses_degree 1 given, so USP would be plain ring; use the ring or "
+                     "ulysses scheme, or set ulysses_degree",
+                 2};
   return Ok{};
+}
+
+Status check_runnable(const PolicySpec& spec, int ranks, int heads) {
+  auto heads_split = [&](int u) -> Status {
+    if (heads % u != 0)
+      return Error{"heads (" + std::to_string(heads) + ") not divisible by the Ulysses degree " +
+                   std::to_string(u)};
+    return Ok{};
+  };
+  if (spec.scheme == "ulysses") return heads_split(ranks);
+  if (spec.scheme != "usp") return Ok{};
+  if (!spec.params.count("ulysses_degree")) {
+    if (default_ulysses_degree(ranks, heads) > 1) return Ok{};
+    const std::string of_ranks =
+        std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+    return Error{"no Ulysses x ring split of " + of_ranks +
+                 (ranks < 4 ? std::string()
+                            : " and " + std::to_string(heads) +
+                                  " heads (the default Ulysses degree is the largest u <= P/2 "
+                                  "dividing both; set ulysses_degree)")};
+  }
+  const int u = static_cast<int>(spec.params.at("ulysses_degree"));
+  if (u > 1 && ranks % u != 0)
+    return Error{"ulysses_degree " + std::to_string(u) + " does not divide the " +
+                 std::to_string(ranks) + " ranks"};
+  return heads_split(u);
 }
 
 Result<PolicySpec> parse_policy(const std::string& text) {

@@ -1,5 +1,7 @@
 // run_study: pattern -> placement -> scheme -> runtime -> engine, per (step, layer) and policy,
-// with exact reuse of identical (step, layer) workloads and step-by-step streaming.
+// with exact reuse of identical (step, layer) workloads and step-by-step streaming. run_study reads
+// as its steps: per topology, open the group, drop the policies that cannot run on its rank count
+// (StudyResult::skipped), place, simulate every unit, summarise.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -7,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "sparsp/study.hpp"
 #include "internal.hpp"
+#include "sparsp/study.hpp"
 
 namespace sparsp::study {
 
@@ -26,6 +28,7 @@ std::string policy_label(const policy::PolicySpec& p) {
 
 namespace {
 
+// What one simulated (step, layer) contributes to a policy's figures.
 struct UnitMetrics {
   double attention_s = 0;
   double payload = 0;
@@ -36,6 +39,7 @@ struct UnitMetrics {
   std::vector<double> resource_bytes;
 };
 
+// Sums of UnitMetrics over the units of one policy on one topology.
 struct Accum {
   double attention_s = 0, payload = 0, control = 0, lb_s = 0, imbalance = 0;
   int64_t units = 0, simulated = 0;
@@ -51,6 +55,38 @@ struct Accum {
     if (resource_bytes.size() < m.resource_bytes.size()) resource_bytes.resize(m.resource_bytes.size(), 0.0);
     for (size_t i = 0; i < m.resource_bytes.size(); ++i) resource_bytes[i] += m.resource_bytes[i];
     ++units;
+  }
+};
+
+// The sequence-parallel group of one topology and the selection of the pattern it runs.
+struct Group {
+  std::unique_ptr<topology::Topology> topo;
+  std::vector<int> gpus;                          ///< GPU index of each rank
+  policy::RankTopology ranks;
+  std::unique_ptr<patterns::Pattern> pattern;     ///< fresh per topology (dynamic: from step 0)
+  std::vector<int> steps, layers;                 ///< sorted selection
+  bool dynamic = false;                           ///< masks change across the selected steps
+  policy::ComputeModel compute;
+  int min_sm_count = 0;                           ///< smallest known SM count of the GPUs (0: none)
+};
+
+// One policy of the study that runs on a group, and everything kept for it while it runs.
+struct PolicyRun {
+  size_t index = 0;                               ///< into Study::policies
+  const policy::Placement* placement = nullptr;
+  Accum acc;
+  std::map<int64_t, UnitMetrics> cache;           ///< by Pattern::mask_group
+  std::shared_ptr<policy::Plan> plan;             ///< keep_plans
+  std::map<int64_t, size_t> plan_index;           ///< mask group -> plan layer
+  std::string trace;                              ///< keep_trace: first unit simulated
+};
+
+// Counts (topology, step, layer) units for RunOptions::progress.
+struct Progress {
+  const RunOptions& opt;
+  int64_t done = 0, total = 0;
+  void tick() {
+    if (opt.progress) opt.progress(++done, total);
   }
 };
 
@@ -73,6 +109,323 @@ Result<std::unique_ptr<patterns::Pattern>> open_pattern(const Study& s, const pa
   return p;
 }
 
+// The index of the study's baseline policy: by label, then by parsed spec, then by name.
+Result<size_t> find_baseline(const Study& st) {
+  if (st.baseline.empty()) return size_t{0};
+  int baseline = -1;
+  for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
+    if (policy_label(st.policies[i]) == st.baseline) baseline = static_cast<int>(i);
+  if (auto spec = policy::parse_policy(st.baseline); spec)
+    for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
+      if (st.policies[i].name() == spec->name() && st.policies[i].params == spec->params)
+        baseline = static_cast<int>(i);
+  for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
+    if (st.policies[i].name() == st.baseline) baseline = static_cast<int>(i);
+  if (baseline < 0)
+    return input_error(st.source, "/baseline", "baseline '" + st.baseline + "' is not one of the policies");
+  return static_cast<size_t>(baseline);
+}
+
+// Steps and layers of the selection (all when empty), checked against the pattern.
+Status select_units(const Study& st, const patterns::ModelSpec& model, Group& g) {
+  const auto& pattern = *g.pattern;
+  g.steps = st.steps;
+  g.layers = st.layers;
+  if (g.steps.empty()) {
+    g.steps.resize(static_cast<size_t>(pattern.steps()));
+    std::iota(g.steps.begin(), g.steps.end(), 0);
+  }
+  if (g.layers.empty()) {
+    g.layers.resize(static_cast<size_t>(pattern.layers()));
+    std::iota(g.layers.begin(), g.layers.end(), 0);
+  }
+  std::sort(g.steps.begin(), g.steps.end());
+  g.steps.erase(std::unique(g.steps.begin(), g.steps.end()), g.steps.end());
+  for (int s : g.steps)
+    if (s >= pattern.steps())
+      return input_error(st.source, "/steps", "step " + std::to_string(s) + " outside the pattern's " +
+                                                  std::to_string(pattern.steps()) + " steps");
+  for (int l : g.layers)
+    if (l >= pattern.layers())
+      return input_error(st.source, "/layers", "layer " + std::to_string(l) + " outside the pattern's " +
+                                                   std::to_string(pattern.layers()) + " layers");
+  if (pattern.heads() != model.heads)
+    return input_error(st.source, "/pattern", "pattern has " + std::to_string(pattern.heads()) +
+                                                  " heads, model " + std::to_string(model.heads));
+  for (int l : g.layers)
+    for (int s : g.steps)
+      if (pattern.mask_group(s, l) != pattern.mask_group(g.steps[0], l)) g.dynamic = true;
+  return Ok{};
+}
+
+// Topology `ti` of the study, its group's GPUs and ranks, the pattern, the selection and the
+// compute model of the group's first GPU.
+Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& model) {
+  Group g;
+  auto topo = topology::Topology::load(st.topologies[ti]);
+  if (!topo) return at(st, "/topology", topo.error());
+  g.topo = std::make_unique<topology::Topology>(std::move(*topo));
+  g.gpus = st.gpus;
+  if (g.gpus.empty()) {
+    const int n = st.num_gpus > 0 ? st.num_gpus : g.topo->num_gpus();
+    for (int i = 0; i < n; ++i) g.gpus.push_back(i);
+  }
+  auto rt = policy::rank_topology(*g.topo, g.gpus);
+  if (!rt) return at(st, "/gpus", rt.error());
+  g.ranks = std::move(*rt);
+  auto pat = open_pattern(st, model);
+  if (!pat) return pat.error();
+  g.pattern = std::move(*pat);
+  if (auto s = select_units(st, model, g); !s) return s.error();
+  g.compute = policy::compute_model_for(g.topo->gpu(g.gpus[0]));
+  if (st.attention_efficiency > 0) g.compute.attention_efficiency = st.attention_efficiency;
+  if (st.gemm_efficiency > 0) g.compute.gemm_efficiency = st.gemm_efficiency;
+  for (int i : g.gpus) {
+    const int c = g.topo->gpu(i).sm_count;
+    if (c > 0) g.min_sm_count = g.min_sm_count > 0 ? std::min(g.min_sm_count, c) : c;
+  }
+  return g;
+}
+
+// The policies that run on this group, in study order. A policy whose parameters do not fit the
+// group (comm_sms above the GPU's SMs) fails the study; one that cannot run on its rank count
+// (policy::check_runnable: USP degree, Ulysses heads) is recorded in `skipped` and left out. The
+// baseline left out, or every policy, is an input error.
+Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g,
+                                                 const patterns::ModelSpec& model, size_t baseline,
+                                                 std::vector<SkippedPolicy>& skipped) {
+  std::vector<PolicyRun> runs;
+  std::vector<SkippedPolicy> here;
+  bool baseline_skipped = false;
+  for (size_t pi = 0; pi < st.policies.size(); ++pi) {
+    const auto& spec = st.policies[pi];
+    if (auto chk = policy::check_policy_on(spec, g.ranks.ranks, model.heads, g.min_sm_count); !chk)
+      return at(st, place_of(st, pi), chk.error());
+    if (auto ok = policy::check_runnable(spec, g.ranks.ranks, model.heads); !ok) {
+      here.push_back({g.topo->name(), policy_label(spec), ok.error().message});
+      baseline_skipped = baseline_skipped || pi == baseline;
+      continue;
+    }
+    runs.push_back(PolicyRun{});
+    runs.back().index = pi;
+  }
+  if (runs.empty()) {
+    std::string why;
+    for (const auto& s : here) why += (why.empty() ? "" : "; ") + s.policy + ": " + s.reason;
+    return input_error(st.source, "/policies",
+                       "no policy can run on " + g.topo->name() + " (" + why + ")");
+  }
+  if (baseline_skipped)
+    return input_error(st.source, st.baseline.empty() ? place_of(st, baseline) : "/baseline",
+                       "the baseline " + policy_label(st.policies[baseline]) + " cannot run on " +
+                           g.topo->name() + " (" + here[0].reason + "); choose another baseline");
+  skipped.insert(skipped.end(), here.begin(), here.end());
+  return runs;
+}
+
+// One placement per distinct (placement, tolerance, locality), shared by the policies using it.
+Status place_blocks(const Study& st, const Group& g, const patterns::ModelSpec& model,
+                    std::vector<PolicyRun>& runs, std::map<std::string, policy::Placement>& cache) {
+  const policy::BlockGraph graph = policy::block_graph(*g.pattern);
+  for (auto& run : runs) {
+    const auto& spec = st.policies[run.index];
+    std::map<std::string, double> pp;
+    for (const char* k : {"tolerance", "locality"})
+      if (spec.params.count(k)) pp[k] = spec.params.at(k);
+    std::string key = spec.placement;
+    for (const auto& [k, v] : pp) key += "," + k + "=" + std::to_string(v);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      policy::PlacementContext ctx{&graph, &g.ranks, model.heads, pp};
+      auto pl = policy::make_placement(spec.placement, ctx);
+      if (!pl) return at(st, place_of(st, run.index), pl.error());
+      it = cache.emplace(key, std::move(*pl)).first;
+    }
+    run.placement = &it->second;
+  }
+  return Ok{};
+}
+
+// The plan header of a policy (keep_plans): topology, model, layout and placement; layer plans
+// are appended as units are simulated.
+std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
+                                          const patterns::ModelSpec& model, const PolicyRun& run) {
+  const auto& pattern = *g.pattern;
+  auto p = std::make_shared<policy::Plan>();
+  p->topology_json = g.topo->to_json();
+  p->model = model.name;
+  p->pattern = pattern.describe();
+  p->gpus = g.ranks.ranks;
+  p->block_tokens = pattern.layout().block_tokens;
+  p->heads = model.heads;
+  p->head_dim = model.head_dim;
+  p->dtype_bytes = model.dtype_bytes;
+  p->num_blocks = pattern.layout().num_blocks;
+  p->kv_block_bytes =
+      2.0 * pattern.layout().block_tokens * model.heads * model.head_dim * model.dtype_bytes;
+  // Blocks of unequal size (tile padding, partial tiles) other than the last one need
+  // per-block sizes so that replay can verify each block (policy/PLAN.md).
+  const auto& tokens = pattern.layout().tokens_in_block;
+  const double per_token = 2.0 * model.heads * model.head_dim * model.dtype_bytes;
+  bool ragged = false;
+  for (size_t b = 0; b + 1 < tokens.size(); ++b)
+    ragged = ragged || tokens[b] != pattern.layout().block_tokens;
+  if (ragged)
+    for (int t : tokens) p->block_bytes.push_back(per_token * t);
+  p->policy = st.policies[run.index];
+  p->block_owner = run.placement->block_owner;
+  return p;
+}
+
+// Scheme -> runtime -> engine for one (step, layer) of one policy; keeps the workload in the
+// plan and the first trace when asked.
+Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const patterns::ModelSpec& model,
+                                  const std::vector<const patterns::BlockMask*>& masks, int step,
+                                  int layer, const RunOptions& opt, PolicyRun& run) {
+  const auto& spec = st.policies[run.index];
+  policy::LayerInput in;
+  in.model = &model;
+  in.layout = &g.pattern->layout();
+  in.masks = masks;
+  in.placement = run.placement;
+  in.ranks = &g.ranks;
+  in.granularity = st.granularity;
+  in.dynamic = g.dynamic;
+  in.layer = layer;
+  in.step = step;
+  auto cp = policy::make_scheme(spec.scheme, in, spec.params);
+  if (!cp) return at(st, place_of(st, run.index), cp.error());
+  auto work = policy::make_workload(spec.runtime, *cp, g.ranks, g.compute, spec.params, layer);
+  if (!work) return at(st, place_of(st, run.index), work.error());
+  sim::SimOptions so = st.sim;
+  const bool trace_this = opt.keep_trace && run.trace.empty();
+  so.record_resource_timeline = trace_this;
+  auto res = sim::simulate(*g.topo, *work, so);
+  if (!res) return at(st, place_of(st, run.index), res.error());
+  auto lb = sim::lower_bound(*g.topo, *work);
+  if (!lb) return at(st, place_of(st, run.index), lb.error());
+  UnitMetrics m;
+  m.attention_s = res->makespan_s;
+  m.payload = cp->payload_bytes();
+  m.control = cp->control_bytes();
+  m.lb_s = lb->bound_s;
+  m.lb_binding = lb->binding;
+  const int P = g.ranks.ranks;
+  std::vector<double> fl(static_cast<size_t>(P), 0.0);
+  for (const auto& t : cp->tasks) fl[static_cast<size_t>(t.rank)] += t.flops;
+  const double mean = std::accumulate(fl.begin(), fl.end(), 0.0) / P;
+  m.imbalance = mean > 0 ? *std::max_element(fl.begin(), fl.end()) / mean : 1.0;
+  m.resource_bytes.reserve(res->resources.size());
+  for (const auto& r : res->resources) m.resource_bytes.push_back(r.bytes);
+  if (trace_this) run.trace = sim::to_chrome_trace(*work, *res);
+  if (run.plan) run.plan->layers.push_back(policy::LayerPlan{step, layer, 1, std::move(*work)});
+  return m;
+}
+
+// Every selected (step, layer) for every policy: a unit whose masks repeat an earlier unit's
+// (same mask group) reuses its metrics and repeats its plan layer instead of simulating again.
+Status simulate_units(const Study& st, const Group& g, const patterns::ModelSpec& model,
+                      const RunOptions& opt, std::vector<PolicyRun>& runs, Progress& progress) {
+  auto& pattern = *g.pattern;
+  std::vector<const patterns::BlockMask*> masks(static_cast<size_t>(pattern.heads()));
+  for (int s : g.steps) {
+    for (int l : g.layers) {
+      const int64_t group = pattern.mask_group(s, l);
+      bool masks_loaded = false;
+      for (auto& run : runs) {
+        auto hit = run.cache.find(group);
+        if (hit != run.cache.end()) {
+          run.acc.add(hit->second);
+          if (run.plan) run.plan->layers[run.plan_index.at(group)].repeat++;
+          continue;
+        }
+        if (!masks_loaded) {
+          for (int h = 0; h < pattern.heads(); ++h) masks[static_cast<size_t>(h)] = &pattern.mask(s, l, h);
+          masks_loaded = true;
+        }
+        if (run.plan) run.plan_index[group] = run.plan->layers.size();
+        auto m = simulate_unit(st, g, model, masks, s, l, opt, run);
+        if (!m) return m.error();
+        run.acc.add(*m);
+        run.acc.simulated++;
+        run.cache.emplace(group, std::move(*m));
+      }
+      progress.tick();
+    }
+    // Dynamic patterns never repeat a group across steps: drop the step's cache.
+    if (g.dynamic)
+      for (auto& run : runs) run.cache.clear();
+  }
+  return Ok{};
+}
+
+// A policy's figures from its sums: per-layer means, per-step and end-to-end extrapolation to
+// the model's layers and steps, the binding resource and the busiest link.
+PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpec& model,
+                       PolicyRun& run) {
+  const auto& pattern = *g.pattern;
+  const auto& a = run.acc;
+  const double nlayers_model = pattern.layers();
+  const double nsteps_model = pattern.steps();
+  PolicyResult r;
+  r.topology = g.topo->name();
+  r.policy = st.policies[run.index];
+  const double u = static_cast<double>(std::max<int64_t>(1, a.units));
+  r.attention_time_s = a.attention_s / u;
+  r.lower_bound_s = a.lb_s / u;
+  r.compute_imbalance = a.imbalance / u;
+  r.volume_bytes = a.payload / u * nlayers_model;
+  r.control_bytes = a.control / u * nlayers_model;
+  std::vector<double> tok(static_cast<size_t>(g.ranks.ranks), 0.0);
+  const auto& lay = pattern.layout();
+  for (int k = 0; k < lay.num_blocks; ++k)
+    tok[static_cast<size_t>(run.placement->block_owner[static_cast<size_t>(k)])] +=
+        lay.tokens_in_block[static_cast<size_t>(k)];
+  const double max_tokens = *std::max_element(tok.begin(), tok.end());
+  r.other_time_s = g.compute.other_time_s(model, max_tokens);
+  r.step_time_s = (r.attention_time_s + r.other_time_s) * nlayers_model;
+  r.e2e_time_s = r.step_time_s * nsteps_model;
+  int64_t best = -1;
+  for (const auto& [b, c] : a.binding_count)
+    if (c > best) {
+      best = c;
+      r.lower_bound_binding = b;
+    }
+  const auto& resources = g.topo->resources();
+  for (size_t i = 0; i < a.resource_bytes.size() && i < resources.size(); ++i) {
+    if (resources[i].capacity_Bps <= 0 || a.attention_s <= 0) continue;
+    const double util = a.resource_bytes[i] / resources[i].capacity_Bps / a.attention_s;
+    if (util > r.busiest_utilization) {
+      r.busiest_utilization = util;
+      r.busiest_link = resources[i].name;
+    }
+  }
+  r.units = a.units;
+  r.simulated = a.simulated;
+  if (run.plan) {
+    // What retime_plan needs to give the same step/e2e figures (policy/PLAN.md, policy params).
+    run.plan->policy.params[std::string(kPlanOtherTimeKey)] = r.other_time_s;
+    run.plan->policy.params[std::string(kPlanLayersKey)] = nlayers_model;
+    run.plan->policy.params[std::string(kPlanStepsKey)] = nsteps_model;
+    run.plan->policy.params[std::string(kPlanImbalanceKey)] = r.compute_imbalance;
+  }
+  r.plan = run.plan;
+  r.trace_json = std::move(run.trace);
+  return r;
+}
+
+// Speedups and volume of the results [first, end) of one topology against its baseline.
+void relate_to_baseline(std::vector<PolicyResult>& results, size_t first, size_t baseline_at) {
+  const auto& base = results[baseline_at];
+  const double be2e = base.e2e_time_s, batt = base.attention_time_s, bvol = base.volume_bytes;
+  for (size_t i = first; i < results.size(); ++i) {
+    auto& r = results[i];
+    r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : 1;
+    r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : 1;
+    r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : 1;
+  }
+}
+
 }  // namespace
 
 Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
@@ -82,268 +435,32 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   out.name = st.name;
   out.model = model->name;
   if (st.policies.empty()) return input_error(st.source, "/policies", "no policy to simulate");
-  // Baseline.
-  int baseline = 0;
-  if (!st.baseline.empty()) {
-    baseline = -1;
-    for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
-      if (policy_label(st.policies[i]) == st.baseline) baseline = static_cast<int>(i);
-    if (auto spec = policy::parse_policy(st.baseline); spec)
-      for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
-        if (st.policies[i].name() == spec->name() && st.policies[i].params == spec->params)
-          baseline = static_cast<int>(i);
-    for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
-      if (st.policies[i].name() == st.baseline) baseline = static_cast<int>(i);
-    if (baseline < 0)
-      return input_error(st.source, "/baseline", "baseline '" + st.baseline + "' is not one of the policies");
-  }
-  out.baseline = policy_label(st.policies[static_cast<size_t>(baseline)]);
-  int64_t units_done = 0, units_total = 0;  // progress over (topology, step, layer)
-
+  auto baseline = find_baseline(st);
+  if (!baseline) return baseline.error();
+  out.baseline = policy_label(st.policies[*baseline]);
+  Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
-    auto topo = topology::Topology::load(st.topologies[ti]);
-    if (!topo) return at(st, "/topology", topo.error());
-    // The group's GPUs.
-    std::vector<int> gpus = st.gpus;
-    if (gpus.empty()) {
-      const int n = st.num_gpus > 0 ? st.num_gpus : topo->num_gpus();
-      for (int g = 0; g < n; ++g) gpus.push_back(g);
-    }
-    auto rt = policy::rank_topology(*topo, gpus);
-    if (!rt) return at(st, "/gpus", rt.error());
-    const int P = rt->ranks;
-    out.gpus = P;
-    // A fresh pattern per topology: dynamic patterns are streamed from step 0 each time.
-    auto pat = open_pattern(st, *model);
-    if (!pat) return pat.error();
-    auto& pattern = **pat;
-    out.pattern = pattern.describe();
-    std::vector<int> steps = st.steps, layers = st.layers;
-    if (steps.empty()) {
-      steps.resize(static_cast<size_t>(pattern.steps()));
-      std::iota(steps.begin(), steps.end(), 0);
-    }
-    if (layers.empty()) {
-      layers.resize(static_cast<size_t>(pattern.layers()));
-      std::iota(layers.begin(), layers.end(), 0);
-    }
-    std::sort(steps.begin(), steps.end());
-    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    auto g = open_group(st, ti, *model);
+    if (!g) return g.error();
+    out.gpus = g->ranks.ranks;
+    out.pattern = g->pattern->describe();
+    out.dynamic = g->dynamic;
     if (ti == 0)
-      units_total = static_cast<int64_t>(st.topologies.size() * steps.size() * layers.size());
-    for (int s : steps)
-      if (s >= pattern.steps())
-        return input_error(st.source, "/steps", "step " + std::to_string(s) + " outside the pattern's " +
-                                                    std::to_string(pattern.steps()) + " steps");
-    for (int l : layers)
-      if (l >= pattern.layers())
-        return input_error(st.source, "/layers", "layer " + std::to_string(l) + " outside the pattern's " +
-                                                     std::to_string(pattern.layers()) + " layers");
-    if (pattern.heads() != model->heads)
-      return input_error(st.source, "/pattern", "pattern has " + std::to_string(pattern.heads()) +
-                                                    " heads, model " + std::to_string(model->heads));
-    bool dynamic = false;
-    for (int l : layers)
-      for (int s : steps)
-        if (pattern.mask_group(s, l) != pattern.mask_group(steps[0], l)) dynamic = true;
-    out.dynamic = dynamic;
-    // Compute model.
-    policy::ComputeModel cm = policy::compute_model_for(topo->gpu(gpus[0]));
-    if (st.attention_efficiency > 0) cm.attention_efficiency = st.attention_efficiency;
-    if (st.gemm_efficiency > 0) cm.gemm_efficiency = st.gemm_efficiency;
-    // Policies against this group (comm_sms vs the GPU's SMs, a real Ulysses degree for USP).
-    {
-      int sms = 0;
-      for (int g : gpus) {
-        const int c = topo->gpu(g).sm_count;
-        if (c > 0) sms = sms > 0 ? std::min(sms, c) : c;
-      }
-      for (size_t pi = 0; pi < st.policies.size(); ++pi)
-        if (auto chk = policy::check_policy_on(st.policies[pi], P, model->heads, sms); !chk)
-          return at(st, place_of(st, pi), chk.error());
-    }
-    // Placements (one per distinct placement + parameters).
-    const policy::BlockGraph graph = policy::block_graph(pattern);
+      progress.total = static_cast<int64_t>(st.topologies.size() * g->steps.size() * g->layers.size());
+    auto runs = runnable_policies(st, *g, *model, *baseline, out.skipped);
+    if (!runs) return runs.error();
     std::map<std::string, policy::Placement> placement_cache;
-    std::vector<const policy::Placement*> placement_of(st.policies.size());
-    for (size_t pi = 0; pi < st.policies.size(); ++pi) {
-      const auto& spec = st.policies[pi];
-      std::map<std::string, double> pp;
-      for (const char* k : {"tolerance", "locality"})
-        if (spec.params.count(k)) pp[k] = spec.params.at(k);
-      std::string key = spec.placement;
-      for (const auto& [k, v] : pp) key += "," + k + "=" + std::to_string(v);
-      auto it = placement_cache.find(key);
-      if (it == placement_cache.end()) {
-        policy::PlacementContext ctx{&graph, &*rt, model->heads, pp};
-        auto pl = policy::make_placement(spec.placement, ctx);
-        if (!pl) return at(st, place_of(st, pi), pl.error());
-        it = placement_cache.emplace(key, std::move(*pl)).first;
-      }
-      placement_of[pi] = &it->second;
-    }
-    // Per-policy state.
-    const size_t NP = st.policies.size();
-    std::vector<Accum> acc(NP);
-    std::vector<std::map<int64_t, UnitMetrics>> cache(NP);
-    std::vector<std::shared_ptr<policy::Plan>> plans(NP);
-    std::vector<std::map<int64_t, size_t>> plan_index(NP);
-    std::vector<std::string> traces(NP);
+    if (auto s = place_blocks(st, *g, *model, *runs, placement_cache); !s) return s.error();
     if (opt.keep_plans)
-      for (size_t pi = 0; pi < NP; ++pi) {
-        auto p = std::make_shared<policy::Plan>();
-        p->topology_json = topo->to_json();
-        p->model = model->name;
-        p->pattern = pattern.describe();
-        p->gpus = P;
-        p->block_tokens = pattern.layout().block_tokens;
-        p->heads = model->heads;
-        p->head_dim = model->head_dim;
-        p->dtype_bytes = model->dtype_bytes;
-        p->num_blocks = pattern.layout().num_blocks;
-        p->kv_block_bytes = 2.0 * pattern.layout().block_tokens * model->heads * model->head_dim *
-                            model->dtype_bytes;
-        // Blocks of unequal size (tile padding, partial tiles) other than the last one need
-        // per-block sizes so that replay can verify each block (sim/PLAN.md).
-        const auto& tokens = pattern.layout().tokens_in_block;
-        const double per_token = 2.0 * model->heads * model->head_dim * model->dtype_bytes;
-        bool ragged = false;
-        for (size_t b = 0; b + 1 < tokens.size(); ++b)
-          ragged = ragged || tokens[b] != pattern.layout().block_tokens;
-        if (ragged)
-          for (int t : tokens) p->block_bytes.push_back(per_token * t);
-        p->policy = st.policies[pi];
-        p->block_owner = placement_of[pi]->block_owner;
-        plans[pi] = std::move(p);
-      }
-    std::vector<const patterns::BlockMask*> masks(static_cast<size_t>(pattern.heads()));
-    for (int s : steps) {
-      for (int l : layers) {
-        const int64_t group = pattern.mask_group(s, l);
-        bool masks_loaded = false;
-        for (size_t pi = 0; pi < NP; ++pi) {
-          auto hit = cache[pi].find(group);
-          if (hit != cache[pi].end()) {
-            acc[pi].add(hit->second);
-            if (plans[pi]) plans[pi]->layers[plan_index[pi].at(group)].repeat++;
-            continue;
-          }
-          if (!masks_loaded) {
-            for (int h = 0; h < pattern.heads(); ++h) masks[static_cast<size_t>(h)] = &pattern.mask(s, l, h);
-            masks_loaded = true;
-          }
-          const auto& spec = st.policies[pi];
-          policy::LayerInput in;
-          in.model = &*model;
-          in.layout = &pattern.layout();
-          in.masks = masks;
-          in.placement = placement_of[pi];
-          in.ranks = &*rt;
-          in.granularity = st.granularity;
-          in.dynamic = dynamic;
-          in.layer = l;
-          in.step = s;
-          auto cp = policy::make_scheme(spec.scheme, in, spec.params);
-          if (!cp) return at(st, place_of(st, pi), cp.error());
-          auto work = policy::make_workload(spec.runtime, *cp, *rt, cm, spec.params, l);
-          if (!work) return at(st, place_of(st, pi), work.error());
-          sim::SimOptions so = st.sim;
-          const bool trace_this = opt.keep_trace && traces[pi].empty();
-          so.record_resource_timeline = trace_this;
-          auto res = sim::simulate(*topo, *work, so);
-          if (!res) return at(st, place_of(st, pi), res.error());
-          auto lb = sim::lower_bound(*topo, *work);
-          if (!lb) return at(st, place_of(st, pi), lb.error());
-          UnitMetrics m;
-          m.attention_s = res->makespan_s;
-          m.payload = cp->payload_bytes();
-          m.control = cp->control_bytes();
-          m.lb_s = lb->bound_s;
-          m.lb_binding = lb->binding;
-          std::vector<double> fl(static_cast<size_t>(P), 0.0);
-          for (const auto& t : cp->tasks) fl[static_cast<size_t>(t.rank)] += t.flops;
-          const double mean = std::accumulate(fl.begin(), fl.end(), 0.0) / P;
-          m.imbalance = mean > 0 ? *std::max_element(fl.begin(), fl.end()) / mean : 1.0;
-          m.resource_bytes.reserve(res->resources.size());
-          for (const auto& r : res->resources) m.resource_bytes.push_back(r.bytes);
-          if (trace_this) traces[pi] = sim::to_chrome_trace(*work, *res);
-          acc[pi].add(m);
-          acc[pi].simulated++;
-          if (plans[pi]) {
-            plan_index[pi][group] = plans[pi]->layers.size();
-            plans[pi]->layers.push_back(policy::LayerPlan{s, l, 1, std::move(*work)});
-          }
-          cache[pi].emplace(group, std::move(m));
-        }
-        if (opt.progress) opt.progress(++units_done, units_total);
-      }
-      // Dynamic patterns never repeat a group across steps: drop the step's cache.
-      if (dynamic)
-        for (auto& c : cache) c.clear();
-    }
-    // Results.
+      for (auto& run : *runs) run.plan = plan_header(st, *g, *model, run);
+    if (auto s = simulate_units(st, *g, *model, opt, *runs, progress); !s) return s.error();
     const size_t first = out.policies.size();
-    const double nlayers_model = pattern.layers();
-    const double nsteps_model = pattern.steps();
-    for (size_t pi = 0; pi < NP; ++pi) {
-      const auto& a = acc[pi];
-      PolicyResult r;
-      r.topology = topo->name();
-      r.policy = st.policies[pi];
-      const double u = static_cast<double>(std::max<int64_t>(1, a.units));
-      r.attention_time_s = a.attention_s / u;
-      r.lower_bound_s = a.lb_s / u;
-      r.compute_imbalance = a.imbalance / u;
-      r.volume_bytes = a.payload / u * nlayers_model;
-      r.control_bytes = a.control / u * nlayers_model;
-      double max_tokens = 0;
-      {
-        std::vector<double> tok(static_cast<size_t>(P), 0.0);
-        const auto& lay = pattern.layout();
-        for (int k = 0; k < lay.num_blocks; ++k)
-          tok[static_cast<size_t>(placement_of[pi]->block_owner[static_cast<size_t>(k)])] +=
-              lay.tokens_in_block[static_cast<size_t>(k)];
-        max_tokens = *std::max_element(tok.begin(), tok.end());
-      }
-      r.other_time_s = cm.other_time_s(*model, max_tokens);
-      r.step_time_s = (r.attention_time_s + r.other_time_s) * nlayers_model;
-      r.e2e_time_s = r.step_time_s * nsteps_model;
-      int64_t best = -1;
-      for (const auto& [b, c] : a.binding_count)
-        if (c > best) {
-          best = c;
-          r.lower_bound_binding = b;
-        }
-      const auto& resources = topo->resources();
-      for (size_t i = 0; i < a.resource_bytes.size() && i < resources.size(); ++i) {
-        if (resources[i].capacity_Bps <= 0 || a.attention_s <= 0) continue;
-        const double util = a.resource_bytes[i] / resources[i].capacity_Bps / a.attention_s;
-        if (util > r.busiest_utilization) {
-          r.busiest_utilization = util;
-          r.busiest_link = resources[i].name;
-        }
-      }
-      r.units = a.units;
-      r.simulated = a.simulated;
-      if (plans[pi]) {
-        // What retime_plan needs to give the same step/e2e figures (sim/PLAN.md, policy params).
-        plans[pi]->policy.params[std::string(kPlanOtherTimeKey)] = r.other_time_s;
-        plans[pi]->policy.params[std::string(kPlanLayersKey)] = nlayers_model;
-        plans[pi]->policy.params[std::string(kPlanStepsKey)] = nsteps_model;
-        plans[pi]->policy.params[std::string(kPlanImbalanceKey)] = r.compute_imbalance;
-      }
-      r.plan = plans[pi];
-      r.trace_json = std::move(traces[pi]);
-      out.policies.push_back(std::move(r));
+    size_t baseline_at = first;
+    for (auto& run : *runs) {
+      if (run.index == *baseline) baseline_at = out.policies.size();
+      out.policies.push_back(summarise(st, *g, *model, run));
     }
-    const auto& base = out.policies[first + static_cast<size_t>(baseline)];
-    const double be2e = base.e2e_time_s, batt = base.attention_time_s, bvol = base.volume_bytes;
-    for (size_t i = first; i < out.policies.size(); ++i) {
-      auto& r = out.policies[i];
-      r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : 1;
-      r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : 1;
-      r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : 1;
-    }
+    relate_to_baseline(out.policies, first, baseline_at);
   }
   return out;
 }

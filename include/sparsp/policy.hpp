@@ -193,10 +193,18 @@ Status check_policy_param(const std::string& name, double value);
 /// setting), lowered until it divides both P and the heads H; 1 (plain ring) for P < 4.
 int default_ulysses_degree(int ranks, int heads);
 
-/// Checks a policy against the group it runs on: comm_sms at most the GPU's SMs (sm_count, when
-/// known), and USP with a Ulysses degree > 1 (without ulysses_degree, one must divide both the
-/// ranks and the heads; otherwise USP would silently be plain ring). Error names the policy.
+/// Checks a policy's parameters against the group it runs on: comm_sms at most the GPU's SMs
+/// (sm_count, when known) and, for USP, no ulysses_degree of 1 (that would be plain ring). Error
+/// (exit 2) names the policy.
 Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count);
+
+/// Whether the policy can run at all on `ranks` ranks with `heads` heads; the error's message is
+/// the reason, one phrase without the policy's name. Ulysses needs heads divisible by P (each rank
+/// takes H / P heads); USP needs a Ulysses degree u > 1 dividing both P and the heads: the given
+/// ulysses_degree, or default_ulysses_degree (none below 4 ranks: "no Ulysses x ring split of 3
+/// ranks"). Every other scheme runs on any P. Studies leave such a policy out on that topology
+/// (StudyResult::skipped) instead of failing.
+Status check_runnable(const PolicySpec& spec, int ranks, int heads);
 
 /// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
 Result<PolicySpec> parse_policy(const std::string& text);

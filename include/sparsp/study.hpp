@@ -71,6 +71,15 @@ struct PolicyResult {
   std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
 };
 
+/// A policy of the study left out on one topology because it cannot run on that group's rank
+/// count (policy::check_runnable: USP without a Ulysses x ring split, Ulysses with heads not
+/// divisible by P).
+struct SkippedPolicy {
+  std::string topology;   ///< Topology::name()
+  std::string policy;     ///< its label, "placement/scheme/runtime[:k=v,...]"
+  std::string reason;     ///< one phrase, e.g. "no Ulysses x ring split of 3 ranks"
+};
+
 struct StudyResult {
   std::string name;
   std::string model;
@@ -79,6 +88,7 @@ struct StudyResult {
   std::string baseline;
   bool dynamic = false;
   std::vector<PolicyResult> policies;   ///< topology-major, then study policy order
+  std::vector<SkippedPolicy> skipped;   ///< topology-major, then study policy order
 };
 
 struct RunOptions {
@@ -90,8 +100,10 @@ struct RunOptions {
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
-/// Runs the study. Errors (exit 2): unknown preset, GPU not in the topology, heads not
-/// divisible by the Ulysses degree, pattern/block mismatch, unknown baseline.
+/// Runs the study. A policy that cannot run on a topology's rank count (policy::check_runnable)
+/// is left out on that topology and listed in StudyResult::skipped. Errors (exit 2): unknown
+/// preset, GPU not in the topology, pattern/block mismatch, unknown baseline, the baseline or
+/// every policy left out on some topology, a policy parameter that does not fit the GPUs.
 Result<StudyResult> run_study(const Study& study, const RunOptions& options = {});
 
 /// Keys a study adds to an emitted plan's policy params so that retime_plan reproduces the

@@ -99,9 +99,11 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       {"simulate --plan p.json --policy contiguous/ring/sync", "--policy cannot be combined"},
       {"simulate --plan p.json --emit-plan d", "--emit-plan cannot be combined"},
       {"simulate --json --csv", "--json and --csv are mutually exclusive"},
-      // 7 ranks, 24 heads: USP's default degree 7/2 = 3 -> 2 -> 1 (neither divides 7): plain ring.
+      // 7 ranks, 24 heads: USP's default degree 7/2 = 3 -> 2 -> 1 (neither divides 7): plain
+      // ring, so USP is left out, and with no other policy the study fails.
       {"simulate --gpus 7 --topology 8x-l40s-gen4-4switch --policy contiguous/usp/sm_overlap",
-       "policy 'contiguous/usp/sm_overlap': no default Ulysses degree for 7 ranks"},
+       "/policies: no policy can run on 8x-l40s-gen4-4switch (contiguous/usp/sm_overlap: no "
+       "Ulysses x ring split of 7 ranks and 24 heads"},
       {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1", "ulysses_degree 1 given"},
       {"simulate --policy contiguous/ulysses/sync", "placement must be head_parallel (got 'contiguous')"},
       {"simulate --policy contiguous/ring/sm_overlap:comm_sms=100000",
@@ -286,13 +288,15 @@ TEST_CASE("emitted plans of ragged block layouts carry per-block sizes that repl
 TEST_CASE("simulate --topology with fewer GPUs than the default study: all its GPUs, USP left out") {
   // The default study asks for 8 ranks; 2x-h200-nvlink-calibrated has 2. Degree 2 is used (a
   // note says so), and contiguous/usp/sm_overlap, which has no Ulysses x ring split of 2 ranks
-  // (the default Ulysses degree needs P >= 4), is left out with a note instead of failing.
+  // (the default Ulysses degree needs P >= 4), is left out, with a line saying so, instead of
+  // failing (the study runner does this for every study: StudyResult::skipped).
   auto r = sparsp("simulate --topology 2x-h200-nvlink-calibrated --steps 1 --layers 1");
   REQUIRE(r.code == 0);
   CHECK(r.out.find(", 2 GPUs;") != std::string::npos);
-  CHECK(r.out.find("usp") == std::string::npos);
+  CHECK(r.out.find("\ncontiguous/usp") == std::string::npos);  // no table row
+  CHECK(r.out.find("\nleft out: contiguous/usp/sm_overlap (no Ulysses x ring split of 2 ranks)\n") !=
+        std::string::npos);
   CHECK(r.err.find("has 2 GPUs, the study asks for 8") != std::string::npos);
-  CHECK(r.err.find("contiguous/usp/sm_overlap left out") != std::string::npos);
   // An explicit --gpus beyond the topology stays an error.
   CHECK(sparsp("simulate --topology 2x-h200-nvlink-calibrated --gpus 4 --steps 1 --layers 1").code == 2);
 }

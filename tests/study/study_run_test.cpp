@@ -3,6 +3,9 @@
 // discovery traffic.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "sparsp/study.hpp"
 
 using namespace sparsp;
@@ -106,4 +109,95 @@ TEST_CASE("study errors") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == "<study>:/steps: step 50 outside the pattern's 50 steps");
   }
+}
+
+TEST_CASE("a policy that cannot run on the rank count is left out with its reason, not fatal") {
+  // Wan2.1-14B has 40 heads. On 6 ranks: Ulysses needs 40 % 6 == 0 (no: 40 = 6 * 6 + 4), so it is
+  // left out; USP's default degree is 6/2 = 3 -> 40 % 3 != 0 -> 2 (divides 6 and 40), so it runs.
+  auto s = base("wan2.1-14b-720p", "sta", 6);
+  s.steps = {0};
+  s.layers = {0};
+  add(s, "contiguous/ring/sm_overlap");
+  add(s, "head_parallel/ulysses/sync");
+  add(s, "contiguous/usp/sm_overlap");
+  add(s, "contiguous/usp/sm_overlap:ulysses_degree=4");  // 6 % 4 != 0
+  auto r = study::run_study(s);
+  REQUIRE(r.ok());
+  REQUIRE(r->policies.size() == 2);
+  CHECK(r->policies[0].policy.scheme == "ring");
+  CHECK(r->policies[1].policy.name() == "contiguous/usp/sm_overlap");
+  CHECK(r->policies[1].policy.params.empty());
+  REQUIRE(r->skipped.size() == 2);
+  CHECK(r->skipped[0].topology == "8x-l40s-gen4-4switch");
+  CHECK(r->skipped[0].policy == "head_parallel/ulysses/sync");
+  CHECK(r->skipped[0].reason == "heads (40) not divisible by the Ulysses degree 6");
+  CHECK(r->skipped[1].policy == "contiguous/usp/sm_overlap:ulysses_degree=4");
+  CHECK(r->skipped[1].reason == "ulysses_degree 4 does not divide the 6 ranks");
+  // JSON lists them under "skipped"; CSV has a row for each policy that ran and none for these.
+  const std::string json = study::to_json(*r);
+  CHECK(json.find("\"skipped\": [") != std::string::npos);
+  CHECK(json.find("\"reason\": \"heads (40) not divisible by the Ulysses degree 6\"") !=
+        std::string::npos);
+  const std::string csv = study::to_csv(*r);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header + 2 rows
+  CHECK(csv.find("ulysses") == std::string::npos);
+  CHECK(study::format_table(*r).find(
+            "left out: head_parallel/ulysses/sync (heads (40) not divisible by the Ulysses degree "
+            "6)\n") != std::string::npos);
+  // Nothing left out: no "skipped" key at all (outputs of such studies are unchanged).
+  auto t = base("wan2.1-14b-720p", "sta", 4);
+  t.steps = {0};
+  t.layers = {0};
+  add(t, "head_parallel/ulysses/sync");  // 40 % 4 == 0
+  auto rt = study::run_study(t);
+  REQUIRE(rt.ok());
+  CHECK(rt->skipped.empty());
+  CHECK(study::to_json(*rt).find("skipped") == std::string::npos);
+}
+
+TEST_CASE("every policy left out, or the baseline left out, fails the study with exit 2") {
+  auto s = base("hunyuanvideo-sta", "sta", 3);  // 24 heads, 3 ranks: no USP split (P < 4)
+  s.steps = {0};
+  s.layers = {0};
+  add(s, "contiguous/usp/sm_overlap");
+  auto r = study::run_study(s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message ==
+        "<study>:/policies: no policy can run on 8x-l40s-gen4-4switch (contiguous/usp/sm_overlap: "
+        "no Ulysses x ring split of 3 ranks)");
+  add(s, "contiguous/ring/sm_overlap");  // the baseline (first policy) is still USP
+  r = study::run_study(s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message.find("the baseline contiguous/usp/sm_overlap cannot run on "
+                               "8x-l40s-gen4-4switch (no Ulysses x ring split of 3 ranks); choose "
+                               "another baseline") != std::string::npos);
+  s.baseline = "contiguous/ring/sm_overlap";
+  r = study::run_study(s);
+  REQUIRE(r.ok());
+  CHECK(r->policies.size() == 1);
+  CHECK(r->skipped.size() == 1);
+}
+
+TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing P and H") {
+  auto spec = [](const char* text) { return *policy::parse_policy(text); };
+  const auto uly = spec("head_parallel/ulysses/sync");
+  CHECK(policy::check_runnable(uly, 8, 24).ok());   // 24 = 8 * 3
+  CHECK(policy::check_runnable(uly, 1, 40).ok());
+  CHECK_FALSE(policy::check_runnable(uly, 8, 20).ok());  // 20 = 8 * 2 + 4
+  const auto usp = spec("contiguous/usp/sm_overlap");
+  // Default degree: P/2 for P >= 4, lowered until it divides P and H.
+  CHECK(policy::default_ulysses_degree(8, 24) == 4);
+  CHECK(policy::default_ulysses_degree(6, 40) == 2);
+  CHECK(policy::default_ulysses_degree(5, 24) == 1);  // 2 does not divide 5
+  CHECK(policy::check_runnable(usp, 8, 24).ok());
+  CHECK(policy::check_runnable(usp, 5, 24).error().message ==
+        "no Ulysses x ring split of 5 ranks and 24 heads (the default Ulysses degree is the "
+        "largest u <= P/2 dividing both; set ulysses_degree)");
+  CHECK(policy::check_runnable(usp, 1, 24).error().message == "no Ulysses x ring split of 1 rank");
+  CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 24).ok());
+  CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 40).error().message ==
+        "heads (40) not divisible by the Ulysses degree 3");
+  CHECK(policy::check_runnable(spec("contiguous/ring/sync"), 7, 40).ok());
 }
