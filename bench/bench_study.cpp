@@ -2,7 +2,7 @@
 // (a) with a dynamic top-k pattern (every step and layer different: 3000 workloads generated,
 // planned and simulated), goal < 60 s and < 1 GB on one core; (b) with STA (static: one workload
 // simulated, reused 3000 times), goal < 1 s. Peak RSS is reported as a counter (getrusage).
-// Figures go to sim/RESULTS.md.
+// Figures go to study/RESULTS.md.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 

@@ -25,7 +25,7 @@ double process_cpu_s() {
 }
 
 // metis=1: the ten policies of the default study, two of them dependency_aware (METIS; their
-// studies run one at a time, see sim/sweep_study.cpp). metis=0: those two replaced by
+// studies run one at a time, see study/sweep_study.cpp). metis=0: those two replaced by
 // balanced/demand_direct/sync and contiguous/demand_direct/sm_overlap.
 std::string sweep_json(bool with_metis) {
   std::string windows;

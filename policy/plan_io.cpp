@@ -1,4 +1,4 @@
-// Plan JSON load/save (schema in sim/PLAN.md). Deterministic output: keys in a fixed order,
+// Plan JSON load/save (schema in policy/PLAN.md). Deterministic output: keys in a fixed order,
 // numbers printed by nlohmann_json (shortest round-trip form), topology embedded verbatim as
 // parsed (insertion order kept).
 #include <algorithm>
@@ -129,7 +129,7 @@ std::string num_text(double x) {
   return o.str();
 }
 
-/// Checks the KV payload of every transfer that names kv_blocks (sim/PLAN.md, "What replay does
+/// Checks the KV payload of every transfer that names kv_blocks (policy/PLAN.md, "What replay does
 /// with it"): its bytes must be the sum of its blocks' sizes (block_bytes, or kv_block_bytes with
 /// the last block's size inferred from the first transfer carrying it, as replay/lower.cpp does),
 /// to 1 byte; and its source must own each block or receive it by a transfer it depends on
@@ -534,7 +534,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     p.layers.push_back(std::move(L));
   }
   if (p.layers.empty()) return rd.err("/layers", "no layer plans (expected at least one entry)");
-  // Layer plans are distinct (step, layer) pairs (sim/PLAN.md).
+  // Layer plans are distinct (step, layer) pairs (policy/PLAN.md).
   {
     std::map<std::pair<int, int>, size_t> first;
     for (size_t li = 0; li < p.layers.size(); ++li) {

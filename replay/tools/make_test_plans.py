@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-made replay plans (schema sim/PLAN.md v1) for the first hardware run: host staging one
+"""Hand-made replay plans (schema policy/PLAN.md v1) for the first hardware run: host staging one
 way and both ways at once (duplex), device-local copies, an all-to-all of 4 ranks through host
 staging, and compute emulation after / beside transfers. Usage: make_test_plans.py OUTDIR"""
 import json, os, sys

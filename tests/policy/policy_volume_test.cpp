@@ -1,5 +1,5 @@
 // Volume and work tests of the communication schemes and placements, on small hand-built
-// patterns (tests/sim/policy_test_pattern.hpp). Every expected number is derived in a comment.
+// patterns (tests/policy/policy_test_pattern.hpp). Every expected number is derived in a comment.
 //
 // Common setup unless stated: 16 blocks x 128 tokens (2048 tokens), head_dim 64, bf16 (2 bytes).
 // KV block, all heads:  2 (K and V) * 128 tokens * H * 64 * 2 bytes = 32768 * H bytes.

@@ -1,4 +1,4 @@
-// Plan checks of KV payloads (sim/plan_io.cpp, replay/lower.cpp): a transfer naming kv_blocks
+// Plan checks of KV payloads (policy/plan_io.cpp, replay/lower.cpp): a transfer naming kv_blocks
 // must carry them whole and its source must hold them; ragged blocks are checked block by block.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// Plan JSON round trip and error reporting (sim/plan_io.cpp, schema sim/PLAN.md).
+// Plan JSON round trip and error reporting (policy/plan_io.cpp, schema policy/PLAN.md).
 #include <doctest/doctest.h>
 
 #include <fstream>

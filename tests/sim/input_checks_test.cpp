@@ -1,4 +1,4 @@
-// Input checks a fresh-user test found missing: plan files (sim/plan_io.cpp, sim/PLAN.md), study
+// Input checks a fresh-user test found missing: plan files (policy/plan_io.cpp, policy/PLAN.md), study
 // step/layer selections, tune parameter values and outputs, and the 9 significant digits of
 // `simulate --json`. Each case failed before the fix.
 #include <doctest/doctest.h>
@@ -139,7 +139,7 @@ TEST_CASE("plan: kv_block_bytes > 0 with blocks; at least one layer plan; bounde
   j = good_plan();
   j["layers"] = ordered_json::array();
   CHECK(plan_error(j) == "p.json:/layers: no layer plans (expected at least one entry)");
-  // Durations are capped at 1e6 s (sim/PLAN.md): 1e6 itself loads, 1e300 does not.
+  // Durations are capped at 1e6 s (policy/PLAN.md): 1e6 itself loads, 1e300 does not.
   j = good_plan();
   j["layers"][0]["compute"][0]["duration_s"] = 1e6;
   CHECK(plan_error(j) == "");
@@ -177,7 +177,7 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
     CHECK(r.error().exit_code == 2);
     return r.error().message;
   };
-  // Range [4096, 1e12] bytes (sim/policy_runtime.cpp kMinChunkBytes, kMaxChunkBytes).
+  // Range [4096, 1e12] bytes (policy/policy_spec.cpp kMinChunkBytes, kMaxChunkBytes).
   CHECK(bad(R"({"name": "chunk_bytes", "values": [4096, -1]})") ==
         "t.json:/parameters/0/values/1: policy parameter 'chunk_bytes' must be in [4096, 1e+12] "
         "bytes, got -1");
