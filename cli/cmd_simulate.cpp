@@ -1,5 +1,6 @@
 // `sparsp simulate`: compare sequence-parallel policies on a server, model and mask (a study).
-// Thin layer: options -> study::Study (flags override the study file) -> study::run_study -> output.
+// Thin layer: options -> study::Study (flags override the study file) -> study::run_study ->
+// output.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -120,8 +121,10 @@ Result<study::Study> build_study(const SimulateArgs& a) {
     s.num_gpus = *a.gpus;
   }
   if (!a.granularity.empty()) {
-    if (a.granularity == "block") s.granularity = policy::Granularity::block;
-    else if (a.granularity == "head_block") s.granularity = policy::Granularity::head_block;
+    if (a.granularity == "block")
+      s.granularity = policy::Granularity::block;
+    else if (a.granularity == "head_block")
+      s.granularity = policy::Granularity::head_block;
     else return input_error(cl, "--granularity", "expected block or head_block");
   }
   if (!a.policies.empty()) {
@@ -171,9 +174,12 @@ Result<study::Study> build_study(const SimulateArgs& a) {
 // The text table and the JSON say which policies were left out; CSV has no row for them, so a
 // note on stderr does.
 void print(const study::StudyResult& r, const SimulateArgs& a) {
-  if (a.json) std::cout << study::to_json(r);
-  else if (a.csv) std::cout << study::to_csv(r);
-  else std::cout << study::format_table(r);
+  if (a.json)
+    std::cout << study::to_json(r);
+  else if (a.csv)
+    std::cout << study::to_csv(r);
+  else
+    std::cout << study::format_table(r);
   if (a.csv)
     for (const auto& s : r.skipped)
       std::fprintf(stderr, "sparsp: note: %s left out on %s (%s)\n", s.policy.c_str(),
@@ -183,11 +189,14 @@ void print(const study::StudyResult& r, const SimulateArgs& a) {
 int run(const SimulateArgs& a) {
   if (a.list) {
     std::cout << "placements:\n";
-    for (const auto& p : policy::placements()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::placements())
+      std::cout << "  " << p.name << ": " << p.description << "\n";
     std::cout << "schemes:\n";
-    for (const auto& p : policy::schemes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::schemes())
+      std::cout << "  " << p.name << ": " << p.description << "\n";
     std::cout << "runtimes:\n";
-    for (const auto& p : policy::runtimes()) std::cout << "  " << p.name << ": " << p.description << "\n";
+    for (const auto& p : policy::runtimes())
+      std::cout << "  " << p.name << ": " << p.description << "\n";
     return 0;
   }
   if (a.json && a.csv)
@@ -226,10 +235,10 @@ int run(const SimulateArgs& a) {
   // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
   const study::ProgressMode mode =
       study::resolve_progress_mode(a.progress == "bar"     ? study::ProgressMode::bar
-                                 : a.progress == "lines" ? study::ProgressMode::lines
-                                 : a.progress == "off"   ? study::ProgressMode::off
-                                                         : study::ProgressMode::automatic,
-                                 false, study::ProgressMode::off);
+                                   : a.progress == "lines" ? study::ProgressMode::lines
+                                   : a.progress == "off"   ? study::ProgressMode::off
+                                                           : study::ProgressMode::automatic,
+                                   false, study::ProgressMode::off);
   std::optional<study::ProgressMeter> meter;
   int64_t units_done = 0, units_total = 0;
   if (mode != study::ProgressMode::off)

@@ -15,7 +15,8 @@ BlockGraph block_graph(patterns::Pattern& pattern, int max_layers) {
   const int n = layout.num_blocks;
   g.num_blocks = n;
   g.tokens.resize(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) g.tokens[static_cast<size_t>(k)] = layout.tokens_in_block[static_cast<size_t>(k)];
+  for (int k = 0; k < n; ++k)
+    g.tokens[static_cast<size_t>(k)] = layout.tokens_in_block[static_cast<size_t>(k)];
   g.work.assign(static_cast<size_t>(n), 0.0);
   std::vector<uint32_t> cnt(static_cast<size_t>(n) * n, 0);
   std::set<int64_t> seen;
@@ -40,7 +41,8 @@ BlockGraph block_graph(patterns::Pattern& pattern, int max_layers) {
             tk += g.tokens[static_cast<size_t>(k)];
           }
         }
-        g.work[static_cast<size_t>(q)] += 4.0 * g.tokens[static_cast<size_t>(q)] * tk * model.head_dim;
+        g.work[static_cast<size_t>(q)] +=
+            4.0 * g.tokens[static_cast<size_t>(q)] * tk * model.head_dim;
       }
     }
   }

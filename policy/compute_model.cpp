@@ -27,7 +27,8 @@ ComputeModel compute_model_for(const topology::GpuSpec& gpu) {
   // with FA2 (Dao 2023 fig. 4: A100 ~ 190-230 of 312 = 60-70%). We use a single conservative 0.45
   // for block-sparse kernels everywhere except Hopper, where 0.5 (FA3-class sparse kernels, STA).
   std::string name = gpu.model;
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
   if (name.find("h100") != std::string::npos || name.find("h200") != std::string::npos ||
       name.find("h800") != std::string::npos)
     m.attention_efficiency = 0.5;

@@ -21,23 +21,26 @@ int words_for(int n) { return (n + 63) / 64; }
 // Bitsets of KV blocks per group, split into "regular" (full block_tokens) and an explicit list
 // of irregular blocks with their token counts.
 struct GroupSets {
-  std::vector<BlockSet> regular;                       // [ngroups]
-  std::vector<std::vector<std::pair<int, double>>> irregular;   // [ngroups] (block, tokens)
+  std::vector<BlockSet> regular;                               // [ngroups]
+  std::vector<std::vector<std::pair<int, double>>> irregular;  // [ngroups] (block, tokens)
 };
 
 GroupSets group_sets(const patterns::BlockLayout& layout, const std::vector<int>& group, int n) {
   const int nb = layout.num_blocks;
   const int nw = words_for(nb);
   GroupSets s;
-  s.regular.assign(static_cast<size_t>(n), BlockSet{std::vector<uint64_t>(static_cast<size_t>(nw), 0), {}});
+  s.regular.assign(static_cast<size_t>(n),
+                   BlockSet{std::vector<uint64_t>(static_cast<size_t>(nw), 0), {}});
   s.irregular.resize(static_cast<size_t>(n));
   for (int k = 0; k < nb; ++k) {
     const int g = group[static_cast<size_t>(k)];
     if (g < 0) continue;
     if (layout.tokens_in_block[static_cast<size_t>(k)] == layout.block_tokens) {
-      s.regular[static_cast<size_t>(g)].bits[static_cast<size_t>(k >> 6)] |= uint64_t{1} << (k & 63);
+      s.regular[static_cast<size_t>(g)].bits[static_cast<size_t>(k >> 6)] |= uint64_t{1}
+                                                                             << (k & 63);
     } else {
-      s.irregular[static_cast<size_t>(g)].push_back({k, layout.tokens_in_block[static_cast<size_t>(k)]});
+      s.irregular[static_cast<size_t>(g)].push_back(
+          {k, layout.tokens_in_block[static_cast<size_t>(k)]});
     }
   }
   for (auto& r : s.regular)
@@ -162,8 +165,8 @@ Demand compute_demand(const LayerInput& in, bool split_text) {
   d.flops = grouped_flops(in, video_q, P, owner, P, all_heads, 1);
   if (!any_text) return d;
   // Each text block's rows, by KV owner: the work lands on the KV owner (local piece).
-  const double partial_per_token = static_cast<double>(H) *
-                                   (in.model->head_dim * in.model->dtype_bytes + 4.0);
+  const double partial_per_token =
+      static_cast<double>(H) * (in.model->head_dim * in.model->dtype_bytes + 4.0);
   for (int t = 0; t < nb; ++t) {
     if (!layout.is_text(t)) continue;
     std::vector<int> qsel(static_cast<size_t>(nb), -1);

@@ -13,7 +13,7 @@ double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout&
 /// A set of blocks as a bitset over KV blocks, with the words where it has bits.
 struct BlockSet {
   std::vector<uint64_t> bits;
-  std::vector<int> words;     ///< indices of non-zero words, ascending
+  std::vector<int> words;  ///< indices of non-zero words, ascending
 };
 
 /// Attention FLOPs split by (head group, query group, key group).
@@ -25,12 +25,12 @@ std::vector<double> grouped_flops(const LayerInput& in, const std::vector<int>& 
 /// What each rank needs from each other rank.
 struct Demand {
   int ranks = 0;
-  std::vector<double> bytes;                  ///< [g * P + o] at the requested granularity
-  std::vector<std::vector<int32_t>> blocks;   ///< [g * P + o] KV block ids (union over heads)
-  std::vector<double> flops;                  ///< [g * P + o] g's queries against o's KV
-  std::vector<int> owned_blocks;              ///< [P]
-  std::vector<double> owned_tokens;           ///< [P]
-  std::vector<std::vector<uint64_t>> head_need;   ///< head_block only: [g] H x words bitsets
+  std::vector<double> bytes;                     ///< [g * P + o] at the requested granularity
+  std::vector<std::vector<int32_t>> blocks;      ///< [g * P + o] KV block ids (union over heads)
+  std::vector<double> flops;                     ///< [g * P + o] g's queries against o's KV
+  std::vector<int> owned_blocks;                 ///< [P]
+  std::vector<double> owned_tokens;              ///< [P]
+  std::vector<std::vector<uint64_t>> head_need;  ///< head_block only: [g] H x words bitsets
   /// split_text: partial text-query outputs each rank returns to a text block's owner, as
   /// (rank, text owner, bytes); empty otherwise.
   struct Partial {
@@ -51,7 +51,8 @@ Demand compute_demand(const LayerInput& in, bool split_text = false);
 /// KV block ids of the union of the needs of `requesters` from owner o, ascending.
 std::vector<int32_t> union_blocks(const Demand& d, int o, const std::vector<int>& requesters);
 /// Bytes of the union of the needs of `requesters` from owner o at the layer's granularity.
-double union_bytes(const LayerInput& in, const Demand& d, int o, const std::vector<int>& requesters);
+double union_bytes(const LayerInput& in, const Demand& d, int o,
+                   const std::vector<int>& requesters);
 /// All-heads bytes of a block list.
 double blocks_bytes(const LayerInput& in, const std::vector<int32_t>& blocks);
 

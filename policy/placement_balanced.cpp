@@ -62,8 +62,10 @@ Result<Placement> place_balanced(const PlacementContext& c) {
 }
 
 const detail::RegisterPlacement kRegistered{
-    {"balanced", "db-SP-style greedy balance of attention work with a locality reward "
-                 "(tolerance, locality)", 2, place_balanced}};
+    {"balanced",
+     "db-SP-style greedy balance of attention work with a locality reward "
+     "(tolerance, locality)",
+     2, place_balanced}};
 
 }  // namespace
 }  // namespace sparsp::policy

@@ -129,8 +129,9 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
     for (int b = a + 1; b < n; ++b) emax = std::max(emax, detail::edge_weight(g, a, b));
   std::vector<idx_t> xadj{0}, adj, adjw, vw;
   for (int a = 0; a < n; ++a) {
-    vw.push_back(std::max<idx_t>(1, static_cast<idx_t>(std::llround(
-                                        wsum > 0 ? g.work[static_cast<size_t>(a)] / wsum * 1e6 : 1))));
+    vw.push_back(std::max<idx_t>(
+        1, static_cast<idx_t>(
+               std::llround(wsum > 0 ? g.work[static_cast<size_t>(a)] / wsum * 1e6 : 1))));
     for (int b = 0; b < n; ++b) {
       if (a == b) continue;
       const double w = detail::edge_weight(g, a, b);
@@ -156,15 +157,16 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   std::lock_guard<std::mutex> metis_lock(metis_mutex);
   const int rc = METIS_PartGraphKway(&nv, &ncon, xadj.data(), adj.data(), vw.data(), nullptr,
                                      adjw.data(), &np, nullptr, &ub, options, &objval, part.data());
-  if (rc != METIS_OK) return Error{"dependency_aware: METIS_PartGraphKway failed (" +
-                                   std::to_string(rc) + ")", 1};
+  if (rc != METIS_OK)
+    return Error{"dependency_aware: METIS_PartGraphKway failed (" + std::to_string(rc) + ")", 1};
   // Part graph: weight between parts.
   std::vector<double> pw(static_cast<size_t>(P) * P, 0.0);
   for (int a = 0; a < n; ++a)
     for (idx_t e = xadj[static_cast<size_t>(a)]; e < xadj[static_cast<size_t>(a) + 1]; ++e) {
       const int pa = static_cast<int>(part[static_cast<size_t>(a)]);
       const int pb = static_cast<int>(part[static_cast<size_t>(adj[static_cast<size_t>(e)])]);
-      if (pa != pb) pw[static_cast<size_t>(pa) * P + pb] += static_cast<double>(adjw[static_cast<size_t>(e)]);
+      if (pa != pb)
+        pw[static_cast<size_t>(pa) * P + pb] += static_cast<double>(adjw[static_cast<size_t>(e)]);
     }
   std::vector<int> ranks(static_cast<size_t>(P)), parts(static_cast<size_t>(P));
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -172,13 +174,16 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
   std::vector<int> rank_of_part(static_cast<size_t>(P), -1);
   map_parts(ranks, parts, pw, P, *c.ranks, rank_of_part);
   for (int a = 0; a < n; ++a)
-    pl.block_owner[static_cast<size_t>(a)] = rank_of_part[static_cast<size_t>(part[static_cast<size_t>(a)])];
+    pl.block_owner[static_cast<size_t>(a)] =
+        rank_of_part[static_cast<size_t>(part[static_cast<size_t>(a)])];
   return pl;
 }
 
 const detail::RegisterPlacement kRegistered{
-    {"dependency_aware", "METIS k-way partition of the block dependency graph, parts mapped to "
-                         "GPUs by recursive bisection of the switch/socket tree (tolerance)", 3, place_dependency_aware}};
+    {"dependency_aware",
+     "METIS k-way partition of the block dependency graph, parts mapped to "
+     "GPUs by recursive bisection of the switch/socket tree (tolerance)",
+     3, place_dependency_aware}};
 
 }  // namespace
 }  // namespace sparsp::policy

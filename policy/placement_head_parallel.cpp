@@ -13,8 +13,10 @@ Result<Placement> place_head_parallel(const PlacementContext& c) {
 }
 
 const detail::RegisterPlacement kRegistered{
-    {"head_parallel", "contiguous sequence shards; heads split across ranks by the Ulysses "
-                      "all-to-all", 4, place_head_parallel}};
+    {"head_parallel",
+     "contiguous sequence shards; heads split across ranks by the Ulysses "
+     "all-to-all",
+     4, place_head_parallel}};
 
 }  // namespace
 }  // namespace sparsp::policy

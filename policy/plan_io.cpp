@@ -98,7 +98,6 @@ std::optional<Error> check_keys(const Reader& rd, const Json& obj, const std::st
   return std::nullopt;
 }
 
-
 bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
 bool is_num(const Json& j) { return j.is_number(); }
 bool is_str(const Json& j) { return j.is_string(); }

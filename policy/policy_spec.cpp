@@ -18,9 +18,9 @@ std::string names(const std::vector<PolicyInfo>& list) {
   for (const auto& p : list) s += (s.empty() ? "" : ", ") + p.name;
   return s;
 }
-const char* const kKnownParams[] = {"skip_empty", "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance", "locality", "ce_only", "split_text",
-                                    "staging_buffers"};
+const char* const kKnownParams[] = {"skip_empty",  "ulysses_degree", "host_staged", "comm_sms",
+                                    "chunk_bytes", "tolerance",      "locality",    "ce_only",
+                                    "split_text",  "staging_buffers"};
 // Host-staged pipeline chunk: at least one 4 KiB page (smaller chunks only multiply events and
 // per-chunk overheads), at most 1 TB (as /sim/chunk_bytes in a study).
 constexpr double kMinChunkBytes = 4096, kMaxChunkBytes = 1e12;
@@ -32,7 +32,8 @@ Status check_policy_param(const std::string& k, double v) {
   auto integer_in = [&](double lo, double hi) -> Status {
     if (!(v >= lo && v <= hi) || v != std::floor(v)) {
       std::ostringstream o;
-      o << "policy parameter '" << k << "' must be an integer in [" << lo << ", " << hi << "], got " << v;
+      o << "policy parameter '" << k << "' must be an integer in [" << lo << ", " << hi << "], got "
+        << v;
       return Error{o.str()};
     }
     return Ok{};
@@ -66,8 +67,10 @@ Status check_policy(const PolicySpec& spec) {
     if (auto st = check_policy_param(k, v); !st) return st;
   // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
   if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
-    return Error{"policy '" + spec.name() + "': scheme 'ulysses' splits heads, so its placement must be "
-                 "head_parallel (got '" + spec.placement + "')"};
+    return Error{"policy '" + spec.name() +
+                 "': scheme 'ulysses' splits heads, so its placement must be "
+                 "head_parallel (got '" +
+                 spec.placement + "')"};
   return Ok{};
 }
 
@@ -75,8 +78,8 @@ Status check_policy_on(const PolicySpec& spec, int ranks, int /*heads*/, int gpu
   if (auto it = spec.params.find("comm_sms");
       it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
     std::ostringstream o;
-    o << "policy '" << spec.name() << "': policy parameter 'comm_sms' must be in [1, " << gpu_sm_count
-      << "] (the GPU's SMs), got " << it->second;
+    o << "policy '" << spec.name() << "': policy parameter 'comm_sms' must be in [1, "
+      << gpu_sm_count << "] (the GPU's SMs), got " << it->second;
     return Error{o.str(), 2};
   }
   if (spec.scheme == "usp" && ranks > 1 && spec.params.count("ulysses_degree") &&
@@ -99,8 +102,7 @@ Status check_runnable(const PolicySpec& spec, int ranks, int heads) {
   if (spec.scheme != "usp") return Ok{};
   if (!spec.params.count("ulysses_degree")) {
     if (default_ulysses_degree(ranks, heads) > 1) return Ok{};
-    const std::string of_ranks =
-        std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+    const std::string of_ranks = std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
     return Error{"no Ulysses x ring split of " + of_ranks +
                  (ranks < 4 ? std::string()
                             : " and " + std::to_string(heads) +
@@ -123,7 +125,8 @@ Result<PolicySpec> parse_policy(const std::string& text) {
   }
   const auto s1 = body.find('/');
   const auto s2 = s1 == std::string::npos ? s1 : body.find('/', s1 + 1);
-  if (s1 == std::string::npos || s2 == std::string::npos || body.find('/', s2 + 1) != std::string::npos)
+  if (s1 == std::string::npos || s2 == std::string::npos ||
+      body.find('/', s2 + 1) != std::string::npos)
     return Error{"policy '" + text + "': expected PLACEMENT/SCHEME/RUNTIME[:key=value,...]"};
   spec.placement = body.substr(0, s1);
   spec.scheme = body.substr(s1 + 1, s2 - s1 - 1);
@@ -133,20 +136,26 @@ Result<PolicySpec> parse_policy(const std::string& text) {
   while (std::getline(in, kv, ',')) {
     if (kv.empty()) continue;
     const auto eq = kv.find('=');
-    if (eq == std::string::npos) return Error{"policy '" + text + "': parameter '" + kv + "' is not key=value"};
+    if (eq == std::string::npos)
+      return Error{"policy '" + text + "': parameter '" + kv + "' is not key=value"};
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "route") {
-      if (v == "host_staged") spec.params["host_staged"] = 1;
-      else if (v == "automatic") spec.params["host_staged"] = 0;
-      else return Error{"policy '" + text + "': route must be automatic or host_staged"};
+      if (v == "host_staged")
+        spec.params["host_staged"] = 1;
+      else if (v == "automatic")
+        spec.params["host_staged"] = 0;
+      else
+        return Error{"policy '" + text + "': route must be automatic or host_staged"};
       continue;
     }
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end) return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
+    if (v.empty() || *end)
+      return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
     spec.params[k] = x;
   }
-  if (auto st = check_policy(spec); !st) return Error{"policy '" + text + "': " + st.error().message};
+  if (auto st = check_policy(spec); !st)
+    return Error{"policy '" + text + "': " + st.error().message};
   return spec;
 }
 

@@ -31,7 +31,8 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
   rt.p2p.assign(gpus.size() * gpus.size(), 0);
   for (size_t a = 0; a < gpus.size(); ++a)
     for (size_t b = 0; b < gpus.size(); ++b)
-      rt.p2p[a * gpus.size() + b] = a != b && gpus[a] != gpus[b] && topo.p2p_allowed(gpus[a], gpus[b]);
+      rt.p2p[a * gpus.size() + b] =
+          a != b && gpus[a] != gpus[b] && topo.p2p_allowed(gpus[a], gpus[b]);
   return rt;
 }
 

@@ -26,8 +26,8 @@ double param(const Params& p, const std::string& k, double def);
 
 struct PlacementEntry {
   const char* name;
-  const char* description;   ///< one line, shown by `sparsp simulate --list`
-  int order;                 ///< listing position (ascending)
+  const char* description;  ///< one line, shown by `sparsp simulate --list`
+  int order;                ///< listing position (ascending)
   Result<Placement> (*make)(const PlacementContext&);
 };
 

@@ -13,8 +13,8 @@ namespace sparsp::policy {
 
 namespace {
 
-using detail::Params;
 using detail::param;
+using detail::Params;
 
 enum class Mode { sync, sm_overlap, ce_decoupled };
 
@@ -24,7 +24,7 @@ std::string endpoint(const RankTopology& rt, int rank, int host_numa) {
 }
 
 sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, const ComputeModel& cm,
-               const Params& p, int layer) {
+                    const Params& p, int layer) {
   sim::Workload w;
   const int comm_sms = static_cast<int>(param(p, "comm_sms", 16));
   const double chunk = param(p, "chunk_bytes", 0);
@@ -52,7 +52,8 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     if (m.src >= 0) msgs_of[static_cast<size_t>(m.src)].push_back(i);
     if (m.dst >= 0 && m.dst != m.src) msgs_of[static_cast<size_t>(m.dst)].push_back(i);
   }
-  for (size_t i = 0; i < plan.tasks.size(); ++i) tasks_of[static_cast<size_t>(plan.tasks[i].rank)].push_back(i);
+  for (size_t i = 0; i < plan.tasks.size(); ++i)
+    tasks_of[static_cast<size_t>(plan.tasks[i].rank)].push_back(i);
   for (size_t i = 0; i < plan.messages.size(); ++i) {
     const auto& m = plan.messages[i];
     sim::Transfer t;
@@ -68,7 +69,8 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
         if (plan.tasks[ti].phase < m.phase) after.insert(tid(ti));
     t.after.assign(after.begin(), after.end());
     const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
-    t.engine = (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
+    t.engine =
+        (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
     t.comm_sms = t.engine == sim::Engine::sm ? comm_sms : 0;
     t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
     t.chunk_bytes = chunk;
@@ -112,12 +114,18 @@ struct RuntimeEntry {
 };
 
 const RuntimeEntry kRuntimes[] = {
-    {"sync", "communication, then attention, per step of the scheme; collectives on SM-driven "
-             "kernels, point-to-point copies on copy engines", Mode::sync},
-    {"sm_overlap", "NCCL-style SM-driven transfers (comm_sms SMs each) overlapped with attention; "
-                   "P2P-less paths through host memory", Mode::sm_overlap},
-    {"ce_decoupled", "copy engines and host-driven staging (no SMs taken); local attention first, "
-                     "each remote piece as soon as its data arrives", Mode::ce_decoupled},
+    {"sync",
+     "communication, then attention, per step of the scheme; collectives on SM-driven "
+     "kernels, point-to-point copies on copy engines",
+     Mode::sync},
+    {"sm_overlap",
+     "NCCL-style SM-driven transfers (comm_sms SMs each) overlapped with attention; "
+     "P2P-less paths through host memory",
+     Mode::sm_overlap},
+    {"ce_decoupled",
+     "copy engines and host-driven staging (no SMs taken); local attention first, "
+     "each remote piece as soon as its data arrives",
+     Mode::ce_decoupled},
 };
 
 }  // namespace
@@ -129,8 +137,8 @@ std::vector<PolicyInfo> runtimes() {
 }
 
 Result<sim::Workload> make_workload(const std::string& runtime, const CommPlan& plan,
-                               const RankTopology& ranks, const ComputeModel& compute,
-                               const std::map<std::string, double>& params, int layer) {
+                                    const RankTopology& ranks, const ComputeModel& compute,
+                                    const std::map<std::string, double>& params, int layer) {
   for (const auto& r : kRuntimes)
     if (runtime == r.name) return build(r.mode, plan, ranks, compute, params, layer);
   return Error{"unknown runtime '" + runtime + "'"};

@@ -1,4 +1,5 @@
-// Scheme `allgather`: NCCL ring all-gather of every KV shard (P-1 forwarding steps), then attention on all of it.
+// Scheme `allgather`: NCCL ring all-gather of every KV shard (P-1 forwarding steps), then attention
+// on all of it.
 #include <algorithm>
 #include <cmath>
 #include <numeric>

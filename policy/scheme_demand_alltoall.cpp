@@ -24,7 +24,7 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
   for (auto& m : plan.messages) m.collective = true;
   add_text_partials(plan, d, add_local_tasks(plan, d), staged);
   std::vector<std::vector<int>> involved(static_cast<size_t>(P));
-  for (int sh = 1; sh < P; ++sh)   // shifted pairwise order, as NCCL's all-to-all
+  for (int sh = 1; sh < P; ++sh)  // shifted pairwise order, as NCCL's all-to-all
     for (int o = 0; o < P; ++o) {
       const int g = (o + sh) % P;
       const size_t go = static_cast<size_t>(g) * P + o;
@@ -37,7 +37,7 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
       m.host_staged = staged;
       m.kv_blocks = d.blocks[go];
       m.tag = "a2a_kv";
-      for (int x = 0; x < P; ++x)   // the owner knows all requests once the index a2a is done
+      for (int x = 0; x < P; ++x)  // the owner knows all requests once the index a2a is done
         if (x != o) m.after_msgs.push_back(req[static_cast<size_t>(x) * P + o]);
       const int id = add_msg(plan, std::move(m));
       involved[static_cast<size_t>(g)].push_back(id);
@@ -53,8 +53,10 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
 }
 
 const RegisterScheme kRegistered{
-    {"demand_alltoall", "DSV: index exchange, then one uneven NCCL all-to-all of exactly the "
-                        "demanded KV", 4, scheme_demand_alltoall}};
+    {"demand_alltoall",
+     "DSV: index exchange, then one uneven NCCL all-to-all of exactly the "
+     "demanded KV",
+     4, scheme_demand_alltoall}};
 
 }  // namespace
 }  // namespace detail

@@ -42,8 +42,10 @@ Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
 }
 
 const RegisterScheme kRegistered{
-    {"demand_direct", "one direct transfer per (owner, requester) with the union of the needed KV "
-                      "blocks; host-staged where P2P is unavailable", 5, scheme_demand_direct}};
+    {"demand_direct",
+     "one direct transfer per (owner, requester) with the union of the needed KV "
+     "blocks; host-staged where P2P is unavailable",
+     5, scheme_demand_direct}};
 
 }  // namespace
 }  // namespace detail

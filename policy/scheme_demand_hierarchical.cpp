@@ -26,19 +26,23 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
   std::vector<int> req;
   if (in.dynamic) req = add_discovery(plan, in, d, force_staged, true);
   add_text_partials(plan, d, add_local_tasks(plan, d), force_staged);
-  auto leaf = [&](int x) { return rt.ancestors[static_cast<size_t>(x)].empty()
-                                      ? std::string() : rt.ancestors[static_cast<size_t>(x)][0]; };
+  auto leaf = [&](int x) {
+    return rt.ancestors[static_cast<size_t>(x)].empty() ? std::string()
+                                                        : rt.ancestors[static_cast<size_t>(x)][0];
+  };
   auto remote_task = [&](int g, int o, int msg) {
     const double f = d.flops[static_cast<size_t>(g) * P + o];
     if (f > 0) add_task(plan, AttentionTask{g, f, 0, {msg}, "remote"});
   };
   for (int o = 0; o < P; ++o) {
     std::vector<int> staged, direct_p2p;
-    for (int sh = 1; sh < P; ++sh) {   // shifted order (see demand_direct)
+    for (int sh = 1; sh < P; ++sh) {  // shifted order (see demand_direct)
       const int g = (o + sh) % P;
       if (d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
-      if (force_staged || !rt.p2p_allowed(o, g)) staged.push_back(g);
-      else direct_p2p.push_back(g);
+      if (force_staged || !rt.p2p_allowed(o, g))
+        staged.push_back(g);
+      else
+        direct_p2p.push_back(g);
     }
     auto requests_of = [&](const std::vector<int>& gs) {
       std::vector<int> after;
@@ -50,8 +54,8 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
       // One requester: nothing to share; a plain host-staged copy.
       const int g = staged[0];
       const size_t go = static_cast<size_t>(g) * P + o;
-      Message m{o, g, -1, d.bytes[go], false, false, true, 0, requests_of({g}), {}, true,
-                d.blocks[go], "kv"};
+      Message m{o,  g,    -1,           d.bytes[go], false, false, true, 0, requests_of({g}),
+                {}, true, d.blocks[go], "kv"};
       remote_task(g, o, add_msg(plan, std::move(m)));
     } else if (staged.size() > 1) {
       Message up;
@@ -88,8 +92,8 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
       if (!share) {
         for (int g : members) {
           const size_t go = static_cast<size_t>(g) * P + o;
-          Message m{o, g, -1, d.bytes[go], false, false, false, 0, requests_of({g}), {}, true,
-                    d.blocks[go], "kv"};
+          Message m{o,  g,    -1,           d.bytes[go], false, false, false, 0, requests_of({g}),
+                    {}, true, d.blocks[go], "kv"};
           remote_task(g, o, add_msg(plan, std::move(m)));
         }
         continue;
@@ -110,8 +114,8 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
       for (int g : members) {
         if (g == leader) continue;
         const size_t go = static_cast<size_t>(g) * P + o;
-        Message f{leader, g, -1, d.bytes[go], false, false, false, 0, {up_id}, {}, true,
-                  d.blocks[go], "fwd"};
+        Message f{leader, g,       -1, d.bytes[go], false,        false, false,
+                  0,      {up_id}, {}, true,        d.blocks[go], "fwd"};
         remote_task(g, o, add_msg(plan, std::move(f)));
       }
     }
@@ -120,8 +124,10 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
 }
 
 const RegisterScheme kRegistered{
-    {"demand_hierarchical", "demand_direct, but shared blocks cross a switch uplink once (leader "
-                            "forwards) or are staged in host memory once", 6, scheme_demand_hierarchical}};
+    {"demand_hierarchical",
+     "demand_direct, but shared blocks cross a switch uplink once (leader "
+     "forwards) or are staged in host memory once",
+     6, scheme_demand_hierarchical}};
 
 }  // namespace
 }  // namespace detail

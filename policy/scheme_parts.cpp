@@ -46,7 +46,8 @@ std::vector<int> add_local_tasks(CommPlan& plan, const Demand& d) {
 
 // Partial text-query outputs back to the text owner, after the sender's local piece (which holds
 // its text-query work).
-void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& local, bool staged) {
+void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& local,
+                       bool staged) {
   for (const auto& p : d.text_partials) {
     Message m;
     m.src = p.from;
@@ -54,7 +55,8 @@ void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& 
     m.bytes = p.bytes;
     m.host_staged = staged;
     m.phase = 1;
-    if (local[static_cast<size_t>(p.from)] >= 0) m.after_tasks = {local[static_cast<size_t>(p.from)]};
+    if (local[static_cast<size_t>(p.from)] >= 0)
+      m.after_tasks = {local[static_cast<size_t>(p.from)]};
     m.tag = "text_out";
     add_msg(plan, std::move(m));
   }
@@ -121,7 +123,8 @@ std::vector<int> add_discovery(CommPlan& plan, const LayerInput& in, const Deman
       Message m;
       m.src = g;
       m.dst = o;
-      m.bytes = kIndexBytes * (1.0 + static_cast<double>(d.blocks[static_cast<size_t>(g) * P + o].size()));
+      m.bytes = kIndexBytes *
+                (1.0 + static_cast<double>(d.blocks[static_cast<size_t>(g) * P + o].size()));
       m.control = true;
       m.host_staged = staged;
       m.tag = "index";
@@ -144,8 +147,9 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
                  std::to_string(u)};
   const int r = P / u;
   const auto& layout = *in.layout;
-  const double hb = static_cast<double>(in.model->head_dim) * in.model->dtype_bytes;  // per token, head
-  const double hpg = static_cast<double>(H) / u;     // heads per group
+  const double hb =
+      static_cast<double>(in.model->head_dim) * in.model->dtype_bytes;  // per token, head
+  const double hpg = static_cast<double>(H) / u;                        // heads per group
   std::vector<double> tokens(static_cast<size_t>(P), 0.0);
   std::vector<int> seq_group(static_cast<size_t>(layout.num_blocks));
   for (int k = 0; k < layout.num_blocks; ++k) {
@@ -154,7 +158,8 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
     seq_group[static_cast<size_t>(k)] = o / u;
   }
   std::vector<double> group_tokens(static_cast<size_t>(r), 0.0);
-  for (int x = 0; x < P; ++x) group_tokens[static_cast<size_t>(x / u)] += tokens[static_cast<size_t>(x)];
+  for (int x = 0; x < P; ++x)
+    group_tokens[static_cast<size_t>(x / u)] += tokens[static_cast<size_t>(x)];
   std::vector<int> head_group(static_cast<size_t>(H));
   for (int h = 0; h < H; ++h) head_group[static_cast<size_t>(h)] = h / (H / u);
   const auto fl = detail::grouped_flops(in, seq_group, r, seq_group, r, head_group, u);

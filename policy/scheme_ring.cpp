@@ -1,5 +1,6 @@
-// Scheme `ring`: Ring attention (Liu et al. 2023; ring-flash-attn): P-1 steps; at step s rank r forwards the KV
-// shard it received at step s-1 (its own at s=1) to rank r+1 and computes on the shard received.
+// Scheme `ring`: Ring attention (Liu et al. 2023; ring-flash-attn): P-1 steps; at step s rank r
+// forwards the KV shard it received at step s-1 (its own at s=1) to rank r+1 and computes on the
+// shard received.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -45,8 +46,10 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
 }
 
 const RegisterScheme kRegistered{
-    {"ring", "ring attention: P-1 shard-forwarding steps overlapped with attention (skip_empty=1 "
-             "stops a shard after the last rank needing it)", 0, scheme_ring}};
+    {"ring",
+     "ring attention: P-1 shard-forwarding steps overlapped with attention (skip_empty=1 "
+     "stops a shard after the last rank needing it)",
+     0, scheme_ring}};
 
 }  // namespace
 }  // namespace detail

@@ -17,8 +17,10 @@ Result<CommPlan> scheme_ulysses(const LayerInput& in, const Params& p) {
 }
 
 const RegisterScheme kRegistered{
-    {"ulysses", "DeepSpeed-Ulysses: all-to-all of Q, K, V by heads, attention, all-to-all of the "
-                "output (heads divisible by P)", 2, scheme_ulysses}};
+    {"ulysses",
+     "DeepSpeed-Ulysses: all-to-all of Q, K, V by heads, attention, all-to-all of the "
+     "output (heads divisible by P)",
+     2, scheme_ulysses}};
 
 }  // namespace
 }  // namespace detail

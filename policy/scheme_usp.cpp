@@ -20,13 +20,14 @@ namespace detail {
 namespace {
 
 Result<CommPlan> scheme_usp(const LayerInput& in, const Params& p) {
-  const int u = static_cast<int>(param(p, "ulysses_degree",
-                                       default_ulysses_degree(in.placement->ranks, in.model->heads)));
+  const int u = static_cast<int>(
+      param(p, "ulysses_degree", default_ulysses_degree(in.placement->ranks, in.model->heads)));
   return ulysses_plan(in, u, param(p, "host_staged", 0) != 0, "a2a");
 }
 
 const RegisterScheme kRegistered{
-    {"usp", "USP (xDiT): Ulysses degree x ring degree = P (ulysses_degree, default P/2)", 3, scheme_usp}};
+    {"usp", "USP (xDiT): Ulysses degree x ring degree = P (ulysses_degree, default P/2)", 3,
+     scheme_usp}};
 
 }  // namespace
 }  // namespace detail

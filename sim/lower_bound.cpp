@@ -15,7 +15,8 @@ Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& w
     const auto& r = topo.route_ref(si, di, t.route);
     if (!r) return r.error();
     for (const auto& leg : r->legs)
-      for (const auto& u : leg.uses) load[static_cast<size_t>(u.resource)] += u.coefficient * t.bytes;
+      for (const auto& u : leg.uses)
+        load[static_cast<size_t>(u.resource)] += u.coefficient * t.bytes;
   }
   LowerBound lb;
   for (size_t i = 0; i < res.size(); ++i) {

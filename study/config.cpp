@@ -16,7 +16,9 @@ using nlohmann::json;
 
 struct Reader {
   std::string file;
-  Error err(const std::string& ptr, const std::string& what) const { return input_error(file, ptr, what); }
+  Error err(const std::string& ptr, const std::string& what) const {
+    return input_error(file, ptr, what);
+  }
 };
 
 Status check_keys(const Reader& r, const json& j, const std::string& ptr,
@@ -38,7 +40,8 @@ Result<int> get_int(const Reader& r, const json& j, const std::string& ptr, int 
   return static_cast<int>(v);
 }
 
-Result<double> get_num(const Reader& r, const json& j, const std::string& ptr, double lo, double hi) {
+Result<double> get_num(const Reader& r, const json& j, const std::string& ptr, double lo,
+                       double hi) {
   if (!j.is_number()) return r.err(ptr, "expected a number");
   const double v = j.get<double>();
   if (!(v >= lo && v <= hi)) {
@@ -69,7 +72,8 @@ Result<std::array<int, 3>> get_triple(const Reader& r, const json& j, const std:
 Result<std::vector<int>> get_selection(const Reader& r, const json& j, const std::string& ptr) {
   std::vector<int> out;
   if (j.is_string()) {
-    if (j.get<std::string>() != "all") return r.err(ptr, "expected \"all\", a list or {first, count}");
+    if (j.get<std::string>() != "all")
+      return r.err(ptr, "expected \"all\", a list or {first, count}");
     return out;
   }
   if (j.is_array()) {
@@ -89,7 +93,8 @@ Result<std::vector<int>> get_selection(const Reader& r, const json& j, const std
   if (j.is_object()) {
     if (auto st = check_keys(r, j, ptr, {"first", "count"}); !st) return st.error();
     if (!j.contains("count")) return r.err(ptr + "/count", "missing");
-    auto first = j.contains("first") ? get_int(r, j["first"], ptr + "/first", 0, 1 << 20) : Result<int>(0);
+    auto first =
+        j.contains("first") ? get_int(r, j["first"], ptr + "/first", 0, 1 << 20) : Result<int>(0);
     if (!first) return first.error();
     auto count = get_int(r, j["count"], ptr + "/count", 1, 1 << 20);
     if (!count) return count.error();
@@ -112,8 +117,9 @@ Status parse_pattern(const Reader& r, const json& j, const std::string& ptr,
     return Ok{};
   }
   if (!j.is_object()) return r.err(ptr, "expected a pattern kind, a file, or an object");
-  if (auto st = check_keys(r, j, ptr, {"kind", "file", "block", "order", "tile", "window",
-                                       "density", "seed", "topk", "threshold", "decay", "table"});
+  if (auto st = check_keys(r, j, ptr,
+                           {"kind", "file", "block", "order", "tile", "window", "density", "seed",
+                            "topk", "threshold", "decay", "table"});
       !st)
     return st;
   if (j.contains("kind")) {
@@ -181,7 +187,8 @@ Status parse_pattern(const Reader& r, const json& j, const std::string& ptr,
   return Ok{};
 }
 
-Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j, const std::string& ptr) {
+Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j,
+                                             const std::string& ptr) {
   if (j.is_string()) {
     auto p = policy::parse_policy(j.get<std::string>());
     if (!p) return r.err(ptr, p.error().message);
@@ -208,8 +215,10 @@ Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j, con
   if (j.contains("route")) {
     auto v = get_str(r, j["route"], ptr + "/route");
     if (!v) return v.error();
-    if (*v == "host_staged") spec.params["host_staged"] = 1;
-    else if (*v != "automatic") return r.err(ptr + "/route", "expected automatic or host_staged");
+    if (*v == "host_staged")
+      spec.params["host_staged"] = 1;
+    else if (*v != "automatic")
+      return r.err(ptr + "/route", "expected automatic or host_staged");
   }
   if (auto st = policy::check_policy(spec); !st) return r.err(ptr, st.error().message);
   return spec;
@@ -223,9 +232,10 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (!parsed) return parsed.error();
   json j = std::move(parsed).value();
   if (!j.is_object()) return r.err("", "expected a JSON object");
-  if (auto st = check_keys(r, j, "", {"schema_version", "name", "description", "topology",
-                                      "topologies", "model", "pattern", "gpus", "granularity",
-                                      "policies", "baseline", "steps", "layers", "compute", "sim"});
+  if (auto st = check_keys(
+          r, j, "",
+          {"schema_version", "name", "description", "topology", "topologies", "model", "pattern",
+           "gpus", "granularity", "policies", "baseline", "steps", "layers", "compute", "sim"});
       !st)
     return st.error();
   Study s;
@@ -293,9 +303,12 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (j.contains("granularity")) {
     auto v = get_str(r, j["granularity"], "/granularity");
     if (!v) return v.error();
-    if (*v == "block") s.granularity = policy::Granularity::block;
-    else if (*v == "head_block") s.granularity = policy::Granularity::head_block;
-    else return r.err("/granularity", "expected block or head_block");
+    if (*v == "block")
+      s.granularity = policy::Granularity::block;
+    else if (*v == "head_block")
+      s.granularity = policy::Granularity::head_block;
+    else
+      return r.err("/granularity", "expected block or head_block");
   }
   if (!j.contains("policies") || !j["policies"].is_array() || j["policies"].empty())
     return r.err("/policies", "expected a non-empty list");
@@ -324,8 +337,8 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (j.contains("compute")) {
     const auto& c = j["compute"];
     if (!c.is_object()) return r.err("/compute", "expected an object");
-    if (auto st = check_keys(r, c, "/compute", {"attention_efficiency", "gemm_efficiency",
-                                                 "launch_overhead_us"});
+    if (auto st = check_keys(r, c, "/compute",
+                             {"attention_efficiency", "gemm_efficiency", "launch_overhead_us"});
         !st)
       return st.error();
     if (c.contains("attention_efficiency")) {
@@ -389,6 +402,8 @@ Result<Study> load_study(const std::string& path) {
   return s;
 }
 
-Result<Study> default_study() { return parse_study(default_study_json(), "<preset:default-study>"); }
+Result<Study> default_study() {
+  return parse_study(default_study_json(), "<preset:default-study>");
+}
 
 }  // namespace sparsp::study

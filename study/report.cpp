@@ -8,9 +8,9 @@
 #include <set>
 #include <sstream>
 
+#include "internal.hpp"
 #include "sparsp/study.hpp"
 #include "sparsp/units.hpp"
-#include "internal.hpp"
 
 namespace sparsp::study {
 
@@ -124,47 +124,53 @@ std::string format_table(const StudyResult& r) {
   out << "model " << r.model << ", pattern " << r.pattern << ", " << r.gpus
       << (r.gpus == 1 ? " GPU" : " GPUs") << (r.dynamic ? " (dynamic)" : "") << "; baseline "
       << r.baseline << "\n";
-  out << "volume and control: bytes between GPUs per denoising step (all layers); vs base: volume / "
-         "the baseline's ('-' when the baseline moves none); attn: attention phase per layer; step: "
+  out << "volume and control: bytes between GPUs per denoising step (all layers); vs base: volume "
+         "/ "
+         "the baseline's ('-' when the baseline moves none); attn: attention phase per layer; "
+         "step: "
          "one denoising step; e2e: all denoising steps; speedup: baseline e2e / this e2e; attn x: "
          "baseline attention / this attention; imbal: max over ranks of attention FLOPs / mean; "
          "LB: lower bound of the attention phase; sim/LB: simulated attention / LB (1.00 = at the "
          "bound)\n";
-  const char* hdr =
-      "%-58s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
+  const char* hdr = "%-58s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
   for (size_t i = 0; i < r.policies.size();) {
     const std::string topo = r.policies[i].topology;
     size_t j = i;
     while (j < r.policies.size() && r.policies[j].topology == topo) ++j;
     out << "\n== " << topo << "\n";
     char buf[512];
-    std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer", "step",
-                  "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer", "sim/LB");
+    std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer",
+                  "step", "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer",
+                  "sim/LB");
     out << buf;
     double base_volume = -1;
     for (size_t k = i; k < j; ++k)
-      if (policy_label(r.policies[k].policy) == r.baseline) base_volume = r.policies[k].volume_bytes;
+      if (policy_label(r.policies[k].policy) == r.baseline)
+        base_volume = r.policies[k].volume_bytes;
     size_t best = i;
     for (size_t k = i; k < j; ++k) {
       const auto& p = r.policies[k];
       if (p.speedup > r.policies[best].speedup) best = k;
       const std::string busiest =
-          p.busiest_link.empty() ? "-" : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
+          p.busiest_link.empty() ? "-"
+                                 : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
       const std::string vs = base_volume == 0 ? "-" : fmt("%.1f%%", 100 * p.volume_vs_baseline);
-      std::snprintf(buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
-                    vs.c_str(), bytes_str(p.control_bytes).c_str(),
-                    fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
-                    fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
-                    fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
-                    fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
-                    fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
-                    fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
+      std::snprintf(
+          buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
+          vs.c_str(), bytes_str(p.control_bytes).c_str(),
+          fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
+          fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
+          fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
+          fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
+          fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
+          fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
       out << buf;
     }
     if (j - i > 1) {
       const auto& b = r.policies[best];
-      out << "fastest on " << topo << ": " << policy_label(b.policy) << fmt(", %.2fx end to end", b.speedup)
-          << fmt(", %.2fx attention", b.attention_speedup) << " vs " << r.baseline << "\n";
+      out << "fastest on " << topo << ": " << policy_label(b.policy)
+          << fmt(", %.2fx end to end", b.speedup) << fmt(", %.2fx attention", b.attention_speedup)
+          << " vs " << r.baseline << "\n";
     }
     for (const auto& sk : r.skipped)
       if (sk.topology == topo) out << "left out: " << sk.policy << " (" << sk.reason << ")\n";
@@ -230,8 +236,9 @@ std::string to_csv(const StudyResult& r) {
   for (const auto& p : r.policies) {
     out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
         << p.policy.scheme << "," << p.policy.runtime;
-    for (double v : {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s,
-                     p.step_time_s, p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
+    for (double v :
+         {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s, p.step_time_s,
+          p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
       out << "," << fmt("%.9g", v);
     out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
         << fmt("%.9g", p.lower_bound_s) << "\n";

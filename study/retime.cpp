@@ -8,12 +8,14 @@
 
 namespace sparsp::study {
 
-Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& options, const RunOptions& run) {
+Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& options,
+                                const RunOptions& run) {
   if (pl.topology_json.empty())
-    return Error{"the plan has no embedded topology (\"topology\": null), so it cannot be re-timed "
-                 "as written; hand-made plans are timed with `sparsp validate --topology T` "
-                 "against a replay trace",
-                 2};
+    return Error{
+        "the plan has no embedded topology (\"topology\": null), so it cannot be re-timed "
+        "as written; hand-made plans are timed with `sparsp validate --topology T` "
+        "against a replay trace",
+        2};
   auto topo = topology::Topology::from_json_text(pl.topology_json, "<plan topology>");
   if (!topo) return topo.error();
   StudyResult out;
@@ -40,12 +42,13 @@ Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& o
     att += rep * res->makespan_s;
     lb += rep * b->bound_s;
     binding[b->binding] += lp.repeat;
-    for (const auto& t : lp.work.transfers)   // deliveries to GPUs; discovery traffic apart
+    for (const auto& t : lp.work.transfers)  // deliveries to GPUs; discovery traffic apart
       if (t.dst.rfind("gpu", 0) == 0 && t.id.find(".summary.") == std::string::npos &&
           t.id.find(".index.") == std::string::npos)
         vol += rep * t.bytes;
     res_bytes.resize(res->resources.size(), 0.0);
-    for (size_t i = 0; i < res->resources.size(); ++i) res_bytes[i] += rep * res->resources[i].bytes;
+    for (size_t i = 0; i < res->resources.size(); ++i)
+      res_bytes[i] += rep * res->resources[i].bytes;
     units_n += rep;
     r.simulated++;
   }

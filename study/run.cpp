@@ -52,7 +52,8 @@ struct Accum {
     lb_s += m.lb_s;
     imbalance += m.imbalance;
     binding_count[m.lb_binding]++;
-    if (resource_bytes.size() < m.resource_bytes.size()) resource_bytes.resize(m.resource_bytes.size(), 0.0);
+    if (resource_bytes.size() < m.resource_bytes.size())
+      resource_bytes.resize(m.resource_bytes.size(), 0.0);
     for (size_t i = 0; i < m.resource_bytes.size(); ++i) resource_bytes[i] += m.resource_bytes[i];
     ++units;
   }
@@ -61,24 +62,24 @@ struct Accum {
 // The sequence-parallel group of one topology and the selection of the pattern it runs.
 struct Group {
   std::unique_ptr<topology::Topology> topo;
-  std::vector<int> gpus;                          ///< GPU index of each rank
+  std::vector<int> gpus;  ///< GPU index of each rank
   policy::RankTopology ranks;
-  std::unique_ptr<patterns::Pattern> pattern;     ///< fresh per topology (dynamic: from step 0)
-  std::vector<int> steps, layers;                 ///< sorted selection
-  bool dynamic = false;                           ///< masks change across the selected steps
+  std::unique_ptr<patterns::Pattern> pattern;  ///< fresh per topology (dynamic: from step 0)
+  std::vector<int> steps, layers;              ///< sorted selection
+  bool dynamic = false;                        ///< masks change across the selected steps
   policy::ComputeModel compute;
-  int min_sm_count = 0;                           ///< smallest known SM count of the GPUs (0: none)
+  int min_sm_count = 0;  ///< smallest known SM count of the GPUs (0: none)
 };
 
 // One policy of the study that runs on a group, and everything kept for it while it runs.
 struct PolicyRun {
-  size_t index = 0;                               ///< into Study::policies
+  size_t index = 0;  ///< into Study::policies
   const policy::Placement* placement = nullptr;
   Accum acc;
-  std::map<int64_t, UnitMetrics> cache;           ///< by Pattern::mask_group
-  std::shared_ptr<policy::Plan> plan;             ///< keep_plans
-  std::map<int64_t, size_t> plan_index;           ///< mask group -> plan layer
-  std::string trace;                              ///< keep_trace: first unit simulated
+  std::map<int64_t, UnitMetrics> cache;  ///< by Pattern::mask_group
+  std::shared_ptr<policy::Plan> plan;    ///< keep_plans
+  std::map<int64_t, size_t> plan_index;  ///< mask group -> plan layer
+  std::string trace;                     ///< keep_trace: first unit simulated
 };
 
 // Counts (topology, step, layer) units for RunOptions::progress.
@@ -98,7 +99,8 @@ Error at(const Study& s, const std::string& place, const Error& e) {
   return Error{s.source + ":" + place + ": " + e.message, e.exit_code};
 }
 
-Result<std::unique_ptr<patterns::Pattern>> open_pattern(const Study& s, const patterns::ModelSpec& model) {
+Result<std::unique_ptr<patterns::Pattern>> open_pattern(const Study& s,
+                                                        const patterns::ModelSpec& model) {
   if (s.pattern.kind == "file") {
     auto p = patterns::load_pattern(s.pattern.input, &model, s.pattern);
     if (!p) return at(s, "/pattern", p.error());
@@ -122,7 +124,8 @@ Result<size_t> find_baseline(const Study& st) {
   for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
     if (st.policies[i].name() == st.baseline) baseline = static_cast<int>(i);
   if (baseline < 0)
-    return input_error(st.source, "/baseline", "baseline '" + st.baseline + "' is not one of the policies");
+    return input_error(st.source, "/baseline",
+                       "baseline '" + st.baseline + "' is not one of the policies");
   return static_cast<size_t>(baseline);
 }
 
@@ -143,15 +146,18 @@ Status select_units(const Study& st, const patterns::ModelSpec& model, Group& g)
   g.steps.erase(std::unique(g.steps.begin(), g.steps.end()), g.steps.end());
   for (int s : g.steps)
     if (s >= pattern.steps())
-      return input_error(st.source, "/steps", "step " + std::to_string(s) + " outside the pattern's " +
-                                                  std::to_string(pattern.steps()) + " steps");
+      return input_error(st.source, "/steps",
+                         "step " + std::to_string(s) + " outside the pattern's " +
+                             std::to_string(pattern.steps()) + " steps");
   for (int l : g.layers)
     if (l >= pattern.layers())
-      return input_error(st.source, "/layers", "layer " + std::to_string(l) + " outside the pattern's " +
-                                                   std::to_string(pattern.layers()) + " layers");
+      return input_error(st.source, "/layers",
+                         "layer " + std::to_string(l) + " outside the pattern's " +
+                             std::to_string(pattern.layers()) + " layers");
   if (pattern.heads() != model.heads)
-    return input_error(st.source, "/pattern", "pattern has " + std::to_string(pattern.heads()) +
-                                                  " heads, model " + std::to_string(model.heads));
+    return input_error(st.source, "/pattern",
+                       "pattern has " + std::to_string(pattern.heads()) + " heads, model " +
+                           std::to_string(model.heads));
   for (int l : g.layers)
     for (int s : g.steps)
       if (pattern.mask_group(s, l) != pattern.mask_group(g.steps[0], l)) g.dynamic = true;
@@ -340,7 +346,8 @@ Status simulate_units(const Study& st, const Group& g, const patterns::ModelSpec
           continue;
         }
         if (!masks_loaded) {
-          for (int h = 0; h < pattern.heads(); ++h) masks[static_cast<size_t>(h)] = &pattern.mask(s, l, h);
+          for (int h = 0; h < pattern.heads(); ++h)
+            masks[static_cast<size_t>(h)] = &pattern.mask(s, l, h);
           masks_loaded = true;
         }
         if (run.plan) run.plan_index[group] = run.plan->layers.size();
@@ -446,7 +453,8 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
     out.pattern = g->pattern->describe();
     out.dynamic = g->dynamic;
     if (ti == 0)
-      progress.total = static_cast<int64_t>(st.topologies.size() * g->steps.size() * g->layers.size());
+      progress.total =
+          static_cast<int64_t>(st.topologies.size() * g->steps.size() * g->layers.size());
     auto runs = runnable_policies(st, *g, *model, *baseline, out.skipped);
     if (!runs) return runs.error();
     std::map<std::string, policy::Placement> placement_cache;

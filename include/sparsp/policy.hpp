@@ -177,8 +177,8 @@ Result<CommPlan> make_scheme(const std::string& name, const LayerInput& in,
 /// (host-staged pipeline chunk), "ce_only" (1: every transfer on copy engines, also under sync).
 /// Errors: unknown runtime name.
 Result<sim::Workload> make_workload(const std::string& runtime, const CommPlan& plan,
-                               const RankTopology& ranks, const ComputeModel& compute,
-                               const std::map<std::string, double>& params, int layer);
+                                    const RankTopology& ranks, const ComputeModel& compute,
+                                    const std::map<std::string, double>& params, int layer);
 
 /// Validates a policy triple and its parameters (names known, values in range).
 Status check_policy(const PolicySpec& spec);

@@ -119,9 +119,8 @@ std::string to_chrome_trace(const Workload& work, const SimResult& result);
 /// bytes crossing it) / capacity, and over GPUs of their compute time. Latencies ignored.
 struct LowerBound {
   double bound_s = 0;
-  std::string binding;           ///< resource or "gpuN compute" that sets it
+  std::string binding;  ///< resource or "gpuN compute" that sets it
 };
 Result<LowerBound> lower_bound(const topology::Topology& topo, const Workload& work);
-
 
 }  // namespace sparsp::sim

@@ -67,7 +67,7 @@ struct PolicyResult {
   int64_t units = 0;              ///< (step, layer) pairs covered
   int64_t simulated = 0;          ///< distinct workloads simulated
   // Optional payloads (RunOptions):
-  std::shared_ptr<policy::Plan> plan;       ///< keep_plans
+  std::shared_ptr<policy::Plan> plan;     ///< keep_plans
   std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
 };
 
@@ -75,9 +75,9 @@ struct PolicyResult {
 /// count (policy::check_runnable: USP without a Ulysses x ring split, Ulysses with heads not
 /// divisible by P).
 struct SkippedPolicy {
-  std::string topology;   ///< Topology::name()
-  std::string policy;     ///< its label, "placement/scheme/runtime[:k=v,...]"
-  std::string reason;     ///< one phrase, e.g. "no Ulysses x ring split of 3 ranks"
+  std::string topology;  ///< Topology::name()
+  std::string policy;    ///< its label, "placement/scheme/runtime[:k=v,...]"
+  std::string reason;    ///< one phrase, e.g. "no Ulysses x ring split of 3 ranks"
 };
 
 struct StudyResult {

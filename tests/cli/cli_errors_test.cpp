@@ -176,8 +176,8 @@ TEST_CASE("progress rates: 3 significant digits with SI suffixes") {
   CHECK(sparsp::study::format_rate(-1.0) == "?");
   // A final update right after the start: no rate yet (under 0.2 s elapsed).
   std::ostringstream out;
-  sparsp::study::ProgressMeter meter(sparsp::study::ProgressMode::lines, 10, 0, "layers", "simulate",
-                                   10.0, &out);
+  sparsp::study::ProgressMeter meter(sparsp::study::ProgressMode::lines, 10, 0, "layers",
+                                     "simulate", 10.0, &out);
   meter.update(10, true);
   CHECK(out.str() == "simulate: 10/10 layers\n");
 }

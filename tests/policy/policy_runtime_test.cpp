@@ -16,7 +16,8 @@ const sim::Transfer* find_transfer(const sim::Workload& w, const std::string& pa
   return nullptr;
 }
 bool has(const std::vector<std::string>& v, const std::string& part) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.find(part) != std::string::npos; });
 }
 }  // namespace
 
@@ -58,7 +59,8 @@ TEST_CASE("runtimes: engines and ordering") {
     int local = 0, remote = 0;
     for (const auto& c : w->compute) {
       if (c.gpu != "gpu1") continue;
-      if (c.after.empty()) ++local;
+      if (c.after.empty())
+        ++local;
       else {
         ++remote;
         CHECK(c.after.size() == 1);

@@ -29,7 +29,8 @@ class TestPattern : public patterns::Pattern {
     layout_.num_text_blocks = text_blocks_at_end;
     layout_.first_text_block = text_blocks_at_end > 0 ? blocks - text_blocks_at_end : -1;
     for (int b = 0; b < blocks; ++b)
-      layout_.tokens_in_block.push_back(b == blocks - 1 && last_tokens > 0 ? last_tokens : block_tokens);
+      layout_.tokens_in_block.push_back(b == blocks - 1 && last_tokens > 0 ? last_tokens
+                                                                           : block_tokens);
     model_.latent = {1, 1, 0};
     for (int t : layout_.tokens_in_block) model_.latent[2] += t;
     for (int h = 0; h < heads; ++h) {
@@ -45,13 +46,15 @@ class TestPattern : public patterns::Pattern {
   int steps() const override { return 1; }
   int layers() const override { return model_.layers; }
   int heads() const override { return model_.heads; }
-  const patterns::BlockMask& mask(int, int, int head) override { return masks_[static_cast<size_t>(head)]; }
+  const patterns::BlockMask& mask(int, int, int head) override {
+    return masks_[static_cast<size_t>(head)];
+  }
   int64_t mask_group(int, int) const override { return 0; }
   std::string describe() const override { return "test"; }
 
   /// LayerInput for (step 0, layer 0) with the given placement.
   policy::LayerInput input(const policy::Placement& pl, const policy::RankTopology& rt,
-                        policy::Granularity g = policy::Granularity::block) {
+                           policy::Granularity g = policy::Granularity::block) {
     policy::LayerInput in;
     in.model = &model_;
     in.layout = &layout_;

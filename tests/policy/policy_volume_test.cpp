@@ -49,13 +49,13 @@ TEST_CASE("ring moves (P-1)/P of all KV into every GPU") {
   REQUIRE(plan.ok());
   for (int g = 0; g < 4; ++g) CHECK(payload_into(*plan, g) == doctest::Approx(786432.0));
   CHECK(plan->payload_bytes() == doctest::Approx(4 * 786432.0));
-  CHECK(plan->messages.size() == 12);   // 4 shards x 3 hops
+  CHECK(plan->messages.size() == 12);  // 4 shards x 3 hops
   // Attention work is conserved: dense 16 x 16 pairs x 2 heads x 4 * 128 * 128 * 64 FLOPs
   // = 512 * 4194304 = 2147483648 FLOPs.
   CHECK(task_flops(*plan) == doctest::Approx(2147483648.0));
   auto ag = policy::make_scheme("allgather", pat.input(pl, rt), {});
   REQUIRE(ag.ok());
-  CHECK(ag->payload_bytes() == doctest::Approx(4 * 786432.0));   // NCCL ring all-gather: same
+  CHECK(ag->payload_bytes() == doctest::Approx(4 * 786432.0));  // NCCL ring all-gather: same
   CHECK(task_flops(*ag) == doctest::Approx(2147483648.0));
 }
 
@@ -146,8 +146,9 @@ TEST_CASE("demand_direct carries exactly the needed remote KV blocks") {
                 blocks.insert(k);
                 head_blocks.insert({h, k});
               }
-        const double want = gran == policy::Granularity::block ? 98304.0 * static_cast<double>(blocks.size())
-                                                            : 32768.0 * static_cast<double>(head_blocks.size());
+        const double want = gran == policy::Granularity::block
+                                ? 98304.0 * static_cast<double>(blocks.size())
+                                : 32768.0 * static_cast<double>(head_blocks.size());
         CHECK(got[{o, g}] == doctest::Approx(want));
       }
   }
@@ -178,7 +179,7 @@ TEST_CASE("1D band mask over 4 GPUs: exactly the neighbours' boundary blocks") {
   REQUIRE(dsv.ok());
   CHECK(dsv->payload_bytes() == doctest::Approx(393216.0));
   CHECK(dsv->control_bytes() == doctest::Approx(72.0));
-  CHECK(plan->control_bytes() == 0.0);   // static pattern: no discovery
+  CHECK(plan->control_bytes() == 0.0);  // static pattern: no discovery
 }
 
 namespace {
@@ -191,7 +192,8 @@ policy::RankTopology two_switches(bool p2p) {
 // Bytes entering switch s from outside it (its uplink, downstream direction); host staging
 // counts the device-to-host copy on the owner's uplink and the host-to-device copy on the
 // requester's.
-double into_switch(const policy::CommPlan& p, const policy::RankTopology& rt, const std::string& sw) {
+double into_switch(const policy::CommPlan& p, const policy::RankTopology& rt,
+                   const std::string& sw) {
   double b = 0;
   for (const auto& m : p.messages) {
     if (m.control || m.dst < 0) continue;
@@ -202,7 +204,8 @@ double into_switch(const policy::CommPlan& p, const policy::RankTopology& rt, co
   }
   return b;
 }
-double out_of_switch(const policy::CommPlan& p, const policy::RankTopology& rt, const std::string& sw) {
+double out_of_switch(const policy::CommPlan& p, const policy::RankTopology& rt,
+                     const std::string& sw) {
   double b = 0;
   for (const auto& m : p.messages) {
     if (m.control || m.src < 0) continue;
@@ -236,8 +239,9 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
   SUBCASE("random masks, with and without P2P") {
     for (int seed = 0; seed < 6; ++seed)
       for (bool p2p : {true, false}) {
-        TestPattern pat(16, 128, 2, 64,
-                        [&](int hh, int q, int k) { return rnd(hh + 7 * seed, q, k, 10 + 10 * seed); });
+        TestPattern pat(16, 128, 2, 64, [&](int hh, int q, int k) {
+          return rnd(hh + 7 * seed, q, k, 10 + 10 * seed);
+        });
         const auto rt = two_switches(p2p);
         auto d = policy::make_scheme("demand_direct", pat.input(pl, rt), {});
         auto h = policy::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
@@ -261,13 +265,14 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
     for (const auto& m : h->messages)
       if (m.src == 0 && m.dst < 0) d2h_from0 += m.bytes;
     CHECK(d2h_from0 == doctest::Approx(262144.0));
-    CHECK(h->payload_bytes() == doctest::Approx(4 * 786432.0));   // deliveries as demand_direct
+    CHECK(h->payload_bytes() == doctest::Approx(4 * 786432.0));  // deliveries as demand_direct
   }
 }
 
 TEST_CASE("placements") {
   // 10 blocks, the last one a 64-token text-like block: 9 * 128 + 64 = 1216 tokens.
-  TestPattern pat(10, 128, 1, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; }, 64);
+  TestPattern pat(
+      10, 128, 1, 64, [](int, int q, int k) { return q - k <= 1 && k - q <= 1; }, 64);
   const auto graph = policy::block_graph(pat);
   const auto rt = policy::RankTopology::flat(2, true);
   policy::PlacementContext ctx{&graph, &rt, 1, {}};
@@ -307,7 +312,8 @@ TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside
   CHECK(count == std::vector<int>{4, 4, 4, 4});
   int rank_cuts = 0, switch_cuts = 0;
   for (int k = 0; k + 1 < 16; ++k) {
-    const int a = pl->block_owner[static_cast<size_t>(k)], b = pl->block_owner[static_cast<size_t>(k + 1)];
+    const int a = pl->block_owner[static_cast<size_t>(k)],
+              b = pl->block_owner[static_cast<size_t>(k + 1)];
     rank_cuts += a != b;
     switch_cuts += (a / 2) != (b / 2);
   }
@@ -316,7 +322,8 @@ TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside
 }
 
 TEST_CASE("policy strings") {
-  auto p = policy::parse_policy("dependency_aware/demand_direct/ce_decoupled:route=host_staged,comm_sms=8");
+  auto p = policy::parse_policy(
+      "dependency_aware/demand_direct/ce_decoupled:route=host_staged,comm_sms=8");
   REQUIRE(p.ok());
   CHECK(p->placement == "dependency_aware");
   CHECK(p->scheme == "demand_direct");
@@ -350,7 +357,8 @@ TEST_CASE("demand schemes split the dense text-query rows across ranks") {
   for (int g = 0; g < 3; ++g) {
     bool text = false;
     for (const auto& m : split->messages)
-      if (m.dst == g && m.src == 3) text = std::find(m.kv_blocks.begin(), m.kv_blocks.end(), 15) != m.kv_blocks.end();
+      if (m.dst == g && m.src == 3)
+        text = std::find(m.kv_blocks.begin(), m.kv_blocks.end(), 15) != m.kv_blocks.end();
     CHECK(text);
   }
   // Work is conserved: the text rows' work moves to the KV owners.

@@ -23,10 +23,11 @@ std::vector<std::string> names(const std::vector<policy::PolicyInfo>& list) {
 
 TEST_CASE("registry: all five placements and seven schemes, in listing order") {
   CHECK(names(policy::placements()) == std::vector<std::string>{"contiguous", "striped", "balanced",
-                                                                "dependency_aware", "head_parallel"});
-  CHECK(names(policy::schemes()) ==
-        std::vector<std::string>{"ring", "allgather", "ulysses", "usp", "demand_alltoall",
-                                 "demand_direct", "demand_hierarchical"});
+                                                                "dependency_aware",
+                                                                "head_parallel"});
+  CHECK(names(policy::schemes()) == std::vector<std::string>{"ring", "allgather", "ulysses", "usp",
+                                                             "demand_alltoall", "demand_direct",
+                                                             "demand_hierarchical"});
   CHECK(names(policy::runtimes()) ==
         std::vector<std::string>{"sync", "sm_overlap", "ce_decoupled"});
 }

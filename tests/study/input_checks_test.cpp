@@ -77,8 +77,8 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
       bad(R"({"path": "/policies/0/params/comm_sms", "range": {"start": 0, "stop": 8, "step": 4}})") ==
       "t.json:/parameters/0/range: policy parameter 'comm_sms' must be an integer in [1, 1024], "
       "got 0");
-  auto ok =
-      study::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})", "t.json", "");
+  auto ok = study::parse_tune(head + R"({"name": "chunk_bytes", "values": [4096, 1e12]}]})",
+                              "t.json", "");
   CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
 }
 

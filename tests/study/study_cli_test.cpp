@@ -52,8 +52,9 @@ TEST_CASE("sparsp simulate with no arguments runs the default study") {
   // 10 policies on each of the two servers.
   REQUIRE(j["policies"].size() == 20);
   for (const auto& p : j["policies"]) {
-    for (const char* k : {"placement", "scheme", "runtime", "volume_bytes", "control_bytes",
-                          "attention_time_s", "step_time_s", "e2e_time_s", "lower_bound_s", "speedup"})
+    for (const char* k :
+         {"placement", "scheme", "runtime", "volume_bytes", "control_bytes", "attention_time_s",
+          "step_time_s", "e2e_time_s", "lower_bound_s", "speedup"})
       CHECK(p.contains(k));
     CHECK(p["attention_time_s"].get<double>() >= p["lower_bound_s"].get<double>() * (1 - 1e-9));
     if (p["name"] == "contiguous/ring/sm_overlap") CHECK(p["speedup"].get<double>() == 1.0);
@@ -61,10 +62,12 @@ TEST_CASE("sparsp simulate with no arguments runs the default study") {
     // 30*48*80 + 256 = 115456 tokens; K and V: 2 * 24 heads * 128 * 2 bytes = 12288 B per token
     // -> all KV = 1418723328 B; 8 * 7/8 * that = 9931063296 B per layer, x 60 layers
     // = 595863797760 B per step.
-    if (p["scheme"] == "ring") CHECK(p["volume_bytes"].get<double>() == doctest::Approx(595863797760.0));
+    if (p["scheme"] == "ring")
+      CHECK(p["volume_bytes"].get<double>() == doctest::Approx(595863797760.0));
     // Ulysses: 4 (P-1)/P * N * H * hd * 2 B = 4 * 7/8 * 115456 * 24 * 128 * 2 = 2482765824 B per
     // layer, x 60 = 148965949440 B.
-    if (p["scheme"] == "ulysses") CHECK(p["volume_bytes"].get<double>() == doctest::Approx(148965949440.0));
+    if (p["scheme"] == "ulysses")
+      CHECK(p["volume_bytes"].get<double>() == doctest::Approx(148965949440.0));
   }
   // Deterministic: the same run gives byte-identical output.
   CHECK(sparsp("simulate --json").out == r.out);
@@ -91,7 +94,8 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       {"simulate --config /nonexistent/study.json", "cannot open study file"},
       // A directory is not a study file (and not "invalid JSON").
       {"simulate --config " + std::string(SPARSP_SOURCE_DIR) + "/configs", "is a directory"},
-      // --plan re-times a plan as written: study flags are refused (checked before the plan is read).
+      // --plan re-times a plan as written: study flags are refused (checked before the plan is
+      // read).
       {"simulate --plan p.json --topology 8x-l40s-gen4-4switch",
        "--plan re-times a plan as written; --topology cannot be combined with it"},
       {"simulate --plan p.json --gpus 4", "--gpus cannot be combined"},
@@ -104,17 +108,22 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       {"simulate --gpus 7 --topology 8x-l40s-gen4-4switch --policy contiguous/usp/sm_overlap",
        "/policies: no policy can run on 8x-l40s-gen4-4switch (contiguous/usp/sm_overlap: no "
        "Ulysses x ring split of 7 ranks and 24 heads"},
-      {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1", "ulysses_degree 1 given"},
-      {"simulate --policy contiguous/ulysses/sync", "placement must be head_parallel (got 'contiguous')"},
+      {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1",
+       "ulysses_degree 1 given"},
+      {"simulate --policy contiguous/ulysses/sync",
+       "placement must be head_parallel (got 'contiguous')"},
       {"simulate --policy contiguous/ring/sm_overlap:comm_sms=100000",
        "'comm_sms' must be an integer in [1, 1024]"},
       // The L40S has 142 SMs (datasheet; topology/gpu_models.cpp).
       {"simulate --topology 8x-l40s-gen4-4switch --policy contiguous/ring/sm_overlap:comm_sms=200",
        "'comm_sms' must be in [1, 142] (the GPU's SMs), got 200"},
       {"simulate --policy contiguous/ring/sm_overlap:comm_sms=0", "'comm_sms' must be an integer"},
-      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=0", "'chunk_bytes' must be in [4096, 1e+12]"},
-      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=1e30", "'chunk_bytes' must be in [4096"},
-      {"simulate --policy contiguous/ring/sm_overlap:staging_buffers=0", "'staging_buffers' must be an integer"},
+      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=0",
+       "'chunk_bytes' must be in [4096, 1e+12]"},
+      {"simulate --policy contiguous/ring/sm_overlap:chunk_bytes=1e30",
+       "'chunk_bytes' must be in [4096"},
+      {"simulate --policy contiguous/ring/sm_overlap:staging_buffers=0",
+       "'staging_buffers' must be an integer"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
@@ -186,10 +195,11 @@ TEST_CASE("simulate progress: none unless asked or on a terminal; output unchang
 TEST_CASE("emitted plans re-time byte-identically; traces are written") {
   const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_plans";
   std::filesystem::remove_all(dir);
-  auto r = sparsp("simulate --topology 8x-l40s-gen4-4switch --gpus 4 --policy "
-                  "dependency_aware/demand_direct/ce_decoupled:route=host_staged,staging_buffers=3 --json "
-                  "--emit-plan " +
-                  (dir / "plans").string() + " --trace " + (dir / "traces").string());
+  auto r = sparsp(
+      "simulate --topology 8x-l40s-gen4-4switch --gpus 4 --policy "
+      "dependency_aware/demand_direct/ce_decoupled:route=host_staged,staging_buffers=3 --json "
+      "--emit-plan " +
+      (dir / "plans").string() + " --trace " + (dir / "traces").string());
   REQUIRE(r.code == 0);
   std::string plan;
   for (const auto& e : std::filesystem::directory_iterator(dir / "plans")) plan = e.path().string();
@@ -202,15 +212,20 @@ TEST_CASE("emitted plans re-time byte-identically; traces are written") {
   // The re-timed attention time equals the study's (same workload, same engine).
   auto study = nlohmann::json::parse(r.out)["policies"][0];
   auto re = nlohmann::json::parse(a.out)["policies"][0];
-  CHECK(re["attention_time_s"].get<double>() == doctest::Approx(study["attention_time_s"].get<double>()));
+  CHECK(re["attention_time_s"].get<double>() ==
+        doctest::Approx(study["attention_time_s"].get<double>()));
   CHECK(re["volume_bytes"].get<double>() == doctest::Approx(study["volume_bytes"].get<double>()));
   // Re-timing gives the study's step and end-to-end times: the plan carries the non-attention
   // work per layer and the layers/steps extrapolated to (they were 0 / attention only before).
   CHECK(study["other_time_s"].get<double>() > 0);
-  CHECK(re["other_time_s"].get<double>() == doctest::Approx(study["other_time_s"].get<double>()).epsilon(1e-12));
-  CHECK(re["step_time_s"].get<double>() == doctest::Approx(study["step_time_s"].get<double>()).epsilon(1e-12));
-  CHECK(re["e2e_time_s"].get<double>() == doctest::Approx(study["e2e_time_s"].get<double>()).epsilon(1e-12));
-  CHECK(re["compute_imbalance"].get<double>() == doctest::Approx(study["compute_imbalance"].get<double>()));
+  CHECK(re["other_time_s"].get<double>() ==
+        doctest::Approx(study["other_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["step_time_s"].get<double>() ==
+        doctest::Approx(study["step_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["e2e_time_s"].get<double>() ==
+        doctest::Approx(study["e2e_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(re["compute_imbalance"].get<double>() ==
+        doctest::Approx(study["compute_imbalance"].get<double>()));
   // The bookkeeping keys are not reported as policy parameters; staging_buffers is.
   CHECK(re["name"] == study["name"]);
   CHECK(a.out.find("model_layers") == std::string::npos);
@@ -240,21 +255,26 @@ TEST_CASE("table: singular GPU, '-' for a 0-byte baseline, closing line naming t
   CHECK(one.out.find(", 1 GPU;") != std::string::npos);
   CHECK(one.out.find("1 GPUs") == std::string::npos);
   CHECK(one.out.find("100.0%") == std::string::npos);
-  auto t = sparsp("simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 --policy "
-                  "contiguous/ring/sm_overlap --policy dependency_aware/demand_direct/ce_decoupled");
+  auto t = sparsp(
+      "simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 --policy "
+      "contiguous/ring/sm_overlap --policy dependency_aware/demand_direct/ce_decoupled");
   REQUIRE(t.code == 0);
   CHECK(t.out.find(", 8 GPUs;") != std::string::npos);
   CHECK(t.out.find("e2e: all denoising steps") != std::string::npos);
   CHECK(t.out.find("sim/LB: simulated attention / LB") != std::string::npos);
   // The closing line agrees with the JSON: the policy with the highest e2e speedup.
-  auto j = nlohmann::json::parse(sparsp("simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 "
-                                        "--policy contiguous/ring/sm_overlap --policy "
-                                        "dependency_aware/demand_direct/ce_decoupled --json").out);
-  const auto& fast = j["policies"][0]["speedup"].get<double>() >= j["policies"][1]["speedup"].get<double>()
-                         ? j["policies"][0]
-                         : j["policies"][1];
+  auto j =
+      nlohmann::json::parse(sparsp("simulate --topology 8x-l40s-gen4-4switch --steps 1 --layers 1 "
+                                   "--policy contiguous/ring/sm_overlap --policy "
+                                   "dependency_aware/demand_direct/ce_decoupled --json")
+                                .out);
+  const auto& fast =
+      j["policies"][0]["speedup"].get<double>() >= j["policies"][1]["speedup"].get<double>()
+          ? j["policies"][0]
+          : j["policies"][1];
   char line[256];
-  std::snprintf(line, sizeof line, "fastest on 8x-l40s-gen4-4switch: %s, %.2fx end to end, %.2fx attention vs %s\n",
+  std::snprintf(line, sizeof line,
+                "fastest on 8x-l40s-gen4-4switch: %s, %.2fx end to end, %.2fx attention vs %s\n",
                 fast["name"].get<std::string>().c_str(), fast["speedup"].get<double>(),
                 fast["attention_speedup"].get<double>(), "contiguous/ring/sm_overlap");
   CHECK(t.out.find(line) != std::string::npos);
@@ -267,10 +287,13 @@ TEST_CASE("emitted plans of ragged block layouts carry per-block sizes that repl
   // summing to the whole sequence's K and V: 2 * 32,760 * 12 * 128 * 2 = 201,277,440 B.
   const auto dir = std::filesystem::temp_directory_path() / "sparsp_ragged_plan";
   std::filesystem::remove_all(dir);
-  auto r = sparsp("simulate --model wan2.1-1.3b-480p --topology 2x-h200-nvlink --gpus 2 "
-                  "--policy dependency_aware/demand_direct/ce_decoupled --emit-plan " + dir.string());
+  auto r = sparsp(
+      "simulate --model wan2.1-1.3b-480p --topology 2x-h200-nvlink --gpus 2 "
+      "--policy dependency_aware/demand_direct/ce_decoupled --emit-plan " +
+      dir.string());
   REQUIRE(r.code == 0);
-  const auto plan_path = dir / "2x-h200-nvlink__dependency_aware_demand_direct_ce_decoupled.plan.json";
+  const auto plan_path =
+      dir / "2x-h200-nvlink__dependency_aware_demand_direct_ce_decoupled.plan.json";
   const auto plan = nlohmann::json::parse(slurp(plan_path.string()));
   REQUIRE(plan.contains("block_bytes"));
   REQUIRE(plan["block_bytes"].size() == plan["num_blocks"].get<size_t>());
@@ -285,7 +308,8 @@ TEST_CASE("emitted plans of ragged block layouts carry per-block sizes that repl
   CHECK(s["bytes_verified"].get<double>() == s["bytes_moved"].get<double>());
 }
 
-TEST_CASE("simulate --topology with fewer GPUs than the default study: all its GPUs, USP left out") {
+TEST_CASE(
+    "simulate --topology with fewer GPUs than the default study: all its GPUs, USP left out") {
   // The default study asks for 8 ranks; 2x-h200-nvlink-calibrated has 2. Degree 2 is used (a
   // note says so), and contiguous/usp/sm_overlap, which has no Ulysses x ring split of 2 ranks
   // (the default Ulysses degree needs P >= 4), is left out, with a line saying so, instead of
@@ -294,9 +318,12 @@ TEST_CASE("simulate --topology with fewer GPUs than the default study: all its G
   REQUIRE(r.code == 0);
   CHECK(r.out.find(", 2 GPUs;") != std::string::npos);
   CHECK(r.out.find("\ncontiguous/usp") == std::string::npos);  // no table row
-  CHECK(r.out.find("\nleft out: contiguous/usp/sm_overlap (no Ulysses x ring split of 2 ranks)\n") !=
-        std::string::npos);
+  CHECK(
+      r.out.find("\nleft out: contiguous/usp/sm_overlap (no Ulysses x ring split of 2 ranks)\n") !=
+      std::string::npos);
   CHECK(r.err.find("has 2 GPUs, the study asks for 8") != std::string::npos);
   // An explicit --gpus beyond the topology stays an error.
-  CHECK(sparsp("simulate --topology 2x-h200-nvlink-calibrated --gpus 4 --steps 1 --layers 1").code == 2);
+  CHECK(
+      sparsp("simulate --topology 2x-h200-nvlink-calibrated --gpus 4 --steps 1 --layers 1").code ==
+      2);
 }

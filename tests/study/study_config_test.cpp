@@ -2,9 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "sparsp/study.hpp"
 
@@ -56,7 +55,7 @@ TEST_CASE("study fields") {
     "baseline": "contiguous/ring/sync", "steps": {"first": 2, "count": 3}, "layers": [0, 5],
     "compute": {"attention_efficiency": 0.5, "launch_overhead_us": 3},
     "sim": {"staging_chunk_overhead_us": 4.5}})",
-                       "s.json");
+                         "s.json");
   REQUIRE(s.ok());
   CHECK(s->topologies == std::vector<std::string>{"a", "b"});
   CHECK(s->pattern.kind == "radial");

@@ -35,8 +35,9 @@ TEST_CASE("every scheme x runtime runs on STA; static patterns are simulated onc
   for (const char* scheme : {"ring", "allgather", "ulysses", "usp", "demand_alltoall",
                              "demand_direct", "demand_hierarchical"})
     for (const char* rt : {"sync", "sm_overlap", "ce_decoupled"})
-      add(s, ((std::string(scheme) == "ulysses" ? "head_parallel/" : "contiguous/") + std::string(scheme) +
-              "/" + rt).c_str());
+      add(s, ((std::string(scheme) == "ulysses" ? "head_parallel/" : "contiguous/") +
+              std::string(scheme) + "/" + rt)
+                 .c_str());
   add(s, "dependency_aware/demand_direct/ce_decoupled");
   add(s, "balanced/demand_direct/ce_decoupled");
   add(s, "striped/demand_direct/sync:route=host_staged");
@@ -183,7 +184,7 @@ TEST_CASE("every policy left out, or the baseline left out, fails the study with
 TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing P and H") {
   auto spec = [](const char* text) { return *policy::parse_policy(text); };
   const auto uly = spec("head_parallel/ulysses/sync");
-  CHECK(policy::check_runnable(uly, 8, 24).ok());   // 24 = 8 * 3
+  CHECK(policy::check_runnable(uly, 8, 24).ok());  // 24 = 8 * 3
   CHECK(policy::check_runnable(uly, 1, 40).ok());
   CHECK_FALSE(policy::check_runnable(uly, 8, 20).ok());  // 20 = 8 * 2 + 4
   const auto usp = spec("contiguous/usp/sm_overlap");
@@ -197,7 +198,8 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
         "largest u <= P/2 dividing both; set ulysses_degree)");
   CHECK(policy::check_runnable(usp, 1, 24).error().message == "no Ulysses x ring split of 1 rank");
   CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 24).ok());
-  CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 40).error().message ==
-        "heads (40) not divisible by the Ulysses degree 3");
+  CHECK(
+      policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 40).error().message ==
+      "heads (40) not divisible by the Ulysses degree 3");
   CHECK(policy::check_runnable(spec("contiguous/ring/sync"), 7, 40).ok());
 }
