@@ -1,11 +1,22 @@
 // simulate(): validates a Workload against a Topology and compiles it into the engine's Problem
-// (engine.hpp); maps the Outcome back to ids and names.
+// (engine.hpp), runs it, and maps the Outcome back to ids and names. The steps, in order:
+//  - compile_machine: the topology's resources and GPUs (copy engines, SMs);
+//  - index_ids: every transfer's and compute task's id, unique, to a task index;
+//  - compile_transfers: per transfer, its fields, endpoints, route legs, caps and chunking, the
+//    engine that moves it (with the topology's NCCL figures for SM-driven GPU-to-GPU transfers)
+//    and its dependencies;
+//  - compile_compute: per compute task, its GPU, work and dependencies;
+//  - compile_streams: stream names to FIFO stream ids;
+//  - check_cycles: a dependency cycle (after or stream order) is an input error;
+//  - collect_results: activities, resources and the critical path of the Outcome.
+// Errors are reported in that order, and within a task in the order of its fields' checks.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "engine.hpp"
 #include "sparsp/sim.hpp"
@@ -31,207 +42,290 @@ std::string fmt_g(double x) {
   return buf;
 }
 
-}  // namespace
+// What the steps share while compiling one Workload: the inputs, the Problem being built and the
+// maps from ids and names to the engine's indices. Task index: transfers 0..nt-1, then compute
+// nt..nt+nc-1 (the Workload's order).
+struct Compile {
+  Compile(const topology::Topology& t, const Workload& w, const SimOptions& o)
+      : topo(t), work(w), options(o) {}
 
-Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
-                           const SimOptions& options) {
+  const topology::Topology& topo;
+  const Workload& work;
+  const SimOptions& options;
   const std::string& file = work.source;
   const int ngpu = topo.num_gpus();
   const size_t nt = work.transfers.size(), nc = work.compute.size();
   Problem p;
-  for (const auto& r : topo.resources()) p.capacity_Bps.push_back(r.capacity_Bps);
-  for (int g = 0; g < ngpu; ++g) {
-    const auto& spec = topo.gpu(g);
-    p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)});
-  }
-  // Measured NCCL throughput (topology "nccl"), for SM-driven GPU-to-GPU transfers: a per-flow
-  // cap (one direction alone) and, per GPU pair and transport, one extra resource holding both
-  // directions' sum (both ways at once). A host-staged transfer's two legs each carry its bytes,
-  // so each leg uses that resource with coefficient 1/2: two opposite transfers at rate r load
-  // it with 2r, as the measurement does. The measured send/recv latency replaces the launch
-  // overhead.
-  const topology::NcclFigures& nccl = topo.options().nccl;
+  std::map<std::string, int> index;    // activity id -> task index
+  std::map<std::string, int> streams;  // stream name -> stream id
+  // (lower GPU, higher GPU, host-staged) -> the pair's both-ways NCCL resource
   std::map<std::tuple<int, int, bool>, int> nccl_pair_resource;
-  auto apply_nccl = [&](Task& k, int a, int b) {
-    const bool host = k.legs.size() == 2;
-    const double cap = host ? nccl.host_Bps : nccl.p2p_Bps;
-    const double bidir = host ? nccl.host_bidir_Bps : nccl.p2p_bidir_Bps;
-    if (cap > 0) k.cap_Bps = k.cap_Bps > 0 ? std::min(k.cap_Bps, cap) : cap;
-    const double latency = host ? nccl.host_latency_s : nccl.p2p_latency_s;
-    if (latency > 0) k.launch_s = latency;  // measured send/recv latency, launch included
-    if (bidir <= 0) return;
-    const auto key = std::make_tuple(std::min(a, b), std::max(a, b), host);
-    auto [it, fresh] = nccl_pair_resource.try_emplace(key, static_cast<int>(p.capacity_Bps.size()));
-    if (fresh) p.capacity_Bps.push_back(bidir);
-    for (NetLeg& leg : k.legs) leg.uses.push_back(lmm::Use{it->second, host ? 0.5 : 1.0});
-  };
-  // Ids.
-  std::map<std::string, int> index;
-  auto add_id = [&](const std::string& id, const std::string& place) -> Status {
-    if (id.empty()) return input_error(file, place, "empty id");
-    if (!index.emplace(id, static_cast<int>(index.size())).second)
-      return input_error(file, place, "duplicate id '" + id + "'");
-    return Ok{};
-  };
-  for (size_t i = 0; i < nt; ++i)
-    if (auto s = add_id(work.transfers[i].id, ptr("transfers", i, "id")); !s) return s.error();
-  for (size_t i = 0; i < nc; ++i)
-    if (auto s = add_id(work.compute[i].id, ptr("compute", i, "id")); !s) return s.error();
-  std::map<std::string, int> streams;
+  // per task: the GPU it is drawn under in traces (-1: host)
+  std::vector<int> owner_gpu = std::vector<int>(nt + nc, -1);
+};
+
+// The machine: one engine resource per topology resource, and each GPU's copy engines and SMs.
+void compile_machine(Compile& c) {
+  for (const auto& r : c.topo.resources()) c.p.capacity_Bps.push_back(r.capacity_Bps);
+  for (int g = 0; g < c.ngpu; ++g) {
+    const auto& spec = c.topo.gpu(g);
+    c.p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)});
+  }
+  c.p.tasks.reserve(c.nt + c.nc);
+}
+
+Status add_id(Compile& c, const std::string& id, const std::string& place) {
+  if (id.empty()) return input_error(c.file, place, "empty id");
+  if (!c.index.emplace(id, static_cast<int>(c.index.size())).second)
+    return input_error(c.file, place, "duplicate id '" + id + "'");
+  return Ok{};
+}
+
+// Every activity's id, to its task index: transfers first, then compute.
+Status index_ids(Compile& c) {
+  for (size_t i = 0; i < c.nt; ++i)
+    if (auto s = add_id(c, c.work.transfers[i].id, ptr("transfers", i, "id")); !s) return s;
+  for (size_t i = 0; i < c.nc; ++i)
+    if (auto s = add_id(c, c.work.compute[i].id, ptr("compute", i, "id")); !s) return s;
+  return Ok{};
+}
+
+// The task indices of the ids in `after` (of activity `i` of `array`), appended to `deps`.
+Status resolve_deps(const Compile& c, const std::vector<std::string>& after, const char* array,
+                    size_t i, std::vector<int>& deps) {
+  for (size_t j = 0; j < after.size(); ++j) {
+    auto it = c.index.find(after[j]);
+    if (it == c.index.end())
+      return input_error(c.file, ptr(array, i, "after") + "/" + std::to_string(j),
+                         "dangling dependency '" + after[j] + "' (no activity has this id)");
+    deps.push_back(it->second);
+  }
+  return Ok{};
+}
+
+// Transfer i's own fields: endpoints `se` and `de` known, numbers in range.
+Status check_transfer(const Compile& c, size_t i, int se, int de) {
+  const Transfer& t = c.work.transfers[i];
+  const std::string& file = c.file;
+  if (se < 0)
+    return input_error(file, ptr("transfers", i, "src"), "unknown endpoint '" + t.src + "'");
+  if (de < 0)
+    return input_error(file, ptr("transfers", i, "dst"), "unknown endpoint '" + t.dst + "'");
+  if (bad_number(t.bytes))
+    return input_error(file, ptr("transfers", i, "bytes"), "bytes must be a number >= 0");
+  if (bad_number(t.rate_cap_Bps) || (t.rate_cap_Bps > 0 && t.rate_cap_Bps < 1))
+    return input_error(file, ptr("transfers", i, "rate_cap_GBps"),
+                       "rate cap must be 0 (none) or at least 1 B/s");
+  if (bad_number(t.chunk_bytes))
+    return input_error(file, ptr("transfers", i, "chunk_bytes"), "chunk_bytes must be >= 0");
+  if (t.staging_buffers < 0)
+    return input_error(file, ptr("transfers", i, "staging_buffers"), "must be >= 0");
+  if (t.bytes > kMaxTransferBytes)
+    return input_error(file, ptr("transfers", i, "bytes"),
+                       "bytes must be at most 2^50 (1 PiB), got " + fmt_g(t.bytes));
+  if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
+  return Ok{};
+}
+
+// Transfer i's route from endpoint `se` to `de` as k's legs (1 direct, 2 host-staged), each with
+// its latency and the resources it uses.
+Status compile_route(const Compile& c, size_t i, int se, int de, Task& k) {
+  const Transfer& t = c.work.transfers[i];
+  const Result<topology::Route>& rr = c.topo.route_ref(se, de, t.route);
+  if (!rr)
+    return input_error(c.file, ptr("transfers", i, ""),
+                       "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
+  const topology::Route& route = rr.value();
+  if (route.legs.empty() || route.legs.size() > 2)
+    return input_error(c.file, ptr("transfers", i, ""),
+                       "no route from " + t.src + " to " + t.dst + " (route has no legs)");
+  for (const auto& leg : route.legs) {
+    NetLeg nl;
+    nl.latency_s = leg.latency_s;
+    for (const auto& u : leg.uses) nl.uses.push_back(lmm::Use{u.resource, u.coefficient});
+    k.legs.push_back(std::move(nl));
+  }
+  return Ok{};
+}
+
+// Transfer i's bytes, rate cap and chunking: a host-staged transfer is a pipeline of chunks
+// through staging buffers (defaults from the options), a direct one is chunked only if asked.
+Status compile_chunking(const Compile& c, size_t i, Task& k) {
+  const Transfer& t = c.work.transfers[i];
+  k.bytes = t.bytes;
+  k.cap_Bps = t.rate_cap_Bps;
+  if (k.legs.size() == 2) {
+    k.chunk_bytes = t.chunk_bytes > 0 ? t.chunk_bytes : c.options.default_chunk_bytes;
+    k.buffers = t.staging_buffers > 0 ? t.staging_buffers : c.options.default_staging_buffers;
+    k.chunk_overhead_s = c.options.staging_chunk_overhead_s;
+  } else {
+    k.chunk_bytes = t.chunk_bytes;
+    k.buffers = 1;
+  }
+  if (k.chunk_bytes > 0 && k.bytes / k.chunk_bytes > kMaxChunksPerTransfer)
+    return input_error(
+        c.file, ptr("transfers", i, "chunk_bytes"),
+        "more than 1e7 chunks (" + fmt_g(k.bytes / k.chunk_bytes) + "); raise chunk_bytes");
+  return Ok{};
+}
+
+// Measured NCCL throughput (topology "nccl"), for SM-driven GPU-to-GPU transfers: a per-flow
+// cap (one direction alone) and, per GPU pair and transport, one extra resource holding both
+// directions' sum (both ways at once). A host-staged transfer's two legs each carry its bytes,
+// so each leg uses that resource with coefficient 1/2: two opposite transfers at rate r load
+// it with 2r, as the measurement does. The measured send/recv latency replaces the launch
+// overhead.
+void apply_nccl(Compile& c, Task& k, int a, int b) {
+  const topology::NcclFigures& nccl = c.topo.options().nccl;
+  const bool host = k.legs.size() == 2;
+  const double cap = host ? nccl.host_Bps : nccl.p2p_Bps;
+  const double bidir = host ? nccl.host_bidir_Bps : nccl.p2p_bidir_Bps;
+  if (cap > 0) k.cap_Bps = k.cap_Bps > 0 ? std::min(k.cap_Bps, cap) : cap;
+  const double latency = host ? nccl.host_latency_s : nccl.p2p_latency_s;
+  if (latency > 0) k.launch_s = latency;  // measured send/recv latency, launch included
+  if (bidir <= 0) return;
+  const auto key = std::make_tuple(std::min(a, b), std::max(a, b), host);
+  auto [it, fresh] =
+      c.nccl_pair_resource.try_emplace(key, static_cast<int>(c.p.capacity_Bps.size()));
+  if (fresh) c.p.capacity_Bps.push_back(bidir);
+  for (NetLeg& leg : k.legs) leg.uses.push_back(lmm::Use{it->second, host ? 0.5 : 1.0});
+}
+
+// What moves transfer i's bytes: a copy engine of its owning GPU, the SMs of its GPUs (src_gpu,
+// dst_gpu: -1 for a host end) with the NCCL figures between two GPUs, or the host.
+Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
+  const Transfer& t = c.work.transfers[i];
+  switch (t.engine) {
+    case Engine::ce:
+      k.ce_gpu = c.owner_gpu[i];
+      k.copy_engine = t.copy_engine;
+      if (k.ce_gpu >= 0 && t.copy_engine >= c.p.gpus[k.ce_gpu].copy_engines)
+        return input_error(c.file, ptr("transfers", i, "copy_engine"),
+                           "copy engine " + std::to_string(t.copy_engine) + " but " + t.src +
+                               " has " + std::to_string(c.p.gpus[k.ce_gpu].copy_engines));
+      break;
+    case Engine::sm:
+      k.sm_gpus[0] = src_gpu;
+      k.sm_gpus[1] = dst_gpu == src_gpu ? -1 : dst_gpu;
+      k.comm_sms = t.comm_sms;
+      for (const int g : {src_gpu, dst_gpu})
+        if (g >= 0 && c.topo.gpu(g).sm_count > 0 && t.comm_sms > c.topo.gpu(g).sm_count)
+          return input_error(c.file, ptr("transfers", i, "comm_sms"),
+                             std::to_string(t.comm_sms) + " SMs but " +
+                                 (g == src_gpu ? t.src : t.dst) + " has " +
+                                 std::to_string(c.topo.gpu(g).sm_count));
+      if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) apply_nccl(c, k, src_gpu, dst_gpu);
+      break;
+    case Engine::host:
+      break;
+  }
+  return Ok{};
+}
+
+// Transfer i as a task: checked, routed, chunked, given its engine and its dependencies.
+Status compile_transfer(Compile& c, size_t i) {
+  const Transfer& t = c.work.transfers[i];
+  Task k;
+  k.kind = Task::Kind::transfer;
+  const int se = c.topo.endpoint_index(t.src), de = c.topo.endpoint_index(t.dst);
+  if (auto s = check_transfer(c, i, se, de); !s) return s;
+  if (auto s = compile_route(c, i, se, de, k); !s) return s;
+  if (auto s = compile_chunking(c, i, k); !s) return s;
+  k.launch_s = c.options.launch_overhead_s;
+  const int src_gpu = se < c.ngpu ? se : -1, dst_gpu = de < c.ngpu ? de : -1;
+  c.owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;
+  if (auto s = compile_engine(c, i, src_gpu, dst_gpu, k); !s) return s;
+  if (auto s = resolve_deps(c, t.after, "transfers", i, k.deps); !s) return s;
+  c.p.tasks.push_back(std::move(k));
+  return Ok{};
+}
+
+// step(i) for i = 0..n-1, up to the first error.
+template <class Step>
+Status for_each_index(size_t n, const Step& step) {
+  for (size_t i = 0; i < n; ++i)
+    if (auto s = step(i); !s) return s;
+  return Ok{};
+}
+
+Status compile_transfers(Compile& c) {
+  return for_each_index(c.nt, [&](size_t i) { return compile_transfer(c, i); });
+}
+
+// Compute task i as a task on its GPU: its duration, or its FLOPs at the GPU's peak bf16 rate
+// times the compute efficiency.
+Status compile_compute_task(Compile& c, size_t i) {
+  const ComputeTask& ct = c.work.compute[i];
+  const std::string& file = c.file;
+  Task k;
+  k.kind = Task::Kind::compute;
+  const int gi = c.topo.endpoint_index(ct.gpu);
+  if (gi < 0 || gi >= c.ngpu)
+    return input_error(file, ptr("compute", i, "gpu"), "unknown GPU '" + ct.gpu + "'");
+  if (bad_number(ct.duration_s))
+    return input_error(file, ptr("compute", i, "duration_s"), "duration must be >= 0");
+  if (bad_number(ct.flops)) return input_error(file, ptr("compute", i, "flops"), "must be >= 0");
+  k.gpu = gi;
+  if (ct.duration_s > 0 || ct.flops == 0) {
+    k.work_s = ct.duration_s;
+  } else {
+    const double rate = c.topo.gpu(gi).peak_bf16_flops * c.options.compute_efficiency;
+    if (!(rate > 0))
+      return input_error(file, ptr("compute", i, "flops"),
+                         "flops given but " + ct.gpu + " has no peak FLOP/s in the topology");
+    k.work_s = ct.flops / rate;
+  }
+  if (auto s = resolve_deps(c, ct.after, "compute", i, k.deps); !s) return s;
+  c.owner_gpu[c.nt + i] = gi;
+  c.p.tasks.push_back(std::move(k));
+  return Ok{};
+}
+
+Status compile_compute(Compile& c) {
+  return for_each_index(c.nc, [&](size_t i) { return compile_compute_task(c, i); });
+}
+
+// Every task's stream id (-1: none), numbered by first use in task order.
+void compile_streams(Compile& c) {
   auto stream_id = [&](const std::string& name) {
     if (name.empty()) return -1;
-    return streams.emplace(name, static_cast<int>(streams.size())).first->second;
+    return c.streams.emplace(name, static_cast<int>(c.streams.size())).first->second;
   };
-  auto resolve_deps = [&](const std::vector<std::string>& after, const char* array, size_t i,
-                          std::vector<int>& deps) -> Status {
-    for (size_t j = 0; j < after.size(); ++j) {
-      auto it = index.find(after[j]);
-      if (it == index.end())
-        return input_error(file, ptr(array, i, "after") + "/" + std::to_string(j),
-                           "dangling dependency '" + after[j] + "' (no activity has this id)");
-      deps.push_back(it->second);
-    }
-    return Ok{};
-  };
-  std::vector<int> owner_gpu(nt + nc, -1);
-  p.tasks.reserve(nt + nc);
-  for (size_t i = 0; i < nt; ++i) {
-    const Transfer& t = work.transfers[i];
-    Task k;
-    k.kind = Task::Kind::transfer;
-    const int se = topo.endpoint_index(t.src), de = topo.endpoint_index(t.dst);
-    if (se < 0)
-      return input_error(file, ptr("transfers", i, "src"), "unknown endpoint '" + t.src + "'");
-    if (de < 0)
-      return input_error(file, ptr("transfers", i, "dst"), "unknown endpoint '" + t.dst + "'");
-    if (bad_number(t.bytes))
-      return input_error(file, ptr("transfers", i, "bytes"), "bytes must be a number >= 0");
-    if (bad_number(t.rate_cap_Bps) || (t.rate_cap_Bps > 0 && t.rate_cap_Bps < 1))
-      return input_error(file, ptr("transfers", i, "rate_cap_GBps"),
-                         "rate cap must be 0 (none) or at least 1 B/s");
-    if (bad_number(t.chunk_bytes))
-      return input_error(file, ptr("transfers", i, "chunk_bytes"), "chunk_bytes must be >= 0");
-    if (t.staging_buffers < 0)
-      return input_error(file, ptr("transfers", i, "staging_buffers"), "must be >= 0");
-    if (t.bytes > kMaxTransferBytes)
-      return input_error(file, ptr("transfers", i, "bytes"),
-                         "bytes must be at most 2^50 (1 PiB), got " + fmt_g(t.bytes));
-    if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
-    const Result<topology::Route>& rr = topo.route_ref(se, de, t.route);
-    if (!rr)
-      return input_error(file, ptr("transfers", i, ""),
-                         "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
-    const topology::Route& route = rr.value();
-    if (route.legs.empty() || route.legs.size() > 2)
-      return input_error(file, ptr("transfers", i, ""),
-                         "no route from " + t.src + " to " + t.dst + " (route has no legs)");
-    for (const auto& leg : route.legs) {
-      NetLeg nl;
-      nl.latency_s = leg.latency_s;
-      for (const auto& u : leg.uses) nl.uses.push_back(lmm::Use{u.resource, u.coefficient});
-      k.legs.push_back(std::move(nl));
-    }
-    k.bytes = t.bytes;
-    k.cap_Bps = t.rate_cap_Bps;
-    if (route.legs.size() == 2) {
-      k.chunk_bytes = t.chunk_bytes > 0 ? t.chunk_bytes : options.default_chunk_bytes;
-      k.buffers = t.staging_buffers > 0 ? t.staging_buffers : options.default_staging_buffers;
-      k.chunk_overhead_s = options.staging_chunk_overhead_s;
-    } else {
-      k.chunk_bytes = t.chunk_bytes;
-      k.buffers = 1;
-    }
-    if (k.chunk_bytes > 0 && k.bytes / k.chunk_bytes > kMaxChunksPerTransfer)
-      return input_error(file, ptr("transfers", i, "chunk_bytes"),
-                         "more than 1e7 chunks (" + fmt_g(k.bytes / k.chunk_bytes) +
-                             "); raise chunk_bytes");
-    k.launch_s = options.launch_overhead_s;
-    const int src_gpu = se < ngpu ? se : -1, dst_gpu = de < ngpu ? de : -1;
-    owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;
-    switch (t.engine) {
-      case Engine::ce:
-        k.ce_gpu = owner_gpu[i];
-        k.copy_engine = t.copy_engine;
-        if (k.ce_gpu >= 0 && t.copy_engine >= p.gpus[k.ce_gpu].copy_engines)
-          return input_error(file, ptr("transfers", i, "copy_engine"),
-                             "copy engine " + std::to_string(t.copy_engine) + " but " + t.src +
-                                 " has " + std::to_string(p.gpus[k.ce_gpu].copy_engines));
-        break;
-      case Engine::sm:
-        k.sm_gpus[0] = src_gpu;
-        k.sm_gpus[1] = dst_gpu == src_gpu ? -1 : dst_gpu;
-        k.comm_sms = t.comm_sms;
-        for (const int g : {src_gpu, dst_gpu})
-          if (g >= 0 && topo.gpu(g).sm_count > 0 && t.comm_sms > topo.gpu(g).sm_count)
-            return input_error(file, ptr("transfers", i, "comm_sms"),
-                               std::to_string(t.comm_sms) + " SMs but " +
-                                   (g == src_gpu ? t.src : t.dst) + " has " +
-                                   std::to_string(topo.gpu(g).sm_count));
-        if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) apply_nccl(k, src_gpu, dst_gpu);
-        break;
-      case Engine::host:
-        break;
-    }
-    if (auto s = resolve_deps(t.after, "transfers", i, k.deps); !s) return s.error();
-    k.stream = stream_id(t.stream);
-    p.tasks.push_back(std::move(k));
-  }
-  for (size_t i = 0; i < nc; ++i) {
-    const ComputeTask& c = work.compute[i];
-    Task k;
-    k.kind = Task::Kind::compute;
-    const int gi = topo.endpoint_index(c.gpu);
-    if (gi < 0 || gi >= ngpu)
-      return input_error(file, ptr("compute", i, "gpu"), "unknown GPU '" + c.gpu + "'");
-    if (bad_number(c.duration_s))
-      return input_error(file, ptr("compute", i, "duration_s"), "duration must be >= 0");
-    if (bad_number(c.flops)) return input_error(file, ptr("compute", i, "flops"), "must be >= 0");
-    k.gpu = gi;
-    if (c.duration_s > 0 || c.flops == 0) {
-      k.work_s = c.duration_s;
-    } else {
-      const double rate = topo.gpu(gi).peak_bf16_flops * options.compute_efficiency;
-      if (!(rate > 0))
-        return input_error(file, ptr("compute", i, "flops"),
-                           "flops given but " + c.gpu + " has no peak FLOP/s in the topology");
-      k.work_s = c.flops / rate;
-    }
-    if (auto s = resolve_deps(c.after, "compute", i, k.deps); !s) return s.error();
-    k.stream = stream_id(c.stream);
-    owner_gpu[nt + i] = gi;
-    p.tasks.push_back(std::move(k));
-  }
+  for (size_t i = 0; i < c.nt; ++i) c.p.tasks[i].stream = stream_id(c.work.transfers[i].stream);
+  for (size_t i = 0; i < c.nc; ++i)
+    c.p.tasks[c.nt + i].stream = stream_id(c.work.compute[i].stream);
+}
+
+// A dependency cycle (through after or stream order), named by its ids, at the task found on it.
+Status check_cycles(const Compile& c) {
+  const size_t nt = c.nt;
   std::vector<int> cycle;
-  if (const int at = find_cycle(p, &cycle); at >= 0) {
-    auto id_of = [&](int x) {
-      return x < static_cast<int>(nt) ? work.transfers[x].id : work.compute[x - nt].id;
-    };
-    std::string chain;
-    for (auto it = cycle.rbegin(); it != cycle.rend(); ++it) chain += id_of(*it) + " -> ";
-    chain += id_of(cycle.back());
-    const std::string place = at < static_cast<int>(nt) ? ptr("transfers", at, "after")
-                                                        : ptr("compute", at - nt, "after");
-    return input_error(file, place,
-                       "dependency cycle (each waits for the next, through after or stream order): " +
-                           chain);
-  }
+  const int at = find_cycle(c.p, &cycle);
+  if (at < 0) return Ok{};
+  auto id_of = [&](int x) {
+    return x < static_cast<int>(nt) ? c.work.transfers[x].id : c.work.compute[x - nt].id;
+  };
+  std::string chain;
+  for (auto it = cycle.rbegin(); it != cycle.rend(); ++it) chain += id_of(*it) + " -> ";
+  chain += id_of(cycle.back());
+  const std::string place =
+      at < static_cast<int>(nt) ? ptr("transfers", at, "after") : ptr("compute", at - nt, "after");
+  return input_error(
+      c.file, place,
+      "dependency cycle (each waits for the next, through after or stream order): " + chain);
+}
 
-  const Outcome o = run(p, options.record_resource_timeline);
-
-  SimResult r;
-  r.makespan_s = o.makespan_s;
-  r.events = o.events;
-  r.activities.reserve(nt + nc);
-  std::vector<std::string> stream_names(streams.size());
-  for (const auto& [name, id] : streams) stream_names[id] = name;
-  for (size_t i = 0; i < nt + nc; ++i) {
+// Every activity's times, GPU, id, place and lane (copy engine, stream or engine kind).
+void collect_activities(const Compile& c, const Outcome& o, SimResult& r) {
+  r.activities.reserve(c.nt + c.nc);
+  for (size_t i = 0; i < c.nt + c.nc; ++i) {
     ActivityResult a;
     const TaskOutcome& to = o.tasks[i];
     a.start_s = to.start_s;
     a.end_s = to.end_s;
-    a.gpu = owner_gpu[i];
-    if (i < nt) {
-      const Transfer& t = work.transfers[i];
+    a.gpu = c.owner_gpu[i];
+    if (i < c.nt) {
+      const Transfer& t = c.work.transfers[i];
       a.id = t.id;
       a.is_transfer = true;
       a.where = t.src + "->" + t.dst;
@@ -243,15 +337,20 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
       else
         a.lane = t.engine == Engine::sm ? "sm" : "host";
     } else {
-      const ComputeTask& c = work.compute[i - nt];
-      a.id = c.id;
+      const ComputeTask& ct = c.work.compute[i - c.nt];
+      a.id = ct.id;
       a.is_transfer = false;
-      a.where = c.gpu;
-      a.lane = c.stream.empty() ? "compute" : c.stream;
+      a.where = ct.gpu;
+      a.lane = ct.stream.empty() ? "compute" : ct.stream;
     }
     r.activities.push_back(std::move(a));
   }
-  const auto& res = topo.resources();
+}
+
+// Every topology resource's bytes, busy time, peak utilisation and (if recorded) timeline; the
+// NCCL pair resources the compile added are not reported.
+void collect_resources(const Compile& c, const Outcome& o, SimResult& r) {
+  const auto& res = c.topo.resources();
   r.resources.reserve(res.size());
   for (size_t i = 0; i < res.size(); ++i) {
     ResourceStats s;
@@ -260,11 +359,34 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
     s.bytes = o.bytes[i];
     s.busy_s = o.busy_s[i];
     s.peak_utilization = res[i].capacity_Bps > 0 ? o.peak_load[i] / res[i].capacity_Bps : 0;
-    if (options.record_resource_timeline) s.timeline = o.timeline[i];
+    if (c.options.record_resource_timeline) s.timeline = o.timeline[i];
     r.resources.push_back(std::move(s));
   }
+}
+
+SimResult collect_results(const Compile& c, const Outcome& o) {
+  SimResult r;
+  r.makespan_s = o.makespan_s;
+  r.events = o.events;
+  collect_activities(c, o, r);
+  collect_resources(c, o, r);
   for (int x : o.critical_path) r.critical_path.push_back(r.activities[x].id);
   return r;
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
+                           const SimOptions& options) {
+  Compile c(topo, work, options);
+  compile_machine(c);
+  if (auto s = index_ids(c); !s) return s.error();
+  if (auto s = compile_transfers(c); !s) return s.error();
+  if (auto s = compile_compute(c); !s) return s.error();
+  compile_streams(c);
+  if (auto s = check_cycles(c); !s) return s.error();
+  const Outcome o = run(c.p, options.record_resource_timeline);
+  return collect_results(c, o);
 }
 
 }  // namespace sparsp::sim
