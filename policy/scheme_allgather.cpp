@@ -7,9 +7,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 Result<CommPlan> scheme_allgather(const LayerInput& in, const Params& p) {
@@ -43,5 +41,4 @@ const RegisterScheme kRegistered{
     {"allgather", "NCCL ring all-gather of all KV, then attention", 1, scheme_allgather}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail

@@ -7,9 +7,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 // DSV (Tan et al. 2025): exchange request indices (an all-to-all of counts and ids), then one
@@ -59,5 +57,4 @@ const RegisterScheme kRegistered{
      4, scheme_demand_alltoall}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail

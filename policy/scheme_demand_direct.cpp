@@ -7,9 +7,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
@@ -48,5 +46,4 @@ const RegisterScheme kRegistered{
      5, scheme_demand_direct}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail

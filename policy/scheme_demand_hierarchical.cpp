@@ -7,9 +7,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 // Like demand_direct, but a KV block needed by several ranks behind the same PCIe switch (not
@@ -130,5 +128,4 @@ const RegisterScheme kRegistered{
      6, scheme_demand_hierarchical}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail

@@ -8,9 +8,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 // skip_empty: owner o's shard stops at the last rank along the ring that needs any of it.
@@ -52,5 +50,4 @@ const RegisterScheme kRegistered{
      0, scheme_ring}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail

@@ -7,9 +7,7 @@
 
 #include "scheme_parts.hpp"
 
-namespace sparsp::policy {
-
-namespace detail {
+namespace sparsp::policy::detail {
 namespace {
 
 Result<CommPlan> scheme_ulysses(const LayerInput& in, const Params& p) {
@@ -23,5 +21,4 @@ const RegisterScheme kRegistered{
      2, scheme_ulysses}};
 
 }  // namespace
-}  // namespace detail
-}  // namespace sparsp::policy
+}  // namespace sparsp::policy::detail
