@@ -82,11 +82,11 @@ Status check_policy_on(const PolicySpec& spec, int ranks, int /*heads*/, int gpu
       << gpu_sm_count << "] (the GPU's SMs), got " << it->second;
     return Error{o.str(), 2};
   }
-  if (spec.scheme == "usp" && ranks > 1 && spec.params.count("ulysses_degree") &&
+  if (spec.scheme == "usp" && spec.params.count("ulysses_degree") &&
       spec.params.at("ulysses_degree") == 1)
     return Error{"policy '" + spec.name() +
-                     "': ulysses_degree 1 given, so USP would be plain ring; use the ring or "
-                     "ulysses scheme, or set ulysses_degree",
+                     ":ulysses_degree=1': ulysses_degree 1 given, so USP would be plain ring; use "
+                     "the ring scheme, or a ulysses_degree above 1",
                  2};
   return Ok{};
 }
@@ -106,8 +106,8 @@ Status check_runnable(const PolicySpec& spec, int ranks, int heads) {
     return Error{"no Ulysses x ring split of " + of_ranks +
                  (ranks < 4 ? std::string()
                             : " and " + std::to_string(heads) +
-                                  " heads (the default Ulysses degree is the largest u <= P/2 "
-                                  "dividing both; set ulysses_degree)")};
+                                  " heads: the default Ulysses degree, the largest u <= P/2 "
+                                  "dividing both, is 1")};
   }
   const int u = static_cast<int>(spec.params.at("ulysses_degree"));
   if (u > 1 && ranks % u != 0)

@@ -164,6 +164,16 @@ Status select_units(const Study& st, const patterns::ModelSpec& model, Group& g)
   return Ok{};
 }
 
+// The GPU index of each rank: the study's list, else its first num_gpus GPUs, else all.
+std::vector<int> group_gpus(const Study& st, const topology::Topology& topo) {
+  std::vector<int> gpus = st.gpus;
+  if (gpus.empty()) {
+    const int n = st.num_gpus > 0 ? st.num_gpus : topo.num_gpus();
+    for (int i = 0; i < n; ++i) gpus.push_back(i);
+  }
+  return gpus;
+}
+
 // Topology `ti` of the study, its group's GPUs and ranks, the pattern, the selection and the
 // compute model of the group's first GPU.
 Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& model) {
@@ -171,11 +181,7 @@ Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& 
   auto topo = topology::Topology::load(st.topologies[ti]);
   if (!topo) return at(st, "/topology", topo.error());
   g.topo = std::make_unique<topology::Topology>(std::move(*topo));
-  g.gpus = st.gpus;
-  if (g.gpus.empty()) {
-    const int n = st.num_gpus > 0 ? st.num_gpus : g.topo->num_gpus();
-    for (int i = 0; i < n; ++i) g.gpus.push_back(i);
-  }
+  g.gpus = group_gpus(st, *g.topo);
   auto rt = policy::rank_topology(*g.topo, g.gpus);
   if (!rt) return at(st, "/gpus", rt.error());
   g.ranks = std::move(*rt);
@@ -193,39 +199,66 @@ Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& 
   return g;
 }
 
-// The policies that run on this group, in study order. A policy whose parameters do not fit the
-// group (comm_sms above the GPU's SMs) fails the study; one that cannot run on its rank count
-// (policy::check_runnable: USP degree, Ulysses heads) is recorded in `skipped` and left out. The
-// baseline left out, or every policy, is an input error.
-Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g,
-                                                 const patterns::ModelSpec& model, size_t baseline,
-                                                 std::vector<SkippedPolicy>& skipped) {
-  std::vector<PolicyRun> runs;
+// Which policies of the study can run on `ranks` ranks of topology `topo_name` (study order), and
+// the others with their reasons (policy::check_runnable). The baseline left out, or every policy,
+// is an input error.
+Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo_name, int ranks,
+                                        int heads, size_t baseline,
+                                        std::vector<SkippedPolicy>& skipped) {
+  std::vector<size_t> runs;
   std::vector<SkippedPolicy> here;
-  bool baseline_skipped = false;
+  std::string baseline_reason;
   for (size_t pi = 0; pi < st.policies.size(); ++pi) {
-    const auto& spec = st.policies[pi];
-    if (auto chk = policy::check_policy_on(spec, g.ranks.ranks, model.heads, g.min_sm_count); !chk)
-      return at(st, place_of(st, pi), chk.error());
-    if (auto ok = policy::check_runnable(spec, g.ranks.ranks, model.heads); !ok) {
-      here.push_back({g.topo->name(), policy_label(spec), ok.error().message});
-      baseline_skipped = baseline_skipped || pi == baseline;
+    if (auto ok = policy::check_runnable(st.policies[pi], ranks, heads); !ok) {
+      here.push_back({topo_name, policy_label(st.policies[pi]), ok.error().message});
+      if (pi == baseline) baseline_reason = ok.error().message;
       continue;
     }
-    runs.push_back(PolicyRun{});
-    runs.back().index = pi;
+    runs.push_back(pi);
   }
   if (runs.empty()) {
     std::string why;
     for (const auto& s : here) why += (why.empty() ? "" : "; ") + s.policy + ": " + s.reason;
-    return input_error(st.source, "/policies",
-                       "no policy can run on " + g.topo->name() + " (" + why + ")");
+    return input_error(st.source, "/policies", "no policy can run on " + topo_name + " (" + why + ")");
   }
-  if (baseline_skipped)
+  if (!baseline_reason.empty())
     return input_error(st.source, st.baseline.empty() ? place_of(st, baseline) : "/baseline",
                        "the baseline " + policy_label(st.policies[baseline]) + " cannot run on " +
-                           g.topo->name() + " (" + here[0].reason + "); choose another baseline");
+                           topo_name + " (" + baseline_reason + "); choose another baseline");
   skipped.insert(skipped.end(), here.begin(), here.end());
+  return runs;
+}
+
+// Before any simulation: every topology can run the baseline and at least one policy, so a study
+// that would fail on its last topology fails at once. Loads only the topologies.
+Status check_runnable_everywhere(const Study& st, const patterns::ModelSpec& model,
+                                 size_t baseline) {
+  for (const auto& name : st.topologies) {
+    auto topo = topology::Topology::load(name);
+    if (!topo) return at(st, "/topology", topo.error());
+    std::vector<SkippedPolicy> ignored;
+    const int ranks = static_cast<int>(group_gpus(st, *topo).size());
+    if (auto r = runnable_on(st, topo->name(), ranks, model.heads, baseline, ignored); !r)
+      return r.error();
+  }
+  return Ok{};
+}
+
+// The policies that run on this group, in study order: a policy whose parameters do not fit the
+// group (comm_sms above the GPU's SMs) fails the study; one that cannot run on its rank count is
+// recorded in `skipped` and left out (runnable_on).
+Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g,
+                                                 const patterns::ModelSpec& model, size_t baseline,
+                                                 std::vector<SkippedPolicy>& skipped) {
+  for (size_t pi = 0; pi < st.policies.size(); ++pi)
+    if (auto chk = policy::check_policy_on(st.policies[pi], g.ranks.ranks, model.heads,
+                                           g.min_sm_count);
+        !chk)
+      return at(st, place_of(st, pi), chk.error());
+  auto idx = runnable_on(st, g.topo->name(), g.ranks.ranks, model.heads, baseline, skipped);
+  if (!idx) return idx.error();
+  std::vector<PolicyRun> runs(idx->size());
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].index = (*idx)[i];
   return runs;
 }
 
@@ -445,6 +478,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();
   out.baseline = policy_label(st.policies[*baseline]);
+  if (auto s = check_runnable_everywhere(st, *model, *baseline); !s) return s.error();
   Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto g = open_group(st, ti, *model);

@@ -195,9 +195,13 @@ std::string render_row(OutputFormat format, const SweepPoint& point,
                        const std::vector<std::string>& columns, const PointOutcome& outcome,
                        size_t row) {
   std::string s = row_prefix(format, point);
-  const bool skipped = outcome.skipped || row >= outcome.rows.size();
-  const std::string reason = one_line(skipped ? outcome.reason : "");
-  const std::vector<std::string>* cells = skipped ? nullptr : &outcome.rows[row];
+  const bool left_out = !outcome.skipped && row < outcome.row_reasons.size() &&
+                        !outcome.row_reasons[row].empty();
+  const bool skipped = outcome.skipped || row >= outcome.rows.size() || left_out;
+  const std::string reason =
+      one_line(left_out ? outcome.row_reasons[row] : skipped ? outcome.reason : "");
+  const std::vector<std::string>* cells =
+      skipped && !left_out ? nullptr : &outcome.rows[row];
   if (format == OutputFormat::csv) {
     s += std::string(skipped ? "skipped" : "ok") + "," + csv_escape(reason);
     for (size_t c = 0; c < columns.size(); ++c)
@@ -309,10 +313,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
         try {
           item.second = evaluator.evaluate(item.first);
         } catch (const std::exception& e) {
-          item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}};
+          item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}, {}};
         }
         if (!item.second.skipped && item.second.rows.empty())
-          item.second = PointOutcome{true, "evaluator returned no rows", {}};
+          item.second = PointOutcome{true, "evaluator returned no rows", {}, {}};
       }
       {
         std::lock_guard lk(mu);

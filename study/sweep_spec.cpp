@@ -20,7 +20,7 @@ namespace sparsp::study {
 using nlohmann::json;
 
 const std::vector<AxisAlias>& sweep_axis_aliases() {
-  // Pointers follow the study schema of `sparsp simulate` (sim/STUDY.md on the policies branch).
+  // Pointers follow the study schema of `sparsp simulate` (configs/studies/README.md).
   // Pointers follow the study schema of `sparsp simulate` (configs/studies/README.md) and the
   // topology template schema (configs/README.md); topology parameters address the first topology.
   static const std::vector<AxisAlias> kAliases = {

@@ -14,6 +14,7 @@
 
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
+#include "internal.hpp"
 #include "sparsp/study.hpp"
 #endif
 
@@ -38,6 +39,8 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
     if (o.skipped) return Score{false, 0, o.reason};
     if (row >= o.rows.size())
       return Score{false, 0, "no row " + std::to_string(row) + " in the result"};
+    if (row < o.row_reasons.size() && !o.row_reasons[row].empty())
+      return Score{false, 0, "left out: " + o.row_reasons[row]};
     const auto& cells = o.rows[row];
     if (col >= cells.size()) return Score{false, 0, "no " + column + " in the result"};
     try {
@@ -215,26 +218,53 @@ Result<PointEvaluator> study_point_evaluator() {
     try {
       doc = json::parse(p.study_json);
     } catch (const json::exception& e) {
-      return PointOutcome{true, e.what(), {}};
+      return PointOutcome{true, e.what(), {}, {}};
     }
     auto st = materialize(doc, p.base_dir, *scratch);
-    if (!st) return PointOutcome{true, st.error().message, {}};
+    if (!st) return PointOutcome{true, st.error().message, {}, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
-    if (!study) return PointOutcome{true, study.error().message, {}};
+    if (!study) return PointOutcome{true, study.error().message, {}, {}};
     auto res = run_study(*study);
-    if (!res) return PointOutcome{true, res.error().message, {}};
-    for (const PolicyResult& r : res->policies) {
-      json params = json::object();
-      for (const auto& [k, v] : r.policy.params) params[k] = v;
-      out.rows.push_back(
-          {cell(r.topology),          cell(r.policy.name()),       cell(r.policy.placement),
-           cell(r.policy.scheme),     cell(r.policy.runtime),      cell(params.dump()),
-           cell(r.volume_bytes),      cell(r.control_bytes),       cell(r.attention_time_s),
-           cell(r.other_time_s),      cell(r.step_time_s),         cell(r.e2e_time_s),
-           cell(r.lower_bound_s),     cell(r.lower_bound_binding), cell(r.speedup),
-           cell(r.attention_speedup), cell(r.volume_vs_baseline),  cell(r.compute_imbalance),
-           cell(r.busiest_link),      cell(r.busiest_utilization), cell(r.units),
-           cell(r.simulated)});
+    if (!res) return PointOutcome{true, res.error().message, {}, {}};
+    // One row per (topology, study policy), in study order: results and left-out policies are
+    // both topology-major in study order, so they merge back into place.
+    size_t ran = 0, left = 0;
+    const auto& skipped = res->skipped;
+    while (ran < res->policies.size() || left < skipped.size()) {
+      const std::string topo =
+          ran < res->policies.size() ? res->policies[ran].topology : skipped[left].topology;
+      for (const auto& spec : study->policies) {
+        if (left < skipped.size() && skipped[left].topology == topo &&
+            skipped[left].policy == policy_label(spec)) {
+          json params = json::object();
+          for (const auto& [k, v] : spec.params) params[k] = v;
+          std::vector<std::string> cells(study_columns().size(), "null");
+          cells[0] = cell(topo);
+          cells[1] = cell(spec.name());
+          cells[2] = cell(spec.placement);
+          cells[3] = cell(spec.scheme);
+          cells[4] = cell(spec.runtime);
+          cells[5] = cell(params.dump());
+          out.rows.push_back(std::move(cells));
+          out.row_reasons.resize(out.rows.size());
+          out.row_reasons.back() = "left out: " + skipped[left].reason;
+          ++left;
+          continue;
+        }
+        if (ran >= res->policies.size()) break;  // (cannot happen: every policy ran or was left out)
+        const PolicyResult& r = res->policies[ran++];
+        json params = json::object();
+        for (const auto& [k, v] : r.policy.params) params[k] = v;
+        out.rows.push_back(
+            {cell(r.topology),          cell(r.policy.name()),       cell(r.policy.placement),
+             cell(r.policy.scheme),     cell(r.policy.runtime),      cell(params.dump()),
+             cell(r.volume_bytes),      cell(r.control_bytes),       cell(r.attention_time_s),
+             cell(r.other_time_s),      cell(r.step_time_s),         cell(r.e2e_time_s),
+             cell(r.lower_bound_s),     cell(r.lower_bound_binding), cell(r.speedup),
+             cell(r.attention_speedup), cell(r.volume_vs_baseline),  cell(r.compute_imbalance),
+             cell(r.busiest_link),      cell(r.busiest_utilization), cell(r.units),
+             cell(r.simulated)});
+      }
     }
     return out;
   };

@@ -194,7 +194,8 @@ Status check_policy_param(const std::string& name, double value);
 int default_ulysses_degree(int ranks, int heads);
 
 /// Checks a policy's parameters against the group it runs on: comm_sms at most the GPU's SMs
-/// (sm_count, when known) and, for USP, no ulysses_degree of 1 (that would be plain ring). Error
+/// (sm_count, when known) and, for USP, no ulysses_degree of 1 (that would be plain ring, on any
+/// number of ranks). Error
 /// (exit 2) names the policy.
 Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_count);
 

@@ -101,6 +101,10 @@ struct PointOutcome {
   /// Rows of values aligned with PointEvaluator::columns, each a compact JSON scalar text
   /// ("1.5", "\"ring\"", "true", "null"). A point may give several rows (one per policy).
   std::vector<std::vector<std::string>> rows;
+  /// Per row: empty when it ran, else why its policy was left out at this point (written with
+  /// status "skipped" and this reason; the row's metric cells are "null"). Shorter than `rows`
+  /// means the remaining rows ran.
+  std::vector<std::string> row_reasons;
 };
 
 /// The pluggable point evaluator.

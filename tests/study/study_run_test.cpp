@@ -194,12 +194,59 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
   CHECK(policy::default_ulysses_degree(5, 24) == 1);  // 2 does not divide 5
   CHECK(policy::check_runnable(usp, 8, 24).ok());
   CHECK(policy::check_runnable(usp, 5, 24).error().message ==
-        "no Ulysses x ring split of 5 ranks and 24 heads (the default Ulysses degree is the "
-        "largest u <= P/2 dividing both; set ulysses_degree)");
+        "no Ulysses x ring split of 5 ranks and 24 heads: the default Ulysses degree, the "
+        "largest u <= P/2 dividing both, is 1");
   CHECK(policy::check_runnable(usp, 1, 24).error().message == "no Ulysses x ring split of 1 rank");
   CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 24).ok());
   CHECK(
       policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 40).error().message ==
       "heads (40) not divisible by the Ulysses degree 3");
   CHECK(policy::check_runnable(spec("contiguous/ring/sync"), 7, 40).ok());
+}
+
+TEST_CASE("the baseline's own reason; a study that would fail on a later topology fails first") {
+  // 7 ranks of Wan2.1-14B (40 heads): Ulysses is left out (40 % 7 != 0) and so is USP (default
+  // degree 7/2 = 3 -> 2 -> 1, none divides 7). The error gives USP's reason, not Ulysses'.
+  auto s = base("wan2.1-14b-720p", "sta", 7);
+  s.steps = {0};
+  s.layers = {0};
+  add(s, "contiguous/ring/sm_overlap");
+  add(s, "head_parallel/ulysses/sync");
+  add(s, "contiguous/usp/sm_overlap");
+  s.baseline = "contiguous/usp/sm_overlap";
+  auto r = study::run_study(s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message ==
+        "<study>:/baseline: the baseline contiguous/usp/sm_overlap cannot run on "
+        "8x-l40s-gen4-4switch (no Ulysses x ring split of 7 ranks and 40 heads: the default "
+        "Ulysses degree, the largest u <= P/2 dividing both, is 1); choose another baseline");
+  // Two topologies, the baseline USP runs on the first (8 ranks) but not the second (2 ranks):
+  // the study fails before simulating anything (no progress reported).
+  auto t = base("hunyuanvideo-sta", "sta", 0);
+  t.topologies = {"8x-l40s-gen4-4switch", "2x-h200-nvlink"};
+  t.steps = {0};
+  t.layers = {0};
+  add(t, "contiguous/usp/sm_overlap");
+  add(t, "contiguous/ring/sm_overlap");
+  int64_t units = 0;
+  study::RunOptions opt;
+  opt.progress = [&](int64_t, int64_t) { ++units; };
+  auto rt = study::run_study(t, opt);
+  REQUIRE_FALSE(rt.ok());
+  CHECK(rt.error().message.find("cannot run on 2x-h200-nvlink (no Ulysses x ring split of 2 ranks)") !=
+        std::string::npos);
+  CHECK(units == 0);
+}
+
+TEST_CASE("ulysses_degree 1 is an error on any rank count, 1 included") {
+  auto s = base("hunyuanvideo-sta", "sta", 1);
+  s.steps = {0};
+  s.layers = {0};
+  add(s, "contiguous/ring/sm_overlap");
+  add(s, "contiguous/usp/sm_overlap:ulysses_degree=1");
+  auto r = study::run_study(s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message.find("ulysses_degree 1 given, so USP would be plain ring") !=
+        std::string::npos);
 }

@@ -244,3 +244,40 @@ TEST_CASE("tune refuses an unwritable output before searching") {
   CHECK(slurp(d / "err.txt") == "sparsp: " + d.string() + ": cannot write: is a folder\n");
   CHECK_FALSE(fs::exists(d / "p.json.tmp"));  // the write check leaves nothing behind
 }
+
+TEST_CASE("sweep: a policy left out at a point keeps its row, status skipped, with the reason") {
+  // gpus 3: USP has no Ulysses x ring split below 4 ranks (default degree 1), so it is left out;
+  // gpus 4: the default degree is 4/2 = 2 (divides 4 and the 24 heads) and it runs.
+  const fs::path d = temp_dir("left_out");
+  std::ofstream(d / "sweep.json") << R"({
+  "schema_version": 1,
+  "study": {"schema_version": 1, "topologies": ["8x-l40s-gen4-4switch"], "model": "hunyuanvideo-sta",
+            "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+            "gpus": 4, "steps": [0], "layers": [0],
+            "policies": ["contiguous/ring/sm_overlap", "contiguous/usp/sm_overlap"]},
+  "axes": [{"name": "gpus", "values": [3, 4]}]})";
+  REQUIRE(run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.jsonl").string() +
+                  " -j 1 --progress off",
+              d / "out.txt", d / "err.txt") == 0);
+  std::vector<json> rows;
+  std::istringstream lines(slurp(d / "r.jsonl"));
+  for (std::string line; std::getline(lines, line);) rows.push_back(json::parse(line));
+  REQUIRE(rows.size() == 4);  // 2 points x 2 policies, in study order
+  CHECK(rows[0]["status"] == "ok");
+  CHECK(rows[1]["status"] == "skipped");
+  CHECK(rows[1]["reason"] == "left out: no Ulysses x ring split of 3 ranks");
+  CHECK(rows[1]["policy"] == "contiguous/usp/sm_overlap");
+  CHECK(rows[1]["topology"] == "8x-l40s-gen4-4switch");
+  CHECK(rows[1]["e2e_time_s"].is_null());
+  CHECK(rows[2]["status"] == "ok");
+  CHECK(rows[3]["status"] == "ok");
+  CHECK(rows[3]["scheme"] == "usp");
+  CHECK(rows[3]["e2e_time_s"].get<double>() > 0);
+  // CSV: the same row with empty metric cells.
+  REQUIRE(run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
+                  " -j 1 --progress off",
+              d / "out.txt", d / "err.txt") == 0);
+  const std::string csv = slurp(d / "r.csv");
+  CHECK(csv.find(",skipped,left out: no Ulysses x ring split of 3 ranks,8x-l40s-gen4-4switch,"
+                 "contiguous/usp/sm_overlap,contiguous,usp,sm_overlap,") != std::string::npos);
+}

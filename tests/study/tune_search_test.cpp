@@ -139,9 +139,9 @@ TEST_CASE("score_from_evaluator picks the metric of one policy row") {
   ev.columns = {"policy", "e2e_time_s"};
   ev.evaluate = [](const SweepPoint& p) {
     const int x = json::parse(p.study_json)["x"].get<int>();
-    if (x < 0) return PointOutcome{true, "negative x", {}};
+    if (x < 0) return PointOutcome{true, "negative x", {}, {}};
     // Row 0: baseline at 10 s; row 1: the tuned policy at x + 1 s.
-    return PointOutcome{false, "", {{"\"base\"", "10.0"}, {"\"tuned\"", json(x + 1.0).dump()}}};
+    return PointOutcome{false, "", {{"\"base\"", "10.0"}, {"\"tuned\"", json(x + 1.0).dump()}}, {}};
   };
   auto score = score_from_evaluator(ev, "e2e_time_s", 1);
   REQUIRE(score.ok());
