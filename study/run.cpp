@@ -219,7 +219,8 @@ Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo
   if (runs.empty()) {
     std::string why;
     for (const auto& s : here) why += (why.empty() ? "" : "; ") + s.policy + ": " + s.reason;
-    return input_error(st.source, "/policies", "no policy can run on " + topo_name + " (" + why + ")");
+    return input_error(st.source, "/policies",
+                       "no policy can run on " + topo_name + " (" + why + ")");
   }
   if (!baseline_reason.empty())
     return input_error(st.source, st.baseline.empty() ? place_of(st, baseline) : "/baseline",
@@ -251,8 +252,8 @@ Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g
                                                  const patterns::ModelSpec& model, size_t baseline,
                                                  std::vector<SkippedPolicy>& skipped) {
   for (size_t pi = 0; pi < st.policies.size(); ++pi)
-    if (auto chk = policy::check_policy_on(st.policies[pi], g.ranks.ranks, model.heads,
-                                           g.min_sm_count);
+    if (auto chk =
+            policy::check_policy_on(st.policies[pi], g.ranks.ranks, model.heads, g.min_sm_count);
         !chk)
       return at(st, place_of(st, pi), chk.error());
   auto idx = runnable_on(st, g.topo->name(), g.ranks.ranks, model.heads, baseline, skipped);

@@ -195,13 +195,13 @@ std::string render_row(OutputFormat format, const SweepPoint& point,
                        const std::vector<std::string>& columns, const PointOutcome& outcome,
                        size_t row) {
   std::string s = row_prefix(format, point);
-  const bool left_out = !outcome.skipped && row < outcome.row_reasons.size() &&
-                        !outcome.row_reasons[row].empty();
+  const bool left_out =
+      !outcome.skipped && row < outcome.row_reasons.size() && !outcome.row_reasons[row].empty();
   const bool skipped = outcome.skipped || row >= outcome.rows.size() || left_out;
-  const std::string reason =
-      one_line(left_out ? outcome.row_reasons[row] : skipped ? outcome.reason : "");
-  const std::vector<std::string>* cells =
-      skipped && !left_out ? nullptr : &outcome.rows[row];
+  const std::string reason = one_line(left_out  ? outcome.row_reasons[row]
+                                      : skipped ? outcome.reason
+                                                : "");
+  const std::vector<std::string>* cells = skipped && !left_out ? nullptr : &outcome.rows[row];
   if (format == OutputFormat::csv) {
     s += std::string(skipped ? "skipped" : "ok") + "," + csv_escape(reason);
     for (size_t c = 0; c < columns.size(); ++c)

@@ -251,7 +251,8 @@ Result<PointEvaluator> study_point_evaluator() {
           ++left;
           continue;
         }
-        if (ran >= res->policies.size()) break;  // (cannot happen: every policy ran or was left out)
+        if (ran >= res->policies.size())
+          break;  // (cannot happen: every policy ran or was left out)
         const PolicyResult& r = res->policies[ran++];
         json params = json::object();
         for (const auto& [k, v] : r.policy.params) params[k] = v;

@@ -233,7 +233,8 @@ TEST_CASE("the baseline's own reason; a study that would fail on a later topolog
   opt.progress = [&](int64_t, int64_t) { ++units; };
   auto rt = study::run_study(t, opt);
   REQUIRE_FALSE(rt.ok());
-  CHECK(rt.error().message.find("cannot run on 2x-h200-nvlink (no Ulysses x ring split of 2 ranks)") !=
+  CHECK(rt.error().message.find(
+            "cannot run on 2x-h200-nvlink (no Ulysses x ring split of 2 ranks)") !=
         std::string::npos);
   CHECK(units == 0);
 }
