@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "read_file.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
@@ -19,12 +20,7 @@ namespace {
 
 const std::string kData = std::string(SPARSP_TEST_DATA_DIR) + "/topology";
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sparsp::topology::test::read;
 
 // GPU x GPU cells of an nvidia-smi style matrix (rows starting with "GPU"), trimmed.
 std::vector<std::vector<std::string>> gpu_cells(const std::string& text) {

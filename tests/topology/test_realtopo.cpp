@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "read_file.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
@@ -22,12 +23,7 @@ namespace {
 
 const std::string kReal = std::string(SPARSP_TEST_DATA_DIR) + "/topology/realtopo/";
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sparsp::topology::test::read;
 
 struct RealCase {
   const char* file;
