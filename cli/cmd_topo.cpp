@@ -139,7 +139,8 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
                   << ", \"pcie_width\": " << g.pcie_width << ", \"nvlink_gen\": " << g.nvlink_gen
                   << ", \"nvlink_links\": " << g.nvlink_links
                   << ", \"nvlink_per_link_Bps\": " << static_cast<long long>(g.nvlink_per_link_Bps)
-                  << "}" << (i + 1 < table.size() ? "," : "") << "\n";
+                  << ", \"c2c_Bps\": " << static_cast<long long>(g.c2c_Bps) << "}"
+                  << (i + 1 < table.size() ? "," : "") << "\n";
       }
       std::cout << "]\n";
     } else {

@@ -52,6 +52,7 @@ GpuSpec parse_entry(const json& e, const std::string& where) {
   g.nvlink_gen = integer("nvlink_gen");
   g.nvlink_links = integer("nvlink_links");
   g.nvlink_per_link_Bps = units::GBps_to_Bps(num("nvlink_per_link_GBps"));
+  if (e.contains("c2c_GBps")) g.c2c_Bps = units::GBps_to_Bps(num("c2c_GBps"));
   for (const auto& a : e.value("aliases", json::array())) g.aliases.push_back(a.get<std::string>());
   for (const auto& id : e.value("pci_device_ids", json::array()))
     g.pci_device_ids.push_back(

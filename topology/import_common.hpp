@@ -54,6 +54,20 @@ struct GraphBuilder {
     links.push_back(std::move(l));
     link_places.push_back(std::to_string(line));
   }
+  /// NVLink-C2C host link cpu -> gpu of a GPU model with `c2c_Bps` nominal per direction; usable
+  /// capacity = nominal x the NVLink copy-engine efficiency (nvlink_usable_Bps; C2C itself is not
+  /// measured here).
+  void c2c(const std::string& cpu, const std::string& gpu, double c2c_Bps, int line) {
+    Link l;
+    l.a = cpu;
+    l.b = gpu;
+    l.kind = LinkKind::c2c;
+    l.capacity_Bps = nvlink_usable_Bps(1, c2c_Bps);
+    l.capacity_measured = true;
+    l.latency_s = kImportPcieLatency_s;
+    links.push_back(std::move(l));
+    link_places.push_back(std::to_string(line));
+  }
   /// `per_link_Bps` 0: the NVLink 3/4 default (nvlink_default_per_link_Bps).
   void nvlink(const std::string& a, const std::string& b, int count, int line,
               double per_link_Bps = 0) {

@@ -61,6 +61,7 @@ struct Dev {
   int dev = -1;        // <gpu dev>, -1: no <gpu> child
   int device_id = -1;  // pci device attribute (vendor 0x10de), -1: none
   int sm = 0;          // <gpu sm>
+  bool c2c = false;    // host link is NVLink-C2C (an NVLink to its CPU, model with c2c_Bps)
   std::vector<NvlinkEntry> nvlinks;
   GpuSpec spec;
   // NIC
@@ -98,6 +99,7 @@ class XmlImporter {
       number_gpus();
       pick_models();
       resolve_links();
+      mark_c2c();
       return build(line_of(system));
     } catch (const Fail& f) {
       return f.error;
@@ -403,6 +405,23 @@ class XmlImporter {
     }
   }
 
+  // Whether an NVLink entry points at the GPU's CPU: not itself, not an NVSwitch, not a GPU.
+  bool to_cpu(const Dev& d, const NvlinkEntry& e) const {
+    return e.target != d.busid && e.tclass != "0x068000" && e.target != kNvswitchPlaceholderBusid &&
+           !gpu_of_bus_.count(e.target) && e.tclass.rfind("0x03", 0) != 0;
+  }
+
+  // A GPU right under its <cpu> with an NVLink to the CPU and a model with NVLink-C2C (GH200):
+  // its host link is c2c, at the model's rate.
+  void mark_c2c() {
+    for (int i : gpu_order_) {
+      Dev& d = devs_[static_cast<size_t>(i)];
+      d.c2c = d.parent < 0 && d.spec.c2c_Bps > 0 &&
+              std::any_of(d.nvlinks.begin(), d.nvlinks.end(),
+                          [&](const NvlinkEntry& e) { return to_cpu(d, e); });
+    }
+  }
+
   Result<Topology> build(int system_line) {
     add_cpu_nodes();
     add_device_nodes();
@@ -453,7 +472,10 @@ class XmlImporter {
       const std::string up = d.parent >= 0
                                  ? devs_[static_cast<size_t>(d.parent)].id
                                  : "cpu" + std::to_string(cpus_[static_cast<size_t>(d.cpu)].index);
-      gb_.pcie(up, d.id, d.gen, d.width, d.line);
+      if (d.c2c)
+        gb_.c2c(up, d.id, d.spec.c2c_Bps, d.line);
+      else
+        gb_.pcie(up, d.id, d.gen, d.width, d.line);
     };
     for (NodeKind k : {NodeKind::pcie_switch, NodeKind::gpu, NodeKind::nic}) {
       if (k == NodeKind::gpu) {
@@ -508,9 +530,10 @@ class XmlImporter {
         } else if (e.tclass.rfind("0x03", 0) == 0) {
           note(e.line,
                "NVLink of " + d.id + " to GPU " + e.target + ", which is not in the file: dropped");
-        } else {
+        } else if (!d.c2c) {
           note(e.line, "NVLink of " + d.id + " to the CPU (" + e.target +
-                           ", NVLink-C2C) is not modelled: the host link stays PCIe");
+                           ", NVLink-C2C) is not modelled for a " + d.spec.model +
+                           " below a PCIe bridge: the host link stays PCIe");
         }
       }
     }

@@ -472,7 +472,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
         auto place = [&](const std::vector<int>& part, const std::string& parent,
                          bool force_switch) {
           if (part.size() == 1 && !force_switch) {
-            gb.pcie(parent, dev_id(part[0]), gen, width, dev_line(part[0]));
+            if (part[0] < n_gpu && parent == cpu && spec->c2c_Bps > 0)
+              gb.c2c(cpu, dev_id(part[0]), spec->c2c_Bps, dev_line(part[0]));  // Grace Hopper
+            else
+              gb.pcie(parent, dev_id(part[0]), gen, width, dev_line(part[0]));
             return;
           }
           const std::string sw = "sw" + std::to_string(n_sw++);

@@ -154,10 +154,11 @@ NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
 }
 
 LinkKind parse_link_kind(const Reader& r, const std::string& s, const Ptr& at) {
-  for (LinkKind k : {LinkKind::pcie, LinkKind::nvlink, LinkKind::upi, LinkKind::xgmi}) {
+  for (LinkKind k :
+       {LinkKind::pcie, LinkKind::nvlink, LinkKind::upi, LinkKind::xgmi, LinkKind::c2c}) {
     if (to_string(k) == s) return k;
   }
-  r.fail(at, "unknown link kind '" + s + "' (expected pcie, nvlink, upi or xgmi)");
+  r.fail(at, "unknown link kind '" + s + "' (expected pcie, nvlink, upi, xgmi or c2c)");
 }
 
 // Default one-way hop latencies (see topology/README.md, "Latency"): PCIe switch/root-port hop
@@ -170,6 +171,7 @@ constexpr double kDefaultSocketLatency_s = 0.2e-6;
 double default_latency(LinkKind k) {
   switch (k) {
     case LinkKind::pcie:
+    case LinkKind::c2c:
       return kDefaultPcieLatency_s;
     case LinkKind::nvlink:
       return kDefaultNvlinkLatency_s;

@@ -57,6 +57,8 @@ std::string to_string(LinkKind k) {
       return "upi";
     case LinkKind::xgmi:
       return "xgmi";
+    case LinkKind::c2c:
+      return "c2c";
   }
   return "?";
 }

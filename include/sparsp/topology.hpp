@@ -23,7 +23,9 @@
 namespace sparsp::topology {
 
 enum class NodeKind { gpu, pcie_switch, root_port, cpu, nvswitch, nic };
-enum class LinkKind { pcie, nvlink, upi, xgmi };
+/// c2c: NVLink-C2C from a Grace CPU to its Hopper/Blackwell GPU, the GPU's host link where PCIe
+/// would be (a tree edge, cpu upstream); its capacity is given (capacity_Bps).
+enum class LinkKind { pcie, nvlink, upi, xgmi, c2c };
 
 /// GPU-pair path classes exactly as `nvidia-smi topo -m` defines them (legend strings
 /// "X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS").
@@ -53,6 +55,7 @@ struct GpuSpec {
   int pcie_width = 0;                ///< the card's own PCIe width
   int nvlink_gen = 0;                ///< NVLink generation (0: none)
   int nvlink_links = 0;              ///< NVLinks per GPU
+  double c2c_Bps = 0;  ///< NVLink-C2C to its CPU, nominal per direction, bytes/s (0: none)
   double nvlink_per_link_Bps = 0;    ///< nominal rate of one NVLink per direction, bytes/s
   std::vector<std::string> aliases;  ///< other names (nvidia-smi's, short forms)
   std::vector<int> pci_device_ids;   ///< PCI device ids (vendor 0x10de)

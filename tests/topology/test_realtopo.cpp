@@ -38,7 +38,7 @@ struct RealCase {
   const char* pair01 = "";          // path class of GPU0-GPU1 as the real topo -m shows it
   const char* pair0last = "";       // path class of GPU0 and the last GPU
   double nvlink_per_link_GBps = 0;  // per-link nominal rate of every NVLink, 0: none
-  int pcie_gen = 0;                 // PCIe generation of GPU0's own link
+  int pcie_gen = 0;                 // PCIe generation of GPU0's own link, 0: not PCIe
   std::vector<int> numa;            // gpu_numa_node as the OS numbers it
   std::vector<int> socket;          // gpu_socket
   const char* note = "";            // an importer note that must be there
@@ -106,9 +106,10 @@ const std::vector<RealCase> kCases = {
     // Gen5 from the model (HGX B200 datasheet).
     {"simllm_vastai-hgx-b200-8x_topo-m.txt", "B200", "", "", 8, 2, -1, -1, "NVIDIA B200", "NV18",
      "NV18", 50, 5, {0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1, 1}, ""},
-    // Quad GH200: NV6 all pairs; NUMA Affinity lists "0,5-11": 4 Grace sockets, GPU i on NUMA i.
+    // Quad GH200: NV6 all pairs; NUMA Affinity lists "0,5-11": 4 Grace sockets, GPU i on NUMA i;
+    // the host link is NVLink-C2C, not PCIe (checked below).
     {"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200", "", "", 4, 4, -1, -1, "NVIDIA GH200 480GB", "NV6",
-     "NV6", 25, 5, {0, 1, 2, 3}, {0, 1, 2, 3}, ""},
+     "NV6", 25, 0, {0, 1, 2, 3}, {0, 1, 2, 3}, ""},
     // DGX-1 V100: NIC columns named mlx5_2 mlx5_0 mlx5_3 mlx5_1 (4 NICs); NV1/NV2 hybrid cube mesh;
     // no NUMA column: 2 sockets from SYS (GPUs 0-3, 4-7), also between NVLink peers (GPU0-GPU4 is
     // NV2 but on the other socket); V100 PCIe Gen3 (V100 datasheet).
@@ -162,7 +163,7 @@ TEST_CASE("real topology files import with the facts their README gives") {
       CHECK(l.nvlink_per_link_Bps / 1e9 == doctest::Approx(c.nvlink_per_link_GBps));
     }
     CHECK((nvlinks > 0) == (c.nvlink_per_link_GBps > 0));
-    CHECK(uplink_of(*t, "gpu0").pcie_gen == c.pcie_gen);
+    if (c.pcie_gen > 0) CHECK(uplink_of(*t, "gpu0").pcie_gen == c.pcie_gen);
     for (size_t g = 0; g < c.numa.size(); ++g)
       CHECK(t->gpu_numa_node(static_cast<int>(g)) == c.numa[g]);
     for (size_t g = 0; g < c.socket.size(); ++g)
@@ -222,6 +223,30 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   CHECK(rv.h2d_Bps[0] / 1e9 == doctest::Approx(13.2512).epsilon(1e-4));
   CHECK(rv.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(22.0).epsilon(1e-6));  // NV1
   CHECK(rv.bandwidth_Bps[0][5] < rv.bandwidth_Bps[0][1]);                      // SYS < NV1
+
+  // Quad GH200: each GPU's host link is NVLink-C2C from its own Grace, 450 GB/s per direction
+  // nominal (GH200 datasheet: 900 GB/s bidirectional) times the NVLink copy-engine efficiency
+  // 396/450 = 396 GB/s.
+  auto gh = import({"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200"});
+  REQUIRE(gh.ok());
+  for (int g = 0; g < 4; ++g) {
+    const std::string id = "gpu" + std::to_string(g);
+    const auto up = std::find_if(gh->links().begin(), gh->links().end(), [&](const Link& l) {
+      return l.b == id && l.kind != LinkKind::nvlink;
+    });
+    REQUIRE(up != gh->links().end());
+    CHECK(up->kind == LinkKind::c2c);
+    CHECK(up->a == "cpu" + std::to_string(g));
+  }
+  const auto rg = single_flow_report(*gh);
+  CHECK(rg.h2d_Bps[0] / 1e9 == doctest::Approx(396.0).epsilon(1e-6));
+  CHECK(rg.d2h_Bps[3] / 1e9 == doctest::Approx(396.0).epsilon(1e-6));
+  // c2c joins a cpu to a gpu, nothing else.
+  auto bad = Topology::build(
+      "x", "", {Node{"cpu0", NodeKind::cpu}, Node{"gpu0", NodeKind::gpu, find_gpu_model("GH200")}},
+      {Link{"gpu0", "cpu0", LinkKind::c2c}}, {}, "x.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("c2c joins a cpu (a) to a gpu (b)") != std::string::npos);
 
   // ESC8000A-E12 (RTX 6000 Ada, Gen4 x16): measured bandwidthTest H2D 26.8 GB/s, D2H 26.3 GB/s,
   // p2pBandwidthLatencyTest unidirectional P2P-on 26.32-26.33 GB/s. Model: 16 GT/s * 16 / 8 *
