@@ -29,8 +29,14 @@ struct GraphBuilder {
   std::vector<std::string> node_places, link_places;
   std::vector<std::string> notes;
 
+  /// Bytes outside printable ASCII (what a file quotes may be any bytes) become '?', so that the
+  /// note stays one line and valid UTF-8 in the JSON.
   void note(const std::string& file, const std::string& place, const std::string& what) {
-    notes.push_back(input_error(file, place, what).message);
+    std::string line = input_error(file, place, what).message;
+    for (char& c : line) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    }
+    notes.push_back(std::move(line));
   }
 
   void node(Node n, int line) {

@@ -336,3 +336,53 @@ TEST_CASE("NCCL XML: placeholder links, graph dumps, bad --nvlink") {
   REQUIRE_MESSAGE(two.ok(), (two.ok() ? "" : two.error().message));
   CHECK(two->nvlink_count(0, 1) == 6);
 }
+
+TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
+  // A dual-port card (two <net> under one pci function) is one NIC with ports 2; the same
+  // <nic> (same net names) under both CPUs is one NIC; two numaid="-1" CPUs are numbered in file
+  // order after the known ones (here: none known).
+  const std::string xml =
+      "<system version=\"1\">\n"
+      "  <cpu numaid=\"-1\">\n"
+      "    <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><gpu dev=\"0\" sm=\"80\"/></pci>\n"
+      "    <pci busid=\"0000:02:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><nic><net name=\"mlx5_0\"/><net name=\"mlx5_1\"/></nic></pci>\n"
+      "    <nic><net name=\"eth0\"/></nic>\n"
+      "  </cpu>\n"
+      "  <cpu numaid=\"-1\">\n"
+      "    <pci busid=\"0000:81:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><gpu dev=\"1\" sm=\"80\"/></pci>\n"
+      "    <nic><net name=\"eth0\"/></nic>\n"
+      "  </cpu>\n"
+      "</system>\n";
+  auto t = import_nccl_xml(xml, "n.xml");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(count_kind(*t, NodeKind::nic) == 2);
+  CHECK(t->nodes()[static_cast<size_t>(t->node_index("nic0"))].ports == 2);
+  CHECK(t->nodes()[static_cast<size_t>(t->node_index("nic1"))].ports == 1);
+  CHECK(uplink_of(*t, "nic1").a == "cpu0");
+  CHECK(t->gpu_socket(0) == 0);
+  CHECK(t->gpu_socket(1) == 1);
+  const std::string notes = notes_of(*t);
+  CHECK(notes.find("n.xml:2: numaid=\"-1\" (NUMA node unknown): numbered socket 0") !=
+        std::string::npos);
+  CHECK(notes.find("n.xml:7: numaid=\"-1\" (NUMA node unknown): numbered socket 1") !=
+        std::string::npos);
+  CHECK(notes.find("n.xml:9: NIC eth0 listed under two CPUs: kept once") != std::string::npos);
+  // sm 80 with a generic model: NVLink rate from sm (Ampere, NVLink 3: 25 GB/s per link).
+  CHECK(to_string(t->path_class(0, 1), t->nvlink_count(0, 1)) == "SYS");
+  auto back = Topology::from_json_text(t->to_json(), "re.json");
+  REQUIRE(back.ok());
+  CHECK(back->nodes()[static_cast<size_t>(back->node_index("nic0"))].ports == 2);
+  // A note quoting bytes that are not UTF-8 (fuzzer find: a mangled NVLink target) stays
+  // printable, so the JSON export does not throw.
+  auto odd = import_nccl_xml(
+      "<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\">"
+      "<nvlink target=\"0000:0\xff:00.0\" count=\"2\" tclass=\"0x030200\"/></gpu></pci></cpu>"
+      "</system>",
+      "o.xml");
+  REQUIRE(odd.ok());
+  CHECK(notes_of(*odd).find("to GPU 0000:0?:00.0, which is not in the file") != std::string::npos);
+  CHECK(Topology::from_json_text(odd->to_json(), "re.json").ok());
+}
