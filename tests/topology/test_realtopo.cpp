@@ -260,6 +260,21 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   CHECK(ra.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(26.33).epsilon(0.02));
 }
 
+TEST_CASE("nvidia-smi: NUMA ids as the OS numbers them") {
+  // tests/data/topology/cases/2x-gen3-switch-no-p2p: both GPUs show NUMA Affinity 1 (one socket,
+  // the machine's second NUMA node): gpu_numa_node stays 1, the socket index is 0 (host0).
+  auto t = import_nvidia_smi(
+      read(std::string(SPARSP_TEST_DATA_DIR) + "/topology/cases/2x-gen3-switch-no-p2p/topo.txt"),
+      "topo.txt");
+  REQUIRE(t.ok());
+  CHECK(t->num_sockets() == 1);
+  CHECK(t->gpu_numa_node(0) == 1);
+  CHECK(t->gpu_numa_node(1) == 1);
+  CHECK(t->gpu_socket(0) == 0);
+  CHECK(t->host_endpoints() == std::vector<std::string>{"host0"});
+  CHECK(t->to_json().find("\"numa_id\": 1") != std::string::npos);
+}
+
 TEST_CASE("GPU model registry") {
   // Every entry parsed, with its PCIe generation (datasheets): V100 Gen3, A100 Gen4, H100 Gen5.
   CHECK(find_gpu_model("V100 PCIe")->pcie_gen == 3);
