@@ -50,7 +50,7 @@ struct TopoArgs {
   std::string file;
   bool json = false;
   // import
-  std::string format, output, gpu_model, p2p, acs;
+  std::string format, output, gpu_model, p2p, acs, nvlink;
   int pcie_gen = 0, pcie_width = 0;
 };
 
@@ -133,18 +133,30 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
                   << ", \"peak_bf16_flops\": " << static_cast<long long>(g.peak_bf16_flops)
                   << ", \"memory_bandwidth_Bps\": "
                   << static_cast<long long>(g.memory_bandwidth_Bps)
-                  << ", \"p2p_capable\": " << (g.p2p_capable ? "true" : "false") << "}"
+                  << ", \"p2p_capable\": " << (g.p2p_capable ? "true" : "false")
+                  << ", \"architecture\": \"" << g.architecture
+                  << "\", \"sm_version\": " << g.sm_version << ", \"pcie_gen\": " << g.pcie_gen
+                  << ", \"pcie_width\": " << g.pcie_width << ", \"nvlink_gen\": " << g.nvlink_gen
+                  << ", \"nvlink_links\": " << g.nvlink_links
+                  << ", \"nvlink_per_link_Bps\": " << static_cast<long long>(g.nvlink_per_link_Bps)
+                  << ", \"c2c_Bps\": " << static_cast<long long>(g.c2c_Bps) << "}"
                   << (i + 1 < table.size() ? "," : "") << "\n";
       }
       std::cout << "]\n";
     } else {
-      std::printf("%-46s %5s %3s %9s %12s %10s %s\n", "model", "SMs", "CEs", "memory GiB",
-                  "bf16 TFLOP/s", "mem GB/s", "P2P");
+      std::printf("%-46s %5s %3s %9s %12s %10s %-3s %4s %s\n", "model", "SMs", "CEs", "memory GiB",
+                  "bf16 TFLOP/s", "mem GB/s", "P2P", "PCIe", "NVLink");
       for (const auto& g : topo::gpu_models()) {
-        std::printf("%-46s %5d %3d %9.0f %12.1f %10.0f %s\n", g.model.c_str(), g.sm_count,
+        char nvlink[64] = "-";
+        if (g.nvlink_links > 0)
+          std::snprintf(nvlink, sizeof nvlink, "gen%d %dx %.4g GB/s", g.nvlink_gen, g.nvlink_links,
+                        g.nvlink_per_link_Bps / 1e9);
+        char pcie[16] = "-";
+        if (g.pcie_gen > 0) std::snprintf(pcie, sizeof pcie, "%dx%d", g.pcie_gen, g.pcie_width);
+        std::printf("%-46s %5d %3d %9.0f %12.1f %10.0f %-3s %4s %s\n", g.model.c_str(), g.sm_count,
                     g.copy_engines, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
                     g.peak_bf16_flops / 1e12, g.memory_bandwidth_Bps / 1e9,
-                    g.p2p_capable ? "yes" : "no");
+                    g.p2p_capable ? "yes" : "no", pcie, nvlink);
       }
     }
     ctx.exit_code = 0;
@@ -167,6 +179,10 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
       ->add_option("--pcie-width", args->pcie_width,
                    "PCIe width of every link (default: the input's, else 16)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
+  import->add_option(
+      "--nvlink", args->nvlink,
+      "NVLink the input does not list: nvswitch:N (N links per GPU into one NVSwitch "
+      "fabric) or direct:N (N links per GPU over all peers); default none");
   import->add_option("--p2p", args->p2p, "peer access (default: the GPU model's, off for GeForce)")
       ->check(CLI::IsMember({"on", "off"}));
   import
@@ -185,6 +201,7 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
   opt.pcie_width = args->pcie_width;
   if (!args->p2p.empty()) opt.p2p = args->p2p == "on";
   opt.acs_redirect = args->acs == "on";
+  opt.nvlink = args->nvlink;
   const std::string name = args->file == "-" ? "<stdin>" : args->file;
   auto t = args->format == "nvidia-smi" ? topo::import_nvidia_smi(*text, name, opt)
                                         : topo::import_nccl_xml(*text, name, opt);
@@ -196,6 +213,7 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = report(st.error());
     return;
   }
+  for (const auto& n : t->options().notes) std::cerr << "sparsp: warning: " << n << "\n";
   if (t->num_gpus() > 0 && t->gpu(0).peak_bf16_flops <= 0)
     std::cerr << "sparsp: warning: " << name << ": GPU model '" << t->gpu(0).model
               << "' has no compute figures (0 SMs, 0 FLOP/s); pass --gpu-model (see `sparsp topo "

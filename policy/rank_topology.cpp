@@ -26,7 +26,7 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
                    std::to_string(topo.num_gpus()) + " GPUs)"};
     rt.gpu_of_rank.push_back(g);
     rt.ancestors.push_back(topo.ancestors(g));
-    rt.numa.push_back(topo.gpu_numa_node(g));
+    rt.numa.push_back(topo.gpu_socket(g));
   }
   rt.p2p.assign(gpus.size() * gpus.size(), 0);
   for (size_t a = 0; a < gpus.size(); ++a)

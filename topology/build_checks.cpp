@@ -124,6 +124,9 @@ std::optional<Error> Builder::check_link(size_t i, std::set<std::pair<int, int>>
     case LinkKind::xgmi:
       e = check_socket_link(i, a, b);
       break;
+    case LinkKind::c2c:
+      e = check_c2c_link(i, a, b);
+      break;
   }
   if (e) return e;
   return check_link_numbers(i);
@@ -152,17 +155,36 @@ std::optional<Error> Builder::check_pcie_link(size_t i, int a, int b) {
   if (ka == NodeKind::nvswitch || kb == NodeKind::nvswitch) {
     return link_error(i, "kind", "nvswitch nodes connect by nvlink only");
   }
+  if (auto e = claim_upstream(i, a, b, "an upstream PCIe link")) return e;
+  if (l.capacity_Bps == 0 && !l.capacity_measured)
+    l.capacity_Bps = pcie_usable_Bps(l.pcie_gen, l.pcie_width);
+  return std::nullopt;
+}
+
+// Makes tree link i (a upstream of b) b's one upstream link; an error if b has one already.
+std::optional<Error> Builder::claim_upstream(size_t i, int a, int b, const std::string& what) {
   if (t_.up_link[static_cast<size_t>(b)] >= 0) {
     return link_error(i, "b",
-                      "'" + l.b + "' already has an upstream PCIe link (" +
+                      "'" + t_.links[i].b + "' already has " + what + " (" +
                           link_place(static_cast<size_t>(t_.up_link[static_cast<size_t>(b)])) +
                           ")");
   }
   t_.up_link[static_cast<size_t>(b)] = static_cast<int>(i);
   t_.parent[static_cast<size_t>(b)] = a;
-  if (l.capacity_Bps == 0 && !l.capacity_measured)
-    l.capacity_Bps = pcie_usable_Bps(l.pcie_gen, l.pcie_width);
   return std::nullopt;
+}
+
+// NVLink-C2C link i: from a cpu (upstream) to a gpu, the gpu's one upstream link, with a given
+// capacity. Records the tree edge as a PCIe link would.
+std::optional<Error> Builder::check_c2c_link(size_t i, int a, int b) {
+  const Link& l = t_.links[i];
+  if (t_.nodes[static_cast<size_t>(a)].kind != NodeKind::cpu ||
+      t_.nodes[static_cast<size_t>(b)].kind != NodeKind::gpu) {
+    return link_error(i, "kind", "c2c joins a cpu (a) to a gpu (b)");
+  }
+  if (l.capacity_Bps == 0 && !l.capacity_measured)
+    return link_error(i, "capacity_Bps", "c2c link needs a capacity");
+  return claim_upstream(i, a, b, "an upstream link");
 }
 
 // NVLink i between a and b: two gpus or a gpu and an nvswitch, its count and per-link

@@ -47,6 +47,8 @@ class Builder {
   std::optional<Error> check_pcie_link(size_t i, int a, int b);
   std::optional<Error> check_nvlink_link(size_t i, int a, int b);
   std::optional<Error> check_socket_link(size_t i, int a, int b) const;
+  std::optional<Error> check_c2c_link(size_t i, int a, int b);
+  std::optional<Error> claim_upstream(size_t i, int a, int b, const std::string& what);
   std::optional<Error> check_link_numbers(size_t i) const;
   std::optional<Error> check_sockets();
 

@@ -1,7 +1,8 @@
 #pragma once
-// The preset topologies of configs/topologies/*.json, embedded into the library at build time by
-// topology/CMakeLists.txt (generated embedded_presets.cpp), so that Topology::load("<name>") works
-// from any working directory.
+// The preset topologies of configs/topologies/*.json and the GPU model registry configs/gpus/,
+// embedded into the library at build time by topology/CMakeLists.txt (generated
+// embedded_presets.cpp, embedded_gpu_models.cpp), so that Topology::load("<name>") and the model
+// table work from any working directory.
 #include <cstddef>
 
 namespace sparsp::topology::detail {
@@ -13,5 +14,8 @@ struct EmbeddedPreset {
 
 extern const EmbeddedPreset kEmbeddedPresets[];
 extern const std::size_t kEmbeddedPresetCount;
+/// The GPU model registry, configs/gpus/*.json (topology/gpu_models.cpp parses it).
+extern const EmbeddedPreset kEmbeddedGpuModels[];
+extern const std::size_t kEmbeddedGpuModelCount;
 
 }  // namespace sparsp::topology::detail

@@ -1,66 +1,80 @@
-// GPU model table. Figures are from NVIDIA datasheets and architecture whitepapers (cited per
-// entry); peak_bf16_flops is the dense (no structured sparsity) tensor-core rate with FP32
-// accumulate; memory is the datasheet figure, which is binary (GiB): the H200's "141 GB" is
-// 143771 MiB = 140.4 GiB on the replay machine (nvidia-smi), an RTX 4090's "24 GB" 24564 MiB;
-// copy_engines is cudaDeviceProp::asyncEngineCount as deviceQuery prints it for that family.
+// GPU model registry: configs/gpus/models.json, embedded at build time (topology/CMakeLists.txt),
+// one entry per model with a source for every figure (the entry's "sources" object). Figures are
+// datasheet ones: peak_bf16_flops is the dense (no structured sparsity) tensor-core rate with FP32
+// accumulate; memory is the datasheet figure, read as binary (GiB): the H200's "141 GB" is
+// 143771 MiB = 140.4 GiB on the replay machine (nvidia-smi); copy_engines is
+// cudaDeviceProp::asyncEngineCount as deviceQuery prints it for that family.
 #include <algorithm>
+#include <cassert>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
 
+#include "embedded_presets.hpp"
 #include "sparsp/topology.hpp"
 #include "sparsp/units.hpp"
 
 namespace sparsp::topology {
 namespace {
 
-GpuSpec make(const char* model, int sms, int copy_engines, double memory_GiB, double bf16_TFLOPs,
-             double memory_GBps, bool p2p) {
+using nlohmann::json;
+
+// The registry is compiled in, so a malformed entry is a build defect: it asserts with the entry
+// and key (tests/topology/test_core.cpp loads every entry).
+[[noreturn]] void registry_defect(const std::string& where, const std::string& what) {
+  std::fprintf(stderr, "%s:%d: configs/gpus registry %s: %s\n", __FILE__, __LINE__, where.c_str(),
+               what.c_str());
+  std::abort();
+}
+
+GpuSpec parse_entry(const json& e, const std::string& where) {
+  auto num = [&](const char* key) -> double {
+    if (!e.contains(key) || !e[key].is_number())
+      registry_defect(where, std::string("no number ") + key);
+    return e[key].get<double>();
+  };
+  auto integer = [&](const char* key) { return static_cast<int>(num(key)); };
   GpuSpec g;
-  g.model = model;
-  g.sm_count = sms;
-  g.copy_engines = copy_engines;
-  g.memory_bytes = memory_GiB * units::kGiB;
-  g.peak_bf16_flops = units::TFLOPs_to_FLOPs(bf16_TFLOPs);
-  g.memory_bandwidth_Bps = units::GBps_to_Bps(memory_GBps);
-  g.p2p_capable = p2p;
+  g.model = e.value("model", "");
+  if (g.model.empty()) registry_defect(where, "no model name");
+  g.sm_count = integer("sm_count");
+  g.copy_engines = integer("copy_engines");
+  g.memory_bytes = num("memory_GiB") * units::kGiB;
+  g.peak_bf16_flops = units::TFLOPs_to_FLOPs(num("bf16_dense_TFLOPs"));
+  g.memory_bandwidth_Bps = units::GBps_to_Bps(num("memory_bandwidth_GBps"));
+  if (!e.contains("p2p") || !e["p2p"].is_boolean()) registry_defect(where, "no boolean p2p");
+  g.p2p_capable = e["p2p"].get<bool>();
+  g.architecture = e.value("architecture", "");
+  g.sm_version = integer("sm_version");
+  g.pcie_gen = integer("pcie_gen");
+  g.pcie_width = integer("pcie_width");
+  g.nvlink_gen = integer("nvlink_gen");
+  g.nvlink_links = integer("nvlink_links");
+  g.nvlink_per_link_Bps = units::GBps_to_Bps(num("nvlink_per_link_GBps"));
+  if (e.contains("c2c_GBps")) g.c2c_Bps = units::GBps_to_Bps(num("c2c_GBps"));
+  for (const auto& a : e.value("aliases", json::array())) g.aliases.push_back(a.get<std::string>());
+  for (const auto& id : e.value("pci_device_ids", json::array()))
+    g.pci_device_ids.push_back(
+        static_cast<int>(std::strtol(id.get<std::string>().c_str(), nullptr, 16)));
+  if (!e.contains("sources") || !e["sources"].is_object() || e["sources"].empty())
+    registry_defect(where, "no sources");
   return g;
 }
 
 std::vector<GpuSpec> build_table() {
-  return {
-      // NVIDIA Ada GPU architecture whitepaper v2.1, appendix table (RTX 4090): 128 SMs, 24 GB
-      // GDDR6X at 1008 GB/s, BF16 tensor with FP32 accumulate 165.2 TFLOPS dense. GeForce: peer
-      // access disabled by the stock driver.
-      make("NVIDIA GeForce RTX 4090", 128, 2, 24, 165.2, 1008, false),
-      // NVIDIA RTX Blackwell GPU architecture whitepaper v1.0 (RTX 5090): 170 SMs, 32 GB GDDR7 at
-      // 1792 GB/s, BF16 with FP32 accumulate 209.5 TFLOPS dense. GeForce: no P2P.
-      make("NVIDIA GeForce RTX 5090", 170, 2, 32, 209.5, 1792, false),
-      // NVIDIA L40S datasheet (2023): 142 SMs (Ada AD102), 48 GB GDDR6 at 864 GB/s, BF16 tensor
-      // 362.05 TFLOPS dense (733 with sparsity).
-      make("NVIDIA L40S", 142, 2, 48, 362.05, 864, true),
-      // NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (2025): 188 SMs, 96 GB GDDR7 at
-      // 1597 GB/s; 4 PFLOPS FP4 with sparsity -> 2 dense -> 1 FP8 -> 0.5 PFLOPS BF16 dense.
-      make("NVIDIA RTX PRO 6000 Blackwell Server Edition", 188, 2, 96, 500.0, 1597, true),
-      // NVIDIA A100 datasheet (A100 80GB PCIe): 108 SMs, 80 GB HBM2e at 1935 GB/s, BF16 tensor
-      // 312 TFLOPS dense.
-      make("NVIDIA A100 80GB PCIe", 108, 3, 80, 312, 1935, true),
-      // NVIDIA H100 datasheet (H100 PCIe): 114 SMs, 80 GB HBM2e at 2000 GB/s, BF16 756 TFLOPS
-      // dense (1513 with sparsity).
-      make("NVIDIA H100 PCIe", 114, 3, 80, 756, 2000, true),
-      // NVIDIA H100 datasheet (H100 SXM): 132 SMs, 80 GB HBM3 at 3350 GB/s, BF16 989.4 TFLOPS
-      // dense (1979 with sparsity).
-      make("NVIDIA H100 SXM", 132, 3, 80, 989.4, 3350, true),
-      // NVIDIA H200 datasheet (H200 SXM): 132 SMs, 141 GB HBM3e at 4800 GB/s, BF16 989 TFLOPS
-      // dense.
-      make("NVIDIA H200", 132, 3, 141, 989, 4800, true),
-      // NVIDIA H200 datasheet (H200 NVL, PCIe card): 132 SMs, 141 GB at 4800 GB/s, BF16 835.5
-      // TFLOPS dense (1671 with sparsity).
-      make("NVIDIA H200 NVL", 132, 3, 141, 835.5, 4800, true),
-      // NVIDIA Turing GPU architecture whitepaper (RTX 2080 Ti): 68 SMs, 11 GB GDDR6 at 616 GB/s;
-      // no BF16 tensor cores (0). GeForce: no P2P. (Present for the 2x-gen3 real case.)
-      make("NVIDIA GeForce RTX 2080 Ti", 68, 3, 11, 0, 616, false),
-      // Placeholder for importers when the model is unknown: P2P-capable, no compute figures.
-      make("generic", 0, 2, 0, 0, 0, true),
-  };
+  std::vector<GpuSpec> out;
+  for (std::size_t f = 0; f < detail::kEmbeddedGpuModelCount; ++f) {
+    const auto& file = detail::kEmbeddedGpuModels[f];
+    const std::string name = std::string("configs/gpus/") + file.name + ".json";
+    const json doc = json::parse(file.text, nullptr, false);
+    if (doc.is_discarded() || !doc.contains("models") || !doc["models"].is_array())
+      registry_defect(name, "not a {\"schema_version\": 1, \"models\": [...]} document");
+    for (std::size_t i = 0; i < doc["models"].size(); ++i)
+      out.push_back(parse_entry(doc["models"][i], name + ":/models/" + std::to_string(i)));
+  }
+  assert(!out.empty());
+  return out;
 }
 
 std::string squash(std::string_view s) {
@@ -73,6 +87,40 @@ std::string squash(std::string_view s) {
   return out;
 }
 
+// A name without punctuation, case and the vendor words ("NVIDIA", "GeForce", "Tesla"), so that
+// "rtx4090", "GeForce RTX 4090" and the full name compare equal.
+std::string key_of(std::string_view name) {
+  std::string key = squash(name);
+  for (const char* prefix : {"nvidia", "tesla", "geforce"}) {
+    if (key.rfind(prefix, 0) == 0) key = key.substr(std::string_view(prefix).size());
+  }
+  return key;
+}
+
+// Registry entries whose name or an alias has this key.
+std::vector<const GpuSpec*> matches(const std::string& key) {
+  std::vector<const GpuSpec*> out;
+  for (const GpuSpec& g : gpu_models()) {
+    bool hit = key_of(g.model) == key;
+    for (const auto& a : g.aliases) hit = hit || key_of(a) == key;
+    if (hit) out.push_back(&g);
+  }
+  return out;
+}
+
+// Names with a trailing memory size, e.g. "... Server Edition (96 GB)", "H100 SXM 80GB (HGX
+// baseboard)": the model's key followed by digits and "gb".
+const GpuSpec* memory_suffixed(const std::string& key) {
+  for (const GpuSpec& g : gpu_models()) {
+    const std::string m = key_of(g.model);
+    if (m == "generic" || key.size() <= m.size() || key.rfind(m, 0) != 0) continue;
+    size_t i = m.size();
+    while (i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
+    if (i > m.size() && key.compare(i, 2, "gb") == 0) return &g;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 const std::vector<GpuSpec>& gpu_models() {
@@ -80,49 +128,33 @@ const std::vector<GpuSpec>& gpu_models() {
   return table;
 }
 
+Result<GpuSpec> lookup_gpu_model(std::string_view name, const std::string& file) {
+  const std::string key = key_of(name);
+  const std::string unknown =
+      "unknown GPU model '" + std::string(name) + "' (--gpu-model; see `sparsp topo models`)";
+  if (key.empty()) return input_error(file, "", unknown);
+  const auto hits = matches(key);
+  if (hits.size() > 1) {
+    std::string list;
+    for (const GpuSpec* g : hits) list += (list.empty() ? "" : ", ") + g->model;
+    return input_error(file, "",
+                       "GPU model '" + std::string(name) + "' matches several models (" + list +
+                           "): give the full name (see `sparsp topo models`)");
+  }
+  if (hits.size() == 1) return *hits[0];
+  if (const GpuSpec* g = memory_suffixed(key)) return *g;
+  return input_error(file, "", unknown);
+}
+
 std::optional<GpuSpec> find_gpu_model(std::string_view name) {
-  std::string key = squash(name);
-  if (key.empty()) return std::nullopt;
-  // Drop vendor words so "rtx4090", "GeForce RTX 4090" and the full name all match.
-  for (const char* prefix : {"nvidia", "geforce"}) {
-    if (key.rfind(prefix, 0) == 0) key = key.substr(std::string_view(prefix).size());
-  }
-  if (key.rfind("geforce", 0) == 0) key = key.substr(7);
-  // Common short forms.
-  static const std::pair<const char*, const char*> kAliases[] = {
-      {"a100pcie", "a10080gbpcie"},
-      {"a100pcie80gb", "a10080gbpcie"},
-      {"a100", "a10080gbpcie"},
-      {"h100sxm5", "h100sxm"},
-      {"h100sxm80gb", "h100sxm"},
-      {"h200sxm", "h200"},
-      {"h200sxm141gb", "h200"},
-      {"rtxpro6000", "rtxpro6000blackwellserveredition"},
-      {"rtxpro6000blackwell", "rtxpro6000blackwellserveredition"},
-  };
-  for (const auto& [alias, target] : kAliases) {
-    if (key == alias && *target) key = target;
-  }
+  auto g = lookup_gpu_model(name, "");
+  if (!g) return std::nullopt;
+  return *g;
+}
+
+std::optional<GpuSpec> find_gpu_model_by_pci_id(int device_id) {
   for (const GpuSpec& g : gpu_models()) {
-    std::string m = squash(g.model);
-    if (m.rfind("nvidia", 0) == 0) m = m.substr(6);
-    if (m.rfind("geforce", 0) == 0) m = m.substr(7);
-    if (m == key) return g;
-  }
-  // Names with a trailing memory size in parentheses, e.g. "... Server Edition (96 GB)".
-  for (const GpuSpec& g : gpu_models()) {
-    std::string m = squash(g.model);
-    if (m.rfind("nvidia", 0) == 0) m = m.substr(6);
-    if (m.rfind("geforce", 0) == 0) m = m.substr(7);
-    if (m != "generic" && key.rfind(m, 0) == 0 && key.size() > m.size()) {
-      std::string_view rest(key);
-      rest.remove_prefix(m.size());
-      // Only a memory-size suffix ("96gb", "80gb", "11gb", "80gbhgxbaseboard") may follow.
-      if (rest.find("gb") != std::string_view::npos &&
-          std::isdigit(static_cast<unsigned char>(rest[0]))) {
-        return g;
-      }
-    }
+    if (std::count(g.pci_device_ids.begin(), g.pci_device_ids.end(), device_id)) return g;
   }
   return std::nullopt;
 }

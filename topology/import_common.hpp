@@ -1,5 +1,7 @@
 #pragma once
 // Helpers shared by the importers (nvidia-smi text, NCCL XML).
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,11 +20,24 @@ inline constexpr double kImportPcieLatency_s = 0.1e-6;
 inline constexpr double kImportNvlinkLatency_s = 0.1e-6;
 inline constexpr double kImportSocketLatency_s = 0.2e-6;
 
-/// Accumulates nodes and links with the place (line number) each came from.
+/// Accumulates nodes and links with the place (line number) each came from, and the importer's
+/// notes (what it assumed or dropped: "<file>:<place>: <what>", printed as warnings by the CLI and
+/// kept in the topology JSON's "source_notes").
 struct GraphBuilder {
   std::vector<Node> nodes;
   std::vector<Link> links;
   std::vector<std::string> node_places, link_places;
+  std::vector<std::string> notes;
+
+  /// Bytes outside printable ASCII (what a file quotes may be any bytes) become '?', so that the
+  /// note stays one line and valid UTF-8 in the JSON.
+  void note(const std::string& file, const std::string& place, const std::string& what) {
+    std::string line = input_error(file, place, what).message;
+    for (char& c : line) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    }
+    notes.push_back(std::move(line));
+  }
 
   void node(Node n, int line) {
     nodes.push_back(std::move(n));
@@ -45,13 +60,29 @@ struct GraphBuilder {
     links.push_back(std::move(l));
     link_places.push_back(std::to_string(line));
   }
-  void nvlink(const std::string& a, const std::string& b, int count, int line) {
+  /// NVLink-C2C host link cpu -> gpu of a GPU model with `c2c_Bps` nominal per direction; usable
+  /// capacity = nominal x the NVLink copy-engine efficiency (nvlink_usable_Bps; C2C itself is not
+  /// measured here).
+  void c2c(const std::string& cpu, const std::string& gpu, double c2c_Bps, int line) {
+    Link l;
+    l.a = cpu;
+    l.b = gpu;
+    l.kind = LinkKind::c2c;
+    l.capacity_Bps = nvlink_usable_Bps(1, c2c_Bps);
+    l.capacity_measured = true;
+    l.latency_s = kImportPcieLatency_s;
+    links.push_back(std::move(l));
+    link_places.push_back(std::to_string(line));
+  }
+  /// `per_link_Bps` 0: the NVLink 3/4 default (nvlink_default_per_link_Bps).
+  void nvlink(const std::string& a, const std::string& b, int count, int line,
+              double per_link_Bps = 0) {
     Link l;
     l.a = a;
     l.b = b;
     l.kind = LinkKind::nvlink;
     l.nvlink_count = count;
-    l.nvlink_per_link_Bps = nvlink_default_per_link_Bps();
+    l.nvlink_per_link_Bps = per_link_Bps > 0 ? per_link_Bps : nvlink_default_per_link_Bps();
     l.latency_s = kImportNvlinkLatency_s;
     links.push_back(std::move(l));
     link_places.push_back(std::to_string(line));
@@ -75,12 +106,56 @@ struct GraphBuilder {
 
 /// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty.
 inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& file) {
-  const std::string name = options.gpu_model.empty() ? "generic" : options.gpu_model;
-  auto g = find_gpu_model(name);
-  if (!g)
+  return lookup_gpu_model(options.gpu_model.empty() ? "generic" : options.gpu_model, file);
+}
+
+/// PCIe generation when the input gives no real one: --pcie-gen, else the GPU model's own, else
+/// Gen4 (kImportDefaultGen).
+inline int import_default_gen(const ImportOptions& options, const GpuSpec& spec) {
+  if (options.pcie_gen > 0) return options.pcie_gen;
+  return spec.pcie_gen > 0 ? spec.pcie_gen : kImportDefaultGen;
+}
+inline int import_default_width(const ImportOptions& options, const GpuSpec& spec) {
+  if (options.pcie_width > 0) return options.pcie_width;
+  return spec.pcie_width > 0 ? spec.pcie_width : kImportDefaultWidth;
+}
+
+/// Nominal per-link NVLink rate of a GPU: the model's, else from its NVLink generation, else the
+/// NVLink 3/4 default.
+inline double import_nvlink_rate_Bps(const GpuSpec& spec) {
+  if (spec.nvlink_per_link_Bps > 0) return spec.nvlink_per_link_Bps;
+  if (spec.nvlink_gen > 0) return nvlink_per_link_Bps_of_gen(spec.nvlink_gen);
+  return nvlink_default_per_link_Bps();
+}
+
+/// Parses --nvlink ("nvswitch:N" or "direct:N", N links per GPU); nullopt when empty. Errors
+/// name the option.
+struct NvlinkFill {
+  bool nvswitch = false;
+  int links = 0;
+};
+inline Result<std::optional<NvlinkFill>> parse_nvlink_fill(const std::string& v,
+                                                           const std::string& file) {
+  if (v.empty()) return std::optional<NvlinkFill>();
+  const size_t colon = v.find(':');
+  const std::string kind = v.substr(0, colon);
+  NvlinkFill f;
+  f.nvswitch = kind == "nvswitch";
+  char* end = nullptr;
+  const std::string n = colon == std::string::npos ? "" : v.substr(colon + 1);
+  const long links = std::strtol(n.c_str(), &end, 10);
+  if ((kind != "nvswitch" && kind != "direct") || n.empty() || *end != '\0' || links < 1 ||
+      links > 64)
     return input_error(file, "",
-                       "unknown GPU model '" + name + "' (--gpu-model; see `sparsp topo models`)");
-  return *g;
+                       "--nvlink '" + v + "': expected nvswitch:N or direct:N with N in 1..64");
+  f.links = static_cast<int>(links);
+  return std::optional<NvlinkFill>(f);
+}
+
+/// The topology name of an imported file: its base name.
+inline std::string import_name(const std::string& file) {
+  const auto slash = file.find_last_of('/');
+  return slash == std::string::npos ? file : file.substr(slash + 1);
 }
 
 }  // namespace sparsp::topology::detail

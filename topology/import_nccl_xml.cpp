@@ -1,19 +1,25 @@
-// Importer for NCCL's topology XML (the file NCCL writes with NCCL_TOPO_DUMP_FILE):
+// Importer for NCCL's topology XML, read as NCCL itself reads it (src/graph/xml.cc, topo.cc):
 //   <system version="1">
 //     <cpu numaid="0" vendor="GenuineIntel" ...>
 //       <pci busid="0000:17:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
-//         <pci busid="0000:18:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
-//           <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="..." count="12"
+//         <pci busid="0000:18:00.0" class="0x030200" device="0x2330" link_speed=... link_width=...>
+//           <gpu dev="0" sm="90" rank="0" gdr="1"><nvlink target="..." count="18"
 //           tclass="0x068000"/></gpu>
 //         </pci>
-//         <pci busid="..." ...><nic><net name="mlx5_0" .../></nic></pci>
+//         <pci busid="..." class="0x020000" ...><nic><net name="mlx5_0" .../></nic></pci>
 //       </pci>
+//       <nic><net name="eth0" .../></nic>
 //     </cpu>
 //   </system>
-// A pci element holding a gpu is that GPU, one holding a nic is a NIC, one holding pci elements is
-// a PCIe switch; each pci element's link_speed/link_width describe its upstream link. NVLinks to
-// tclass 0x068000 targets are NVSwitches (one node per target bus id); NVLinks to GPU bus ids are
-// direct bonded links. GPUs are numbered by their `dev` attribute (must be 0..N-1).
+// A pci element is typed by its `class`, as NCCL does: 0x03.... is a GPU (with or without a <gpu>
+// child; cloud vendors' static files omit it), 0x02.... a NIC, anything else holding pci elements
+// a bridge or switch. Each pci element's link_speed/link_width describe its upstream link;
+// link_width="0" and an empty or "Unknown" link_speed mean "same as the parent". GPUs are numbered
+// by their <gpu dev>, or in bus-id order when any GPU has no <gpu> child. The GPU model comes from
+// --gpu-model, else the pci `device` id (configs/gpus registry), else "generic". NVLinks to
+// tclass 0x068000 targets (or NCCL's fffffff:ff:ff.0 placeholder) are NVSwitches, one node per
+// target bus id; NVLinks to GPU bus ids are direct bonded links, at the GPU model's per-link rate.
+// Whatever the importer assumes or drops is a note (warning on stderr, "source_notes" in JSON).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -31,11 +37,49 @@ struct Fail {
   Error error;
 };
 
+// NCCL writes this bus id for the NVSwitch fabric of a VM that hides the NVSwitches.
+constexpr const char* kNvswitchPlaceholderBusid = "fffffff:ff:ff.0";
+constexpr int kNvidiaVendorId = 0x10de;
+
+struct NvlinkEntry {
+  std::string target, tclass;
+  int count, line;
+};
+
+// One pci element that plays a part in routing (switch, GPU or NIC), or a <nic> under a <cpu>.
+struct Dev {
+  NodeKind kind = NodeKind::pcie_switch;
+  std::string id;     // node id, assigned when the graph is built
+  int parent = -1;    // index into devs_, -1: the cpu
+  int cpu = 0;        // index into cpus_ (file order)
+  std::string busid;  // empty for a <nic> directly under a <cpu>
+  int gen = 0;        // 0: not given anywhere above (resolved from the GPU model)
+  int width = 0;      // 0: likewise
+  bool from_file = false;
+  int line = 0;
+  // GPU
+  int dev = -1;        // <gpu dev>, -1: no <gpu> child
+  int device_id = -1;  // pci device attribute (vendor 0x10de), -1: none
+  int sm = 0;          // <gpu sm>
+  bool c2c = false;    // host link is NVLink-C2C (an NVLink to its CPU, model with c2c_Bps)
+  std::vector<NvlinkEntry> nvlinks;
+  GpuSpec spec;
+  // NIC
+  int ports = 1;
+  std::string nets;  // the <net> names, for recognising one NIC listed under two CPUs
+};
+
+struct Cpu {
+  int numaid = -1;  // the file's numaid, -1 unknown
+  int index = 0;    // socket index 0..C-1
+  int line = 0;
+};
+
 class XmlImporter {
  public:
   XmlImporter(std::string_view text, const std::string& file, const ImportOptions& options,
-              const GpuSpec& spec)
-      : text_(text), file_(file), options_(options), spec_(spec) {}
+              const std::optional<GpuSpec>& forced, const std::optional<detail::NvlinkFill>& fill)
+      : text_(text), file_(file), options_(options), forced_(forced), fill_(fill) {}
 
   Result<Topology> run() {
     pugi::xml_document doc;
@@ -48,45 +92,21 @@ class XmlImporter {
           std::string("invalid XML: ") + res.description());
     }
     try {
-      const pugi::xml_node system = doc.child("system");
-      if (!system)
-        fail(doc.first_child() ? doc.first_child() : doc, "expected a <system> root element");
-      std::vector<pugi::xml_node> cpus;
-      for (pugi::xml_node c : system.children("cpu")) cpus.push_back(c);
-      if (cpus.empty()) fail(system, "no <cpu> element");
-      // NUMA ids renumbered 0..C-1 in ascending numaid order (ties by file order).
-      std::vector<std::pair<long, size_t>> order;
-      for (size_t i = 0; i < cpus.size(); ++i)
-        order.emplace_back(int_attr(cpus[i], "numaid", static_cast<long>(i)), i);
-      std::stable_sort(order.begin(), order.end());
-      std::vector<std::string> cpu_ids(cpus.size());
-      bool amd = false;
-      for (size_t k = 0; k < order.size(); ++k) {
-        const pugi::xml_node c = cpus[order[k].second];
-        Node n;
-        n.id = "cpu" + std::to_string(k);
-        n.kind = NodeKind::cpu;
-        n.numa_node = static_cast<int>(k);
-        cpu_ids[order[k].second] = n.id;
-        cpu_nodes_.push_back({std::move(n), line_of(c)});
-        amd = amd || std::string(c.attribute("vendor").as_string()) == "AuthenticAMD";
-      }
-      for (size_t i = 0; i < cpus.size(); ++i) walk(cpus[i], cpu_ids[i]);
-      return finish(cpu_ids, amd ? LinkKind::xgmi : LinkKind::upi, line_of(system));
+      const pugi::xml_node system = system_of(doc);
+      read_cpus(system);
+      for (size_t i = 0; i < cpu_xml_.size(); ++i) walk(cpu_xml_[i], -1, static_cast<int>(i));
+      check_gpus_present(system);
+      number_gpus();
+      pick_models();
+      resolve_links();
+      mark_c2c();
+      return build(line_of(system));
     } catch (const Fail& f) {
       return f.error;
     }
   }
 
  private:
-  struct GpuEntry {
-    int dev;
-    std::string busid;
-    std::string parent;
-    int gen, width, line;
-    std::vector<std::tuple<std::string, int, bool, int>> nvlinks;  // target, count, to_switch, line
-  };
-
   // Line of a 0-based offset into the XML text (pugixml's offsets).
   int line_at(size_t offset) const { return line_of_offset(text_, offset + 1); }
   int line_of(const pugi::xml_node& n) const {
@@ -96,9 +116,13 @@ class XmlImporter {
   [[noreturn]] void fail(const pugi::xml_node& n, const std::string& what) const {
     throw Fail{input_error(file_, std::to_string(line_of(n)), what)};
   }
+  [[noreturn]] void fail_at(int line, const std::string& what) const {
+    throw Fail{input_error(file_, std::to_string(line), what)};
+  }
+  void note(int line, const std::string& what) { gb_.note(file_, std::to_string(line), what); }
 
-  long int_attr(const pugi::xml_node& n, const char* name,
-                std::optional<long> def = std::nullopt) const {
+  long int_attr(const pugi::xml_node& n, const char* name, std::optional<long> def = std::nullopt,
+                long min = 0) const {
     const pugi::xml_attribute a = n.attribute(name);
     if (!a) {
       if (def) return *def;
@@ -107,166 +131,472 @@ class XmlImporter {
     const std::string v = a.as_string();
     char* end = nullptr;
     const long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || x < 0 || x > 100000)
+    if (v.empty() || *end != '\0' || x < min || x > 100000)
       fail(n, std::string(name) + "=\"" + v + "\" is not a valid number");
     return x;
   }
 
-  // PCIe gen from NCCL's link_speed ("16.0 GT/s PCIe", "8 GT/s", "Unknown").
-  int gen_of(const pugi::xml_node& n) const {
-    if (options_.pcie_gen > 0) return options_.pcie_gen;
-    const pugi::xml_attribute a = n.attribute("link_speed");
-    if (!a || std::string(a.as_string()).empty() ||
-        std::string(a.as_string()).rfind("Unknown", 0) == 0)
-      return detail::kImportDefaultGen;
-    const std::string v = a.as_string();
+  static int hex_attr(const pugi::xml_node& n, const char* name) {
+    const std::string v = n.attribute(name).as_string();
+    if (v.size() < 3 || v.compare(0, 2, "0x") != 0) return -1;
     char* end = nullptr;
-    const double gt = std::strtod(v.c_str(), &end);
-    static const std::pair<double, int> kSpeeds[] = {{2.5, 1}, {5, 2},  {8, 3},
-                                                     {16, 4},  {32, 5}, {64, 6}};
-    for (const auto& [rate, gen] : kSpeeds) {
-      if (end != v.c_str() && std::fabs(gt - rate) < 1e-6) return gen;
+    const long x = std::strtol(v.c_str() + 2, &end, 16);
+    return *end == '\0' && x >= 0 && x <= 0xffff ? static_cast<int>(x) : -1;
+  }
+
+  // The <system> root; other roots NCCL writes (its graph dump) get a message saying what they
+  // are.
+  pugi::xml_node system_of(const pugi::xml_document& doc) const {
+    const pugi::xml_node system = doc.child("system");
+    if (system) return system;
+    pugi::xml_node first = doc.first_child();
+    if (!first) first = doc;
+    if (doc.child("graphs"))
+      fail(first,
+           "this is NCCL's graph dump (NCCL_GRAPH_DUMP_FILE: rings and trees), not a topology; "
+           "import the NCCL_TOPO_DUMP_FILE output of the same run instead");
+    fail(first, "expected a <system> root element");
+  }
+
+  // CPUs: socket index 0..C-1 in ascending numaid order (ties by file order); numaid="-1"
+  // (unknown) ones follow in file order, with a note.
+  void read_cpus(const pugi::xml_node& system) {
+    for (pugi::xml_node c : system.children("cpu")) cpu_xml_.push_back(c);
+    if (cpu_xml_.empty()) fail(system, "no <cpu> element");
+    std::vector<std::pair<long, size_t>> order;
+    for (size_t i = 0; i < cpu_xml_.size(); ++i) {
+      Cpu c;
+      c.numaid = static_cast<int>(int_attr(cpu_xml_[i], "numaid", static_cast<long>(i), -1));
+      c.line = line_of(cpu_xml_[i]);
+      cpus_.push_back(c);
+      order.emplace_back(c.numaid < 0 ? 100001 : c.numaid, i);
+      amd_ = amd_ || std::string(cpu_xml_[i].attribute("vendor").as_string()) == "AuthenticAMD";
     }
-    fail(n, "unknown link_speed \"" + v + "\" (expected 2.5, 5, 8, 16, 32 or 64 GT/s)");
+    std::stable_sort(order.begin(), order.end());
+    for (size_t k = 0; k < order.size(); ++k) {
+      Cpu& c = cpus_[order[k].second];
+      c.index = static_cast<int>(k);
+      if (c.numaid < 0)
+        note(c.line, "numaid=\"-1\" (NUMA node unknown): numbered socket " + std::to_string(k) +
+                         " in file order");
+    }
   }
 
-  int width_of(const pugi::xml_node& n) const {
-    if (options_.pcie_width > 0) return options_.pcie_width;
-    if (!n.attribute("link_width")) return detail::kImportDefaultWidth;
-    const long w = int_attr(n, "link_width");
-    if (w == 0) return detail::kImportDefaultWidth;  // NCCL writes 0 when unknown
-    if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
-      fail(n, "link_width " + std::to_string(w) + " is not 1, 2, 4, 8 or 16");
-    return static_cast<int>(w);
+  // A link's gen/width: the element's own when real, else the parent's (0 when none above).
+  void link_of(const pugi::xml_node& n, int parent, Dev& d) const {
+    const Dev* up = parent >= 0 ? &devs_[static_cast<size_t>(parent)] : nullptr;
+    d.gen = up ? up->gen : 0;
+    d.width = up ? up->width : 0;
+    d.from_file = up && up->from_file;
+    const std::string speed = n.attribute("link_speed").as_string();
+    if (!speed.empty() && speed.rfind("Unknown", 0) != 0) {
+      char* end = nullptr;
+      const double gt = std::strtod(speed.c_str(), &end);
+      static const std::pair<double, int> kSpeeds[] = {{2.5, 1}, {5, 2},  {8, 3},
+                                                       {16, 4},  {32, 5}, {64, 6}};
+      int gen = 0;
+      for (const auto& [rate, g] : kSpeeds) {
+        if (end != speed.c_str() && std::fabs(gt - rate) < 1e-6) gen = g;
+      }
+      if (gen == 0)
+        fail(n, "unknown link_speed \"" + speed + "\" (expected 2.5, 5, 8, 16, 32 or 64 GT/s)");
+      d.gen = gen;
+      d.from_file = true;
+    }
+    if (n.attribute("link_width")) {
+      const long w = int_attr(n, "link_width");
+      if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
+        fail(n, "link_width " + std::to_string(w) + " is not 1, 2, 4, 8 or 16");
+      if (w != 0) d.width = static_cast<int>(w);  // NCCL writes 0 when unknown
+    }
   }
 
-  void walk(const pugi::xml_node& parent_xml, const std::string& parent, int depth = 0) {
+  void walk(const pugi::xml_node& parent_xml, int parent, int cpu, int depth = 0) {
     if (depth > 32) fail(parent_xml, "PCIe hierarchy deeper than 32 levels");
     for (pugi::xml_node c : parent_xml.children()) {
       const std::string name = c.name();
       if (name == "pci") {
-        const std::string busid = c.attribute("busid").as_string();
-        if (busid.empty()) fail(c, "<pci> without busid");
-        if (!busids_.insert(busid).second) fail(c, "duplicate busid " + busid);
-        const int gen = gen_of(c), width = width_of(c);
-        if (pugi::xml_node g = c.child("gpu")) {
-          GpuEntry e{
-              static_cast<int>(int_attr(g, "dev")), busid, parent, gen, width, line_of(g), {}};
-          for (pugi::xml_node nv : g.children("nvlink")) {
-            const std::string target = nv.attribute("target").as_string();
-            if (target.empty()) fail(nv, "<nvlink> without target");
-            const long count = int_attr(nv, "count");
-            if (count < 1 || count > 64) fail(nv, "NVLink count must be 1..64");
-            const std::string tclass = nv.attribute("tclass").as_string();
-            e.nvlinks.emplace_back(target, static_cast<int>(count), tclass == "0x068000",
-                                   line_of(nv));
-          }
-          gpus_.push_back(std::move(e));
-        } else if (c.child("nic")) {
-          const std::string id = "nic" + std::to_string(nics_.size());
-          nics_.push_back({id, parent, gen, width, line_of(c)});
-        } else if (c.child("pci")) {
-          const std::string id = "sw" + std::to_string(switches_.size());
-          switches_.push_back({id, parent, gen, width, line_of(c)});
-          walk(c, id, depth + 1);
-        }
-        // Other PCI functions (no gpu, nic or children) play no part in routing.
+        pci(c, parent, cpu, depth);
       } else if (name == "nic") {
-        const std::string id = "nic" + std::to_string(nics_.size());
-        nics_.push_back(
-            {id, parent, detail::kImportDefaultGen, detail::kImportDefaultWidth, line_of(c)});
+        Dev d;
+        d.kind = NodeKind::nic;
+        d.parent = parent;
+        d.cpu = cpu;
+        d.line = line_of(c);
+        if (parent >= 0) link_of(parent_xml, parent, d);
+        add_nic(c, std::move(d));
       }
     }
   }
 
-  Result<Topology> finish(const std::vector<std::string>& cpu_ids, LinkKind socket_kind,
-                          int system_line) {
-    if (gpus_.empty()) return input_error(file_, std::to_string(system_line), "no <gpu> element");
-    std::sort(gpus_.begin(), gpus_.end(),
-              [](const GpuEntry& a, const GpuEntry& b) { return a.dev < b.dev; });
-    std::map<std::string, int> gpu_of_bus;
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      if (gpus_[i].dev != static_cast<int>(i)) {
-        return input_error(file_, std::to_string(gpus_[i].line),
-                           "GPU dev numbers must be 0.." + std::to_string(gpus_.size() - 1) +
-                               ", got dev=\"" + std::to_string(gpus_[i].dev) + "\"");
+  void pci(const pugi::xml_node& c, int parent, int cpu, int depth) {
+    const std::string busid = c.attribute("busid").as_string();
+    if (busid.empty()) fail(c, "<pci> without busid");
+    const std::string cls = c.attribute("class").as_string();
+    const bool is_gpu = c.child("gpu") || cls.rfind("0x03", 0) == 0;
+    const bool is_nic = !is_gpu && (c.child("nic") || cls.rfind("0x02", 0) == 0);
+    if (!busids_.insert(busid).second) {
+      if (is_nic) {
+        note(line_of(c), "NIC " + busid + " listed twice: kept once");
+        return;
       }
-      gpu_of_bus[gpus_[i].busid] = static_cast<int>(i);
+      fail(c, "duplicate busid " + busid);
     }
-    GraphBuilder gb;
-    for (auto& [n, line] : cpu_nodes_) gb.node(n, line);
-    for (const auto& s : switches_) {
-      Node n;
-      n.id = s.id;
-      n.kind = NodeKind::pcie_switch;
-      n.acs_redirect = options_.acs_redirect;
-      gb.node(std::move(n), s.line);
-      gb.pcie(s.parent, s.id, s.gen, s.width, s.line);
+    Dev d;
+    d.parent = parent;
+    d.cpu = cpu;
+    d.busid = busid;
+    d.line = line_of(c);
+    link_of(c, parent, d);
+    if (is_gpu) {
+      d.kind = NodeKind::gpu;
+      if (hex_attr(c, "vendor") == kNvidiaVendorId) d.device_id = hex_attr(c, "device");
+      if (pugi::xml_node g = c.child("gpu")) read_gpu(g, d);
+      devs_.push_back(std::move(d));
+    } else if (is_nic) {
+      d.kind = NodeKind::nic;
+      add_nic(c.child("nic"), std::move(d));
+    } else if (c.child("pci")) {
+      d.kind = NodeKind::pcie_switch;
+      devs_.push_back(std::move(d));
+      walk(c, static_cast<int>(devs_.size()) - 1, cpu, depth + 1);
+    } else if (cls.empty()) {
+      ++bare_pci_;  // a static skeleton's bare bus id
     }
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      Node n;
-      n.id = "gpu" + std::to_string(i);
-      n.kind = NodeKind::gpu;
-      n.gpu = spec_;
-      gb.node(std::move(n), gpus_[i].line);
-      gb.pcie(gpus_[i].parent, "gpu" + std::to_string(i), gpus_[i].gen, gpus_[i].width,
-              gpus_[i].line);
+    // Other PCI functions (no GPU, NIC or children) play no part in routing.
+  }
+
+  void read_gpu(const pugi::xml_node& g, Dev& d) {
+    d.dev = static_cast<int>(int_attr(g, "dev"));
+    d.line = line_of(g);
+    d.sm = static_cast<int>(int_attr(g, "sm", 0L));
+    if (pugi::xml_node x = g.child("xgmi")) {
+      fail(x,
+           "AMD xGMI GPU links (<xgmi>, RCCL's topology) are not modelled; refusing the file "
+           "rather than dropping them");
     }
-    for (const auto& nic : nics_) {
-      Node n;
-      n.id = nic.id;
-      n.kind = NodeKind::nic;
-      gb.node(std::move(n), nic.line);
-      gb.pcie(nic.parent, nic.id, nic.gen, nic.width, nic.line);
+    for (pugi::xml_node nv : g.children("nvlink")) {
+      NvlinkEntry e;
+      e.target = nv.attribute("target").as_string();
+      if (e.target.empty()) fail(nv, "<nvlink> without target");
+      const long count = int_attr(nv, "count");
+      if (count < 1 || count > 64) fail(nv, "NVLink count must be 1..64");
+      e.count = static_cast<int>(count);
+      e.tclass = nv.attribute("tclass").as_string();
+      e.line = line_of(nv);
+      d.nvlinks.push_back(std::move(e));
     }
-    std::map<std::string, std::string> nvswitch_of_bus;
-    std::set<std::pair<int, int>> gpu_pairs;
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      for (const auto& [target, count, to_switch, line] : gpus_[i].nvlinks) {
-        if (to_switch) {
-          auto it = nvswitch_of_bus.find(target);
-          if (it == nvswitch_of_bus.end()) {
-            const std::string id = "nvswitch" + std::to_string(nvswitch_of_bus.size());
-            it = nvswitch_of_bus.emplace(target, id).first;
-            Node n;
-            n.id = id;
-            n.kind = NodeKind::nvswitch;
-            gb.node(std::move(n), line);
-          }
-          gb.nvlink("gpu" + std::to_string(i), it->second, count, line);
-        } else if (auto g = gpu_of_bus.find(target); g != gpu_of_bus.end()) {
-          const int a = std::min(static_cast<int>(i), g->second),
-                    b = std::max(static_cast<int>(i), g->second);
-          if (a != b && gpu_pairs.emplace(a, b).second)
-            gb.nvlink("gpu" + std::to_string(a), "gpu" + std::to_string(b), count, line);
+  }
+
+  // A NIC: one node per card (its <net> children are its ports); the same card listed under two
+  // CPUs (same <net> names) is one NIC.
+  void add_nic(const pugi::xml_node& nic, Dev d) {
+    int ports = 0;
+    for (pugi::xml_node net : nic.children("net")) {
+      d.nets += std::string(net.attribute("name").as_string()) + " ";
+      ++ports;
+    }
+    d.ports = std::max(ports, 1);
+    if (d.busid.empty() && !d.nets.empty()) {
+      for (const Dev& o : devs_) {
+        if (o.kind == NodeKind::nic && o.nets == d.nets) {
+          note(d.line, "NIC " + d.nets.substr(0, d.nets.size() - 1) +
+                           " listed under two CPUs: kept once, under the first");
+          return;
         }
-        // NVLinks to CPUs (POWER9) are not modelled.
       }
     }
-    gb.sockets(cpu_ids, socket_kind, system_line);
-    Topology::Options topt;
-    topt.p2p = options_.p2p.value_or(spec_.p2p_capable);
-    std::string name = file_;
-    if (auto slash = name.find_last_of('/'); slash != std::string::npos)
-      name = name.substr(slash + 1);
-    return Topology::build(name, "imported from NCCL topology XML: " + file_, std::move(gb.nodes),
-                           std::move(gb.links), topt, file_, std::move(gb.node_places),
-                           std::move(gb.link_places));
+    devs_.push_back(std::move(d));
   }
 
-  struct Device {
-    std::string id, parent;
-    int gen, width, line;
-  };
+  std::vector<int> gpus() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < devs_.size(); ++i) {
+      if (devs_[i].kind == NodeKind::gpu) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+
+  void check_gpus_present(const pugi::xml_node& system) const {
+    if (!gpus().empty()) return;
+    if (bare_pci_ > 0)
+      fail(system,
+           "no GPU in the file: it is a static topology skeleton (bare PCI bus ids, no GPU or NIC "
+           "class) that NCCL completes on the live machine; import the topology NCCL dumps there "
+           "instead (run with NCCL_TOPO_DUMP_FILE=topo.xml)");
+    fail_at(line_of(system), "no <gpu> element");
+  }
+
+  // GPU order: <gpu dev> when every GPU has one (must be 0..N-1), else bus-id order.
+  void number_gpus() {
+    gpu_order_ = gpus();
+    const bool all_dev = std::all_of(gpu_order_.begin(), gpu_order_.end(),
+                                     [&](int i) { return devs_[static_cast<size_t>(i)].dev >= 0; });
+    auto key = [&](int i) -> const Dev& { return devs_[static_cast<size_t>(i)]; };
+    if (all_dev) {
+      std::stable_sort(gpu_order_.begin(), gpu_order_.end(),
+                       [&](int a, int b) { return key(a).dev < key(b).dev; });
+      for (size_t k = 0; k < gpu_order_.size(); ++k) {
+        const Dev& d = key(gpu_order_[k]);
+        if (d.dev != static_cast<int>(k))
+          fail_at(d.line, "GPU dev numbers must be 0.." + std::to_string(gpu_order_.size() - 1) +
+                              ", got dev=\"" + std::to_string(d.dev) + "\"");
+      }
+    } else {
+      std::stable_sort(gpu_order_.begin(), gpu_order_.end(),
+                       [&](int a, int b) { return key(a).busid < key(b).busid; });
+      note(key(gpu_order_[0]).line,
+           "GPUs given by PCI class without a <gpu> element: numbered in bus-id order");
+    }
+    for (size_t k = 0; k < gpu_order_.size(); ++k)
+      gpu_of_bus_[key(gpu_order_[k]).busid] = static_cast<int>(k);
+  }
+
+  // Model per GPU: --gpu-model, else the pci device id, else generic.
+  void pick_models() {
+    for (int i : gpu_order_) {
+      Dev& d = devs_[static_cast<size_t>(i)];
+      if (forced_) {
+        d.spec = *forced_;
+        continue;
+      }
+      if (auto g = d.device_id >= 0 ? find_gpu_model_by_pci_id(d.device_id) : std::nullopt) {
+        d.spec = *g;
+        continue;
+      }
+      d.spec = *find_gpu_model("generic");
+      char id[16];
+      std::snprintf(id, sizeof id, "0x%04x", d.device_id);
+      if (d.device_id >= 0)
+        note(d.line, std::string("PCI device ") + id +
+                         " is not in the GPU registry: model generic (pass --gpu-model)");
+    }
+  }
+
+  // The first GPU at or below device i (file order), or nullptr.
+  const Dev* gpu_below(int i) const {
+    for (int g : gpus()) {
+      for (int a = g; a >= 0; a = devs_[static_cast<size_t>(a)].parent) {
+        if (a == i) return &devs_[static_cast<size_t>(g)];
+      }
+    }
+    return nullptr;
+  }
+
+  // Links nothing above gave a figure for take the GPU model's own PCIe link; a VM's placeholder
+  // (2.5 GT/s x1) above a Gen4+ GPU is replaced by it, with a note; --pcie-gen/--pcie-width win.
+  void resolve_links() {
+    for (size_t i = 0; i < devs_.size(); ++i) {
+      Dev& d = devs_[i];
+      const Dev* g = gpu_below(static_cast<int>(i));
+      const GpuSpec generic = *find_gpu_model("generic");
+      const GpuSpec& spec = g ? g->spec : generic;
+      const int gen = detail::import_default_gen(ImportOptions{}, spec);
+      const int width = detail::import_default_width(ImportOptions{}, spec);
+      const bool placeholder = d.from_file && d.gen == 1 && d.width == 1 && spec.pcie_gen >= 4;
+      if (placeholder && options_.pcie_gen == 0)
+        note(d.line, "2.5 GT/s x1 link above a Gen" + std::to_string(spec.pcie_gen) + " " +
+                         spec.model + " is a virtual bridge's placeholder: using the GPU's Gen" +
+                         std::to_string(gen) + " x" + std::to_string(width));
+      if (d.gen == 0 || placeholder) d.gen = gen;
+      if (d.width == 0 || placeholder) d.width = width;
+      if (options_.pcie_gen > 0) d.gen = options_.pcie_gen;
+      if (options_.pcie_width > 0) d.width = options_.pcie_width;
+    }
+  }
+
+  // Whether an NVLink entry points at the GPU's CPU: not itself, not an NVSwitch, not a GPU.
+  bool to_cpu(const Dev& d, const NvlinkEntry& e) const {
+    return e.target != d.busid && e.tclass != "0x068000" && e.target != kNvswitchPlaceholderBusid &&
+           !gpu_of_bus_.count(e.target) && e.tclass.rfind("0x03", 0) != 0;
+  }
+
+  // A GPU right under its <cpu> with an NVLink to the CPU and a model with NVLink-C2C (GH200):
+  // its host link is c2c, at the model's rate.
+  void mark_c2c() {
+    for (int i : gpu_order_) {
+      Dev& d = devs_[static_cast<size_t>(i)];
+      d.c2c = d.parent < 0 && d.spec.c2c_Bps > 0 &&
+              std::any_of(d.nvlinks.begin(), d.nvlinks.end(),
+                          [&](const NvlinkEntry& e) { return to_cpu(d, e); });
+    }
+  }
+
+  Result<Topology> build(int system_line) {
+    add_cpu_nodes();
+    add_device_nodes();
+    const bool listed = add_nvlinks();
+    add_nvlink_fill(listed, system_line);
+    std::vector<std::string> cpu_ids(cpus_.size());
+    for (size_t k = 0; k < cpus_.size(); ++k) cpu_ids[k] = "cpu" + std::to_string(k);
+    gb_.sockets(cpu_ids, amd_ ? LinkKind::xgmi : LinkKind::upi, system_line);
+    const GpuSpec& first = devs_[static_cast<size_t>(gpu_order_[0])].spec;
+    Topology::Options topt;
+    topt.p2p = options_.p2p.value_or(first.p2p_capable);
+    topt.notes = gb_.notes;
+    return Topology::build(detail::import_name(file_), "imported from NCCL topology XML: " + file_,
+                           std::move(gb_.nodes), std::move(gb_.links), topt, file_,
+                           std::move(gb_.node_places), std::move(gb_.link_places));
+  }
+
+  void add_cpu_nodes() {
+    std::vector<const Cpu*> by_index(cpus_.size());
+    for (const Cpu& c : cpus_) by_index[static_cast<size_t>(c.index)] = &c;
+    for (const Cpu* c : by_index) {
+      Node n;
+      n.id = "cpu" + std::to_string(c->index);
+      n.kind = NodeKind::cpu;
+      n.numa_node = c->index;
+      if (c->numaid >= 0 && c->numaid != c->index) n.numa_id = c->numaid;
+      gb_.node(std::move(n), c->line);
+    }
+  }
+
+  // Switches in file order (sw0..), GPUs in GPU order (gpu0..), NICs in file order (nic0..).
+  void add_device_nodes() {
+    int sw = 0, nic = 0;
+    for (Dev& d : devs_) {
+      if (d.kind == NodeKind::pcie_switch) d.id = "sw" + std::to_string(sw++);
+      if (d.kind == NodeKind::nic) d.id = "nic" + std::to_string(nic++);
+    }
+    for (size_t k = 0; k < gpu_order_.size(); ++k)
+      devs_[static_cast<size_t>(gpu_order_[k])].id = "gpu" + std::to_string(k);
+    auto add = [&](Dev& d) {
+      Node n;
+      n.id = d.id;
+      n.kind = d.kind;
+      if (d.kind == NodeKind::gpu) n.gpu = d.spec;
+      if (d.kind == NodeKind::pcie_switch) n.acs_redirect = options_.acs_redirect;
+      if (d.kind == NodeKind::nic) n.ports = d.ports;
+      gb_.node(std::move(n), d.line);
+      const std::string up = d.parent >= 0
+                                 ? devs_[static_cast<size_t>(d.parent)].id
+                                 : "cpu" + std::to_string(cpus_[static_cast<size_t>(d.cpu)].index);
+      if (d.c2c)
+        gb_.c2c(up, d.id, d.spec.c2c_Bps, d.line);
+      else
+        gb_.pcie(up, d.id, d.gen, d.width, d.line);
+    };
+    for (NodeKind k : {NodeKind::pcie_switch, NodeKind::gpu, NodeKind::nic}) {
+      if (k == NodeKind::gpu) {
+        for (int i : gpu_order_) add(devs_[static_cast<size_t>(i)]);
+        continue;
+      }
+      for (Dev& d : devs_) {
+        if (d.kind == k) add(d);
+      }
+    }
+  }
+
+  // Per-link rate: the GPU model's, else from <gpu sm>'s NVLink generation, else 25 GB/s.
+  static double nvlink_rate(const Dev& d) {
+    if (d.spec.nvlink_per_link_Bps > 0 || d.spec.nvlink_gen > 0)
+      return detail::import_nvlink_rate_Bps(d.spec);
+    if (const double r = nvlink_per_link_Bps_of_gen(nvlink_gen_of_sm(d.sm)); r > 0) return r;
+    return nvlink_default_per_link_Bps();
+  }
+
+  // Returns whether the file lists any NVLink.
+  bool add_nvlinks() {
+    std::map<std::string, std::string> nvswitch_of_bus;
+    std::set<std::pair<int, int>> pairs;
+    bool listed = false;
+    for (size_t k = 0; k < gpu_order_.size(); ++k) {
+      const Dev& d = devs_[static_cast<size_t>(gpu_order_[k])];
+      const double rate = nvlink_rate(d);
+      for (const NvlinkEntry& e : d.nvlinks) {
+        listed = true;
+        const auto g = gpu_of_bus_.find(e.target);
+        if (e.target == d.busid) {
+          note(e.line,
+               "NVLink of " + d.id + " to itself (" + std::to_string(e.count) + " links): dropped");
+        } else if (e.tclass == "0x068000" || e.target == kNvswitchPlaceholderBusid) {
+          auto it = nvswitch_of_bus.find(e.target);
+          if (it == nvswitch_of_bus.end()) {
+            it = nvswitch_of_bus
+                     .emplace(e.target, "nvswitch" + std::to_string(nvswitch_of_bus.size()))
+                     .first;
+            Node n;
+            n.id = it->second;
+            n.kind = NodeKind::nvswitch;
+            gb_.node(std::move(n), e.line);
+          }
+          gb_.nvlink(d.id, it->second, e.count, e.line, rate);
+        } else if (g != gpu_of_bus_.end()) {
+          const int a = std::min(static_cast<int>(k), g->second),
+                    b = std::max(static_cast<int>(k), g->second);
+          if (pairs.emplace(a, b).second)
+            gb_.nvlink("gpu" + std::to_string(a), "gpu" + std::to_string(b), e.count, e.line, rate);
+        } else if (e.tclass.rfind("0x03", 0) == 0) {
+          note(e.line,
+               "NVLink of " + d.id + " to GPU " + e.target + ", which is not in the file: dropped");
+        } else if (!d.c2c) {
+          note(e.line, "NVLink of " + d.id + " to the CPU (" + e.target +
+                           ", NVLink-C2C) is not modelled for a " + d.spec.model +
+                           " below a PCIe bridge: the host link stays PCIe");
+        }
+      }
+    }
+    return listed;
+  }
+
+  // NVLink the file does not list: a note, and links only where --nvlink says so.
+  void add_nvlink_fill(bool listed, int system_line) {
+    const bool static_file = std::any_of(gpu_order_.begin(), gpu_order_.end(), [&](int i) {
+      return devs_[static_cast<size_t>(i)].dev < 0;
+    });
+    if (listed) {
+      if (fill_)
+        fail_at(system_line,
+                "--nvlink: the file already lists NVLink; it only fills files without");
+      return;
+    }
+    if (!fill_) {
+      if (static_file)
+        note(system_line,
+             "the file lists no NVLink (a static vendor file); if the machine has NVLink, pass "
+             "--nvlink nvswitch:N or --nvlink direct:N (N links per GPU)");
+      return;
+    }
+    const int n = static_cast<int>(gpu_order_.size());
+    const double rate = nvlink_rate(devs_[static_cast<size_t>(gpu_order_[0])]);
+    note(system_line, std::string("NVLink added as told (--nvlink ") +
+                          (fill_->nvswitch ? "nvswitch:" : "direct:") +
+                          std::to_string(fill_->links) + ")");
+    if (fill_->nvswitch) {
+      Node s;
+      s.id = "nvswitch0";
+      s.kind = NodeKind::nvswitch;
+      gb_.node(std::move(s), system_line);
+      for (int k = 0; k < n; ++k)
+        gb_.nvlink("gpu" + std::to_string(k), "nvswitch0", fill_->links, system_line, rate);
+      return;
+    }
+    if (n < 2 || fill_->links % (n - 1) != 0)
+      fail_at(system_line, "--nvlink direct:" + std::to_string(fill_->links) + ": " +
+                               std::to_string(n) + " GPUs need a multiple of " +
+                               std::to_string(std::max(n - 1, 1)) + " links per GPU");
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b)
+        gb_.nvlink("gpu" + std::to_string(a), "gpu" + std::to_string(b), fill_->links / (n - 1),
+                   system_line, rate);
+    }
+  }
 
   std::string_view text_;
   const std::string& file_;
   const ImportOptions& options_;
-  const GpuSpec& spec_;
-  std::vector<std::pair<Node, int>> cpu_nodes_;
-  std::vector<GpuEntry> gpus_;
-  std::vector<Device> switches_, nics_;
+  const std::optional<GpuSpec>& forced_;
+  const std::optional<detail::NvlinkFill>& fill_;
+  GraphBuilder gb_;
+  std::vector<pugi::xml_node> cpu_xml_;
+  std::vector<Cpu> cpus_;
+  std::vector<Dev> devs_;
+  std::vector<int> gpu_order_;  // devs_ index of GPU k
+  std::map<std::string, int> gpu_of_bus_;
   std::set<std::string> busids_;
+  int bare_pci_ = 0;
+  bool amd_ = false;
 };
 
 }  // namespace
@@ -275,9 +605,15 @@ Result<Topology> import_nccl_xml(std::string_view text, const std::string& file,
                                  const ImportOptions& options) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return input_error(file, "1", "empty file");
-  auto spec = detail::import_gpu_spec(options, file);
-  if (!spec) return spec.error();
-  XmlImporter imp(text, file, options, *spec);
+  std::optional<GpuSpec> forced;
+  if (!options.gpu_model.empty()) {
+    auto spec = lookup_gpu_model(options.gpu_model, file);
+    if (!spec) return spec.error();
+    forced = *spec;
+  }
+  auto fill = detail::parse_nvlink_fill(options.nvlink, file);
+  if (!fill) return fill.error();
+  XmlImporter imp(text, file, options, forced, *fill);
   return imp.run();
 }
 

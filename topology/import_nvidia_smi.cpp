@@ -96,6 +96,39 @@ int device_index(const std::string& s, const char* prefix) {
   return v;
 }
 
+// A device column name of older drivers ("mlx5_2"): a letter, then letters, digits or '_', with a
+// digit somewhere; no spaces.
+bool is_device_name(const std::string& s) {
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) return false;
+  bool digit = false;
+  for (char ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return false;
+    digit = digit || std::isdigit(static_cast<unsigned char>(ch));
+  }
+  return digit;
+}
+
+// The lowest NUMA node of an affinity cell ("1", "0,5-11", "0-3"); nullopt for "N/A", empty or
+// anything else.
+std::optional<int> first_of_list(const std::string& v) {
+  std::optional<int> low;
+  int x = -1;
+  for (size_t i = 0; i <= v.size(); ++i) {
+    const char ch = i < v.size() ? v[i] : ',';
+    if (std::isdigit(static_cast<unsigned char>(ch))) {
+      x = (x < 0 ? 0 : x) * 10 + (ch - '0');
+      if (x > 100000) return std::nullopt;
+    } else if (ch == ',' || ch == '-') {
+      if (x < 0) return std::nullopt;
+      low = low ? std::min(*low, x) : x;
+      x = -1;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return low;
+}
+
 struct Cls {
   PathClass c = PathClass::sys;
   int nv = 0;
@@ -192,7 +225,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   std::vector<int> nic_columns;
   for (; col < head.size(); ++col) {
     const std::string& h = head[col];
-    if (device_index(h, "GPU") >= 0) {
+    if (n_gpu > 0 && device_index(h, "GPU") < 0 && is_device_name(h)) {
+      // Older drivers name NIC columns after the device (mlx5_2) instead of NICk.
+      nic_columns.push_back(static_cast<int>(columns.size()));
+    } else if (device_index(h, "GPU") >= 0) {
       if (device_index(h, "GPU") != n_gpu || !nic_columns.empty()) {
         return input_error(
             file, std::to_string(header_line),
@@ -228,7 +264,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     const int line = static_cast<int>(i) + 1;
     const auto c = cells(lines[i]);
     const std::string& label = c[0];
-    if (device_index(label, "NIC") >= 0) {
+    if (std::find(columns.begin() + n_gpu, columns.end(), label) != columns.end()) {
       // NIC rows: the GPU rows' NIC columns carry the structure; only check the tokens here.
       for (size_t k = 1; k < c.size() && k <= n_dev; ++k) {
         if (!c[k].empty() && !parse_token(c[k])) {
@@ -275,15 +311,8 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       }
       m[static_cast<size_t>(g)][k] = *cls;
     }
-    if (numa_col >= 0 && c.size() > n_dev + 1 + static_cast<size_t>(numa_col)) {
-      const std::string& v = c[n_dev + 1 + static_cast<size_t>(numa_col)];
-      if (!v.empty() &&
-          std::all_of(v.begin(), v.end(),
-                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
-          v.size() < 6) {
-        numa[static_cast<size_t>(g)] = std::stoi(v);
-      }
-    }
+    if (numa_col >= 0 && c.size() > n_dev + 1 + static_cast<size_t>(numa_col))
+      numa[static_cast<size_t>(g)] = first_of_list(c[n_dev + 1 + static_cast<size_t>(numa_col)]);
     row_line[static_cast<size_t>(g)] = line;
     last_line = line;
     ++rows;
@@ -308,8 +337,13 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   }
   auto spec = detail::import_gpu_spec(options, file);
   if (!spec) return spec.error();
-  const int gen = options.pcie_gen > 0 ? options.pcie_gen : detail::kImportDefaultGen;
-  const int width = options.pcie_width > 0 ? options.pcie_width : detail::kImportDefaultWidth;
+  if (!options.nvlink.empty())
+    return input_error(file, "",
+                       "--nvlink fills NVLink into NCCL XML files that list none; `nvidia-smi topo "
+                       "-m` lists NVLink itself (NV#)");
+  const int gen = detail::import_default_gen(options, *spec);
+  const int width = detail::import_default_width(options, *spec);
+  const double nvlink_rate_Bps = detail::import_nvlink_rate_Bps(*spec);
 
   // Devices: GPUs 0..n-1, then NICs n.. (from the GPU rows' NIC columns).
   const int n_nic = static_cast<int>(nic_columns.size());
@@ -323,38 +357,69 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   auto is = [](const Cls& c, std::initializer_list<PathClass> set) {
     return std::find(set.begin(), set.end(), c.c) != set.end();
   };
-  // Sockets (over GPUs; NICs follow their PIX GPU or the first GPU they share a socket with).
+  // Sockets (over GPUs; NICs follow their PIX GPU or the first GPU they share a socket with):
+  // PCIe classes short of SYS join GPUs, directly or through a NIC both reach without SYS; NV#
+  // pairs join when their NUMA nodes agree, or, where a NUMA node is unknown, unless a SYS entry
+  // lies between their groups.
   UnionFind sock(static_cast<size_t>(n_all));
+  const std::initializer_list<PathClass> kSameSocket = {PathClass::pix, PathClass::pxb,
+                                                        PathClass::phb, PathClass::node};
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = 0; j < i; ++j) {
-      const Cls c = rel(i, j);
-      if (is(c, {PathClass::pix, PathClass::pxb, PathClass::phb, PathClass::node}))
-        sock.unite(i, j);
-      if (c.c == PathClass::nvlink && numa[static_cast<size_t>(i)] == numa[static_cast<size_t>(j)])
-        sock.unite(i, j);
+      if (is(rel(i, j), kSameSocket)) sock.unite(i, j);
     }
   }
   std::vector<int> nic_anchor(static_cast<size_t>(n_nic), -1);  // GPU a NIC shares a socket with
   for (int k = 0; k < n_nic; ++k) {
     const int d = n_gpu + k;
-    for (PathClass want : {PathClass::pix, PathClass::pxb, PathClass::phb, PathClass::node}) {
+    for (PathClass want : kSameSocket) {
       for (int g = 0; g < n_gpu && nic_anchor[static_cast<size_t>(k)] < 0; ++g) {
         if (rel(g, d).c == want) nic_anchor[static_cast<size_t>(k)] = g;
       }
     }
-    if (nic_anchor[static_cast<size_t>(k)] >= 0) sock.unite(d, nic_anchor[static_cast<size_t>(k)]);
+    for (int g = 0; g < n_gpu; ++g) {
+      if (is(rel(g, d), kSameSocket)) sock.unite(d, g);
+    }
+  }
+  auto sys_between = [&](int i, int j) {
+    for (int a = 0; a < n_gpu; ++a) {
+      for (int b = 0; b < n_gpu; ++b) {
+        if (sock.find(a) == sock.find(i) && sock.find(b) == sock.find(j) &&
+            rel(a, b).c == PathClass::sys)
+          return true;
+      }
+    }
+    return false;
+  };
+  for (int i = 0; i < n_gpu; ++i) {
+    for (int j = 0; j < i; ++j) {
+      if (rel(i, j).c != PathClass::nvlink) continue;
+      const auto& ni = numa[static_cast<size_t>(i)];
+      const auto& nj = numa[static_cast<size_t>(j)];
+      if (ni && nj ? *ni == *nj : !sys_between(i, j)) sock.unite(i, j);
+    }
   }
   std::vector<int> gpus(static_cast<size_t>(n_gpu));
   std::iota(gpus.begin(), gpus.end(), 0);
   const auto socket_groups = groups(sock, gpus);
 
   GraphBuilder gb;
+  if (numa_col < 0 && n_gpu > 1)
+    gb.note(file, std::to_string(header_line),
+            "no NUMA Affinity column: " + std::to_string(socket_groups.size()) +
+                " socket(s) inferred from the SYS entries");
   std::vector<std::string> cpus;
+  std::set<int> numa_ids;
   for (size_t s = 0; s < socket_groups.size(); ++s) {
     Node cpu;
     cpu.id = "cpu" + std::to_string(s);
     cpu.kind = NodeKind::cpu;
     cpu.numa_node = static_cast<int>(s);
+    // The OS NUMA number, where every GPU of the socket names the same one.
+    const auto& first = numa[static_cast<size_t>(socket_groups[s][0])];
+    bool same = first.has_value();
+    for (int g : socket_groups[s]) same = same && numa[static_cast<size_t>(g)] == first;
+    if (same && numa_ids.insert(*first).second && *first != cpu.numa_node) cpu.numa_id = *first;
     gb.node(std::move(cpu), header_line);
     cpus.push_back("cpu" + std::to_string(s));
   }
@@ -407,7 +472,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
         auto place = [&](const std::vector<int>& part, const std::string& parent,
                          bool force_switch) {
           if (part.size() == 1 && !force_switch) {
-            gb.pcie(parent, dev_id(part[0]), gen, width, dev_line(part[0]));
+            if (part[0] < n_gpu && parent == cpu && spec->c2c_Bps > 0)
+              gb.c2c(cpu, dev_id(part[0]), spec->c2c_Bps, dev_line(part[0]));  // Grace Hopper
+            else
+              gb.pcie(parent, dev_id(part[0]), gen, width, dev_line(part[0]));
             return;
           }
           const std::string sw = "sw" + std::to_string(n_sw++);
@@ -477,7 +545,8 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     nvs.kind = NodeKind::nvswitch;
     gb.node(std::move(nvs), header_line);
     for (int i : fabric)
-      gb.nvlink("gpu" + std::to_string(i), "nvswitch0", k, row_line[static_cast<size_t>(i)]);
+      gb.nvlink("gpu" + std::to_string(i), "nvswitch0", k, row_line[static_cast<size_t>(i)],
+                nvlink_rate_Bps);
   }
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = i + 1; j < n_gpu; ++j) {
@@ -486,19 +555,17 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
                              std::count(fabric.begin(), fabric.end(), j);
       if (nv > 0 && !in_fabric)
         gb.nvlink("gpu" + std::to_string(i), "gpu" + std::to_string(j), nv,
-                  row_line[static_cast<size_t>(i)]);
+                  row_line[static_cast<size_t>(i)], nvlink_rate_Bps);
     }
   }
   gb.sockets(cpus, LinkKind::upi, header_line);
 
   Topology::Options topt;
   topt.p2p = options.p2p.value_or(spec->p2p_capable);
-  std::string name = file;
-  if (auto slash = name.find_last_of('/'); slash != std::string::npos)
-    name = name.substr(slash + 1);
-  auto t = Topology::build(name, "imported from nvidia-smi topo -m: " + file, std::move(gb.nodes),
-                           std::move(gb.links), topt, file, std::move(gb.node_places),
-                           std::move(gb.link_places));
+  topt.notes = gb.notes;
+  auto t = Topology::build(detail::import_name(file), "imported from nvidia-smi topo -m: " + file,
+                           std::move(gb.nodes), std::move(gb.links), topt, file,
+                           std::move(gb.node_places), std::move(gb.link_places));
   if (!t) return t;
   // The inferred tree must reproduce the input matrix exactly.
   for (int i = 0; i < n_gpu; ++i) {

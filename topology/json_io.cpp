@@ -154,10 +154,11 @@ NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
 }
 
 LinkKind parse_link_kind(const Reader& r, const std::string& s, const Ptr& at) {
-  for (LinkKind k : {LinkKind::pcie, LinkKind::nvlink, LinkKind::upi, LinkKind::xgmi}) {
+  for (LinkKind k :
+       {LinkKind::pcie, LinkKind::nvlink, LinkKind::upi, LinkKind::xgmi, LinkKind::c2c}) {
     if (to_string(k) == s) return k;
   }
-  r.fail(at, "unknown link kind '" + s + "' (expected pcie, nvlink, upi or xgmi)");
+  r.fail(at, "unknown link kind '" + s + "' (expected pcie, nvlink, upi, xgmi or c2c)");
 }
 
 // Default one-way hop latencies (see topology/README.md, "Latency"): PCIe switch/root-port hop
@@ -170,6 +171,7 @@ constexpr double kDefaultSocketLatency_s = 0.2e-6;
 double default_latency(LinkKind k) {
   switch (k) {
     case LinkKind::pcie:
+    case LinkKind::c2c:
       return kDefaultPcieLatency_s;
     case LinkKind::nvlink:
       return kDefaultNvlinkLatency_s;
@@ -240,16 +242,23 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         break;
       case NodeKind::cpu:
         r.allow_keys(o, at,
-                     {"id", "kind", "numa_node", "host_memory_Bps", "host_memory_GBps",
+                     {"id", "kind", "numa_node", "numa_id", "host_memory_Bps", "host_memory_GBps",
                       "root_complex_Bps", "root_complex_GBps", "peer_coefficient"});
         n.numa_node = r.integer(o, at, "numa_node", -1);
         if (r.find(o, "numa_node") && n.numa_node < 0) r.fail(at / "numa_node", "must be >= 0");
+        n.numa_id = r.integer(o, at, "numa_id", -1);
+        if (r.find(o, "numa_id") && n.numa_id < 0) r.fail(at / "numa_id", "must be >= 0");
         n.host_memory_Bps = r.bandwidth(o, at, "host_memory", true).value_or(0);
         n.root_complex_Bps = r.bandwidth(o, at, "root_complex", true).value_or(0);
         if (auto v = r.opt_number(o, at, "peer_coefficient")) {
           if (*v < 1) r.fail(at / "peer_coefficient", "must be >= 1");
           n.peer_coefficient = *v;
         }
+        break;
+      case NodeKind::nic:
+        r.allow_keys(o, at, {"id", "kind", "ports"});
+        n.ports = r.integer(o, at, "ports", 1);
+        if (n.ports < 1 || n.ports > 64) r.fail(at / "ports", "expected 1..64");
         break;
       default:
         r.allow_keys(o, at, {"id", "kind"});
@@ -541,7 +550,7 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     r.expect_object(root, Ptr());
     r.allow_keys(root, Ptr(),
                  {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
-                  "nccl", "nodes", "links", "template"});
+                  "nccl", "nodes", "links", "template", "source_notes"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -550,6 +559,15 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     Parsed p;
     p.name = r.string(root, Ptr(), "name", std::string());
     p.source = r.string(root, Ptr(), "source", std::string());
+    if (const json* notes = r.find(root, "source_notes")) {
+      const Ptr at("/source_notes");
+      if (!notes->is_array())
+        r.fail(at, std::string("expected an array, got ") + notes->type_name());
+      for (size_t i = 0; i < notes->size(); ++i) {
+        if (!(*notes)[i].is_string()) r.fail(at / i, "expected a string");
+        p.options.notes.push_back((*notes)[i].get<std::string>());
+      }
+    }
     const bool has_template = r.find(root, "template") != nullptr;
     if (has_template && (r.find(root, "nodes") || r.find(root, "links"))) {
       r.fail(Ptr("/template"), "give either a template or nodes/links, not both");
@@ -680,6 +698,7 @@ std::string Topology::to_json() const {
   root["schema_version"] = kSchemaVersion;
   root["name"] = impl_->name;
   root["source"] = impl_->source;
+  if (!impl_->options.notes.empty()) root["source_notes"] = impl_->options.notes;
   root["p2p"] = impl_->options.p2p;
   root["p2p_cross_socket"] = impl_->options.p2p_cross_socket;
   ojson overrides = ojson::array();
@@ -722,9 +741,13 @@ std::string Topology::to_json() const {
         break;
       case NodeKind::cpu:
         o["numa_node"] = n.numa_node;
+        if (n.numa_id >= 0) o["numa_id"] = n.numa_id;
         o["host_memory_Bps"] = n.host_memory_Bps;
         o["root_complex_Bps"] = n.root_complex_Bps;
         o["peer_coefficient"] = n.peer_coefficient;
+        break;
+      case NodeKind::nic:
+        if (n.ports > 1) o["ports"] = n.ports;
         break;
       default:
         break;

@@ -56,6 +56,36 @@ double pcie_default_duplex_factor() { return 99.0 / (55.4 + 55.3); }
 
 double nvlink_default_per_link_Bps() { return units::GBps_to_Bps(25.0); }
 
+// Per-link rate per direction by NVLink generation: NVLink 1 (P100 whitepaper: 4 links x 20 GB/s
+// per direction = 160 GB/s total), 2 (V100 whitepaper: 6 x 25 GB/s = 300 GB/s total), 3 (A100
+// whitepaper: 12 x 25 GB/s = 600 GB/s total), 4 (H100 whitepaper: 18 x 25 GB/s = 900 GB/s
+// total), 5 (Blackwell/HGX B200 datasheet: 18 x 50 GB/s = 1.8 TB/s total).
+double nvlink_per_link_Bps_of_gen(int gen) {
+  constexpr std::array<double, 6> kPerLinkGBps = {0, 20.0, 25.0, 25.0, 25.0, 50.0};
+  if (gen < 1 || gen > 5) return 0;
+  return units::GBps_to_Bps(kPerLinkGBps[static_cast<size_t>(gen)]);
+}
+
+// NVLink generation by the GPU family that introduced it: Pascal sm_60 (1), Volta sm_70 (2),
+// Ampere sm_80 (3), Hopper sm_90 (4), Blackwell sm_100 (5). Other minor versions (sm_86 and
+// sm_89 consumer/workstation parts) carry no NVSwitch-class NVLink: 0.
+int nvlink_gen_of_sm(int sm_version) {
+  switch (sm_version) {
+    case 60:
+      return 1;
+    case 70:
+      return 2;
+    case 80:
+      return 3;
+    case 90:
+      return 4;
+    case 100:
+      return 5;
+    default:
+      return 0;
+  }
+}
+
 double nvlink_usable_Bps(int count, double per_link_Bps) {
   return count * per_link_Bps * kNvlinkEfficiency;
 }

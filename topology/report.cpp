@@ -130,7 +130,7 @@ SingleFlowReport single_flow_report(const Topology& topo) {
     }
   }
   for (int i = 0; i < g; ++i) {
-    const int host = g + topo.gpu_numa_node(i);
+    const int host = g + topo.gpu_socket(i);
     const Route& h2d = topo.route_ref(host, i).value();
     const Route& d2h = topo.route_ref(i, host).value();
     rep.h2d_Bps.push_back(max_min_rates(topo, {merged_uses(h2d)})[0]);
@@ -155,7 +155,7 @@ std::string show_text(const Topology& topo) {
   for (int k = 0; k < topo.num_sockets(); ++k) {
     std::string gpus;
     for (int i = 0; i < g; ++i) {
-      if (topo.gpu_numa_node(i) == k) gpus += " gpu" + std::to_string(i);
+      if (topo.gpu_socket(i) == k) gpus += " gpu" + std::to_string(i);
     }
     out << "socket host" << k << " (NUMA " << k << "):" << (gpus.empty() ? " no GPUs" : gpus)
         << "\n";
@@ -224,7 +224,7 @@ std::string show_text(const Topology& topo) {
   for (int i = 0; i < g; ++i) {
     const auto ii = static_cast<size_t>(i);
     char line[160];
-    std::snprintf(line, sizeof line, "gpu%-4d host%-2d %6s  %6s  %6s\n", i, topo.gpu_numa_node(i),
+    std::snprintf(line, sizeof line, "gpu%-4d host%-2d %6s  %6s  %6s\n", i, topo.gpu_socket(i),
                   fmt(units::Bps_to_GBps(rep.h2d_Bps[ii])).c_str(),
                   fmt(units::Bps_to_GBps(rep.d2h_Bps[ii])).c_str(),
                   fmt(units::Bps_to_GBps(rep.h2d_bidir_Bps[ii])).c_str());
@@ -257,13 +257,15 @@ std::string show_json(const Topology& topo) {
   root["sockets"] = topo.num_sockets();
   root["pcie_switches"] = topo.num_switches();
   root["p2p_enabled"] = topo.p2p_enabled();
-  ojson models = ojson::array(), numa = ojson::array();
+  ojson models = ojson::array(), numa = ojson::array(), socket = ojson::array();
   for (int i = 0; i < g; ++i) {
     models.push_back(topo.gpu(i).model);
     numa.push_back(topo.gpu_numa_node(i));
+    socket.push_back(topo.gpu_socket(i));
   }
   root["gpu_models"] = models;
-  root["gpu_numa_node"] = numa;
+  root["gpu_numa_node"] = numa;  // as the OS numbers it
+  root["gpu_socket"] = socket;   // index 0..sockets-1, the host<k> it stages through
   ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(),
         lat = ojson::array();
   for (int i = 0; i < g; ++i) {

@@ -57,6 +57,8 @@ std::string to_string(LinkKind k) {
       return "upi";
     case LinkKind::xgmi:
       return "xgmi";
+    case LinkKind::c2c:
+      return "c2c";
   }
   return "?";
 }
@@ -102,6 +104,11 @@ const GpuSpec& Topology::gpu(int index) const { return *impl_->nodes[impl_->gpu_
 int Topology::gpu_node(int index) const { return impl_->gpu_nodes[index]; }
 
 int Topology::gpu_numa_node(int index) const {
+  const Node& cpu = impl_->nodes[impl_->node_cpu[impl_->gpu_nodes[index]]];
+  return cpu.numa_id >= 0 ? cpu.numa_id : cpu.numa_node;
+}
+
+int Topology::gpu_socket(int index) const {
   return impl_->nodes[impl_->node_cpu[impl_->gpu_nodes[index]]].numa_node;
 }
 

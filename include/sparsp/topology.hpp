@@ -23,7 +23,9 @@
 namespace sparsp::topology {
 
 enum class NodeKind { gpu, pcie_switch, root_port, cpu, nvswitch, nic };
-enum class LinkKind { pcie, nvlink, upi, xgmi };
+/// c2c: NVLink-C2C from a Grace CPU to its Hopper/Blackwell GPU, the GPU's host link where PCIe
+/// would be (a tree edge, cpu upstream); its capacity is given (capacity_Bps).
+enum class LinkKind { pcie, nvlink, upi, xgmi, c2c };
 
 /// GPU-pair path classes exactly as `nvidia-smi topo -m` defines them (legend strings
 /// "X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS").
@@ -46,6 +48,17 @@ struct GpuSpec {
   double peak_bf16_flops = 0;       ///< dense bf16 tensor-core peak, FLOP/s
   double memory_bandwidth_Bps = 0;  ///< device memory bandwidth, bytes/s
   bool p2p_capable = true;          ///< false for GeForce models under the stock driver
+  // Registry facts (configs/gpus/models.json, each with its source there); 0 / empty: unknown.
+  std::string architecture;          ///< "hopper", "ampere", ... (lower case)
+  int sm_version = 0;                ///< compute capability x10 (90 = sm_90)
+  int pcie_gen = 0;                  ///< the card's own PCIe generation (1..6)
+  int pcie_width = 0;                ///< the card's own PCIe width
+  int nvlink_gen = 0;                ///< NVLink generation (0: none)
+  int nvlink_links = 0;              ///< NVLinks per GPU
+  double c2c_Bps = 0;  ///< NVLink-C2C to its CPU, nominal per direction, bytes/s (0: none)
+  double nvlink_per_link_Bps = 0;    ///< nominal rate of one NVLink per direction, bytes/s
+  std::vector<std::string> aliases;  ///< other names (nvidia-smi's, short forms)
+  std::vector<int> pci_device_ids;   ///< PCI device ids (vendor 0x10de)
 };
 
 struct Node {
@@ -53,7 +66,10 @@ struct Node {
   NodeKind kind = NodeKind::gpu;
   std::optional<GpuSpec> gpu;     ///< set iff kind == gpu
   bool acs_redirect = false;      ///< pcie_switch: peer traffic hairpins through the root port
-  int numa_node = -1;             ///< cpu: its NUMA node; others: -1 (derived from the tree)
+  int numa_node = -1;             ///< cpu: its socket index 0..C-1; others: -1 (from the tree)
+  int numa_id = -1;               ///< cpu: the OS NUMA node number (as nvidia-smi and NCCL print
+                                  ///< it), -1: same as numa_node
+  int ports = 1;                  ///< nic: network ports of the card (a dual-port card is 2)
   double host_memory_Bps = 0;     ///< cpu: host DRAM bandwidth of its NUMA node, reads and
                                   ///< writes together (one shared capacity)
   double root_complex_Bps = 0;    ///< cpu: aggregate root-complex capacity, 0 = unlimited
@@ -154,8 +170,12 @@ class Topology {
   /// Endpoint names of host memories: "host0", ... one per NUMA node.
   std::vector<std::string> host_endpoints() const;
   const GpuSpec& gpu(int index) const;
-  /// NUMA node of the socket the GPU hangs from.
+  /// NUMA node of the socket the GPU hangs from, as the OS numbers it (the cpu node's numa_id,
+  /// else its numa_node).
   int gpu_numa_node(int index) const;
+  /// Index 0..num_sockets()-1 of the socket the GPU hangs from (its cpu node's numa_node; the
+  /// host endpoint is host<gpu_socket>).
+  int gpu_socket(int index) const;
 
   /// Whether GPU i and j can use direct peer access (NVLink, or PCIe P2P allowed by model,
   /// topology and per-pair overrides).
@@ -205,6 +225,8 @@ class Topology {
     /// Per-pair overrides (GPU indices i < j, allowed?), applied after every other rule.
     std::vector<std::pair<std::pair<int, int>, bool>> p2p_overrides;
     NcclFigures nccl;  ///< measured NCCL throughput (JSON "nccl"), if any
+    /// What an importer assumed or dropped (JSON "source_notes"), one line each.
+    std::vector<std::string> notes;
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,
@@ -237,12 +259,23 @@ double pcie_default_duplex_factor();
 double nvlink_usable_Bps(int count, double per_link_Bps);
 /// Nominal data rate of one NVLink (NVLink 3/4: 25 GB/s per direction).
 double nvlink_default_per_link_Bps();
+/// Nominal rate of one NVLink of generation `gen` per direction (NVLink 1: 20 GB/s, 2-4: 25 GB/s,
+/// 5: 50 GB/s; sources in topology/README.md); 0 for an unknown generation.
+double nvlink_per_link_Bps_of_gen(int gen);
+/// NVLink generation of a compute capability x10 (sm 60 -> 1, 70 -> 2, 80 -> 3, 90 -> 4,
+/// 100 -> 5), 0 when it has none or is unknown.
+int nvlink_gen_of_sm(int sm_version);
 
 /// GPU model table (topology/gpu_models.cpp), each entry with its datasheet source.
 const std::vector<GpuSpec>& gpu_models();
 /// Looks up a model by full or short name, case and punctuation insensitive ("rtx4090",
 /// "NVIDIA GeForce RTX 4090", "h200"); nullopt if unknown.
 std::optional<GpuSpec> find_gpu_model(std::string_view name);
+/// As find_gpu_model, but errors say why: unknown name, or an alias that matches several models
+/// ("A100"), listing them. `file` names the input in the message.
+Result<GpuSpec> lookup_gpu_model(std::string_view name, const std::string& file);
+/// The registry entry with this PCI device id (NVIDIA vendor 0x10de); nullopt if none.
+std::optional<GpuSpec> find_gpu_model_by_pci_id(int device_id);
 
 /// Names of the built-in presets (file stems of configs/topologies/*.json), sorted.
 std::vector<std::string> preset_names();
@@ -253,10 +286,14 @@ std::vector<std::string> preset_names();
 /// What an importer input cannot say. Empty/unset fields take the documented defaults.
 struct ImportOptions {
   std::string gpu_model;      ///< model name (find_gpu_model); default "generic"
-  int pcie_gen = 0;           ///< 0: the input's figure, else 4
+  int pcie_gen = 0;           ///< 0: the input's real figure, else the GPU model's, else 4
   int pcie_width = 0;         ///< 0: the input's figure, else 16
   std::optional<bool> p2p;    ///< default: the GPU model's p2p_capable
   bool acs_redirect = false;  ///< set on every inferred PCIe switch
+  /// NVLink the input does not list, added only when the user says so: "nvswitch:N" (every GPU
+  /// has N links into one NVSwitch fabric) or "direct:N" (N links per GPU, spread evenly over
+  /// all peers); empty: none added.
+  std::string nvlink;
 };
 
 /// `nvidia-smi topo -m` text (ANSI escapes, affinity columns, NIC rows/legend tolerated). GPU k of

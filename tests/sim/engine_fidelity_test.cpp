@@ -87,7 +87,7 @@ double p2p_test_GBps(const topology::Topology& t, int i, int j, bool bidirection
 double host_test_GBps(const topology::Topology& t, int g, bool h2d) {
   constexpr double kBytes = 32e6;
   sim::Workload w;
-  const std::string host = "host" + std::to_string(t.gpu_numa_node(g));
+  const std::string host = "host" + std::to_string(t.gpu_socket(g));
   for (int k = 0; k < 10; ++k)
     w.transfers.push_back(copy("c" + std::to_string(k), h2d ? host : gpu(g), h2d ? gpu(g) : host, kBytes,
                                topology::RouteMode::automatic, "s"));

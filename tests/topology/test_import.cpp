@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "read_file.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
@@ -19,12 +20,7 @@ namespace {
 
 const std::string kData = std::string(SPARSP_TEST_DATA_DIR) + "/topology";
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sparsp::topology::test::read;
 
 // GPU x GPU cells of an nvidia-smi style matrix (rows starting with "GPU"), trimmed.
 std::vector<std::vector<std::string>> gpu_cells(const std::string& text) {
@@ -323,6 +319,27 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   CHECK(err == "sparsp: " + bad + ":2: unknown legend token 'FOO' in row GPU0, column GPU1\n");
   CHECK_FALSE(fs::exists(out_json));
   std::remove(bad.c_str());
+  // A real file refused: one line naming the file and the place, exit 2, no output file; a real
+  // file imported: its notes as warnings on stderr.
+  const std::string g5 = kData + "/realtopo/aws-ofi-nccl_g5.48xl-topo.xml";
+  const std::string refused =
+      run_cli("topo import --format nccl-xml " + g5 + " -o " + out_json, &rc);
+  CHECK(rc == 2);
+  CHECK(refused.rfind("sparsp: " + g5 + ":12: no GPU in the file: it is a static topology skeleton",
+                      0) == 0);
+  CHECK(std::count(refused.begin(), refused.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(out_json));
+  const std::string p4d = kData + "/realtopo/aws-ofi-nccl_p4d-24xl-topo.xml";
+  const std::string warned =
+      run_cli("topo import --format nccl-xml " + p4d + " -o " + out_json, &rc);
+  CHECK(rc == 0);
+  CHECK(warned.find("sparsp: warning: " + p4d + ":15: the file lists no NVLink") !=
+        std::string::npos);
+  std::remove(out_json.c_str());
+  CHECK(run_cli("topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model A100",
+                &rc)
+            .find("matches several models") != std::string::npos);
+  CHECK(rc == 2);
   // The model table, as JSON.
   const auto models = nlohmann::json::parse(run_cli("topo models --json", &rc));
   CHECK(rc == 0);

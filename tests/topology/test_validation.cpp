@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "read_file.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
@@ -24,12 +25,7 @@ namespace {
 
 const std::string kCases = std::string(SPARSP_TEST_DATA_DIR) + "/topology/cases/";
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sparsp::topology::test::read;
 
 struct Case {
   Topology topo;

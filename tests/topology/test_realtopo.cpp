@@ -1,0 +1,403 @@
+// Real topology files (tests/data/topology/realtopo/, copies of ../shared/realtopo/): each imports
+// with the facts its README row gives, or is refused with a message saying what it is. Expected
+// values come from that README (the file itself, the same machine's nvidia-smi output, vendor
+// documentation) and datasheets, never from this importer's output.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "read_file.hpp"
+#include "sparsp/topology.hpp"
+
+using namespace sparsp::topology;
+
+// The case table names only the facts each README row gives; the rest keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace {
+
+const std::string kReal = std::string(SPARSP_TEST_DATA_DIR) + "/topology/realtopo/";
+
+using sparsp::topology::test::read;
+
+struct RealCase {
+  const char* file;
+  const char* gpu_model = "";  // --gpu-model, "" for none
+  const char* nvlink = "";     // --nvlink, "" for none
+  const char* refuse = "";     // non-empty: the import fails with a message containing this
+  int gpus = 0;
+  int sockets = 0;
+  int switches = -1;  // -1: not stated by the README
+  int nics = -1;
+  const char* model = "";           // registry name of every GPU
+  const char* pair01 = "";          // path class of GPU0-GPU1 as the real topo -m shows it
+  const char* pair0last = "";       // path class of GPU0 and the last GPU
+  double nvlink_per_link_GBps = 0;  // per-link nominal rate of every NVLink, 0: none
+  int pcie_gen = 0;                 // PCIe generation of GPU0's own link, 0: not PCIe
+  std::vector<int> numa;            // gpu_numa_node as the OS numbers it
+  std::vector<int> socket;          // gpu_socket
+  const char* note = "";            // an importer note that must be there
+};
+
+int count_kind(const Topology& t, NodeKind k) {
+  return static_cast<int>(std::count_if(t.nodes().begin(), t.nodes().end(),
+                                        [&](const Node& n) { return n.kind == k; }));
+}
+
+const Link& uplink_of(const Topology& t, const std::string& id) {
+  for (const Link& l : t.links()) {
+    if (l.kind == LinkKind::pcie && l.b == id) return l;
+  }
+  FAIL("no PCIe uplink of " << id);
+  return t.links().front();
+}
+
+sparsp::Result<Topology> import(const RealCase& c) {
+  ImportOptions opt;
+  opt.gpu_model = c.gpu_model;
+  opt.nvlink = c.nvlink;
+  const std::string path = kReal + c.file;
+  const std::string f = c.file;
+  return f.size() > 4 && f.compare(f.size() - 4, 4, ".xml") == 0
+             ? import_nccl_xml(read(path), c.file, opt)
+             : import_nvidia_smi(read(path), c.file, opt);
+}
+
+std::string notes_of(const Topology& t) {
+  std::string all;
+  for (const auto& n : t.options().notes) all += n + "\n";
+  return all;
+}
+
+// clang-format off
+const std::vector<RealCase> kCases = {
+    // AWS p4d.24xlarge: 8x A100-SXM4-40GB (device 0x20b0) as pci class 0x030200 without <gpu>; 2
+    // sockets; 4 switches of 2 GPUs + 1 EFA NIC (class 0x020000); 8 GT/s = Gen3 as the file says;
+    // no NVLink in the file: a note, nothing filled in.
+    {"aws-ofi-nccl_p4d-24xl-topo.xml", "", "", "", 8, 2, 4, 4, "NVIDIA A100-SXM4-40GB", "PIX", "SYS",
+     0, 3, {0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1, 1}, "lists no NVLink"},
+    // The same machine with its NVLink as the user says: NV12 all pairs through NVSwitch, third-
+    // generation NVLink 25 GB/s per link per direction (A100 whitepaper: 12 links, 600 GB/s total).
+    {"aws-ofi-nccl_p4d-24xl-topo.xml", "", "nvswitch:12", "", 8, 2, 4, 4, "NVIDIA A100-SXM4-40GB",
+     "NV12", "NV12", 25, 3, {}, {}, "NVLink added as told"},
+    // Azure ND H100 v5: 8 GPUs by class, 2 NUMA, 8 switches of 1 GPU + 1 IB NIC (class 0x020700),
+    // 32 GT/s = Gen5; no device id, so no model; NVLink not in the file: a note.
+    {"azhpc-images_ndv5-topo.xml", "", "", "", 8, 2, 8, 8, "generic", "NODE", "SYS", 0, 5,
+     {0, 0, 0, 0, 1, 1, 1, 1}, {}, "lists no NVLink"},
+    // With the real machine's NV18 told (H100 SXM, fourth-generation NVLink 25 GB/s per link).
+    {"azhpc-images_ndv5-topo.xml", "H100 SXM", "nvswitch:18", "", 8, 2, 8, 8, "NVIDIA H100 SXM",
+     "NV18", "NV18", 25, 5, {}, {}, ""},
+    // AWS g5.48xlarge: bare bus ids only: a static skeleton, refused.
+    {"aws-ofi-nccl_g5.48xl-topo.xml", "", "", "static topology skeleton", 0, 0},
+    {"aws-ofi-nccl_g5.48xl-topo.xml", "", "", "NCCL_TOPO_DUMP_FILE", 0, 0},
+    // Azure NC A100 v4: 4 GPUs on 4 NUMA nodes, all SYS; model A100 80GB PCIe from device 0x20b5;
+    // link_speed=""/link_width="0" inherit, nothing above: the model's own Gen4 x16 (A100
+    // datasheet); NVLinks to the GPU itself dropped with a note; the NIC under a <cpu> kept.
+    {"azhpc-images_ncv4-topo.xml", "", "", "", 4, 4, 0, 1, "NVIDIA A100 80GB PCIe", "SYS", "SYS", 0,
+     4, {0, 1, 2, 3}, {0, 1, 2, 3}, "to itself"},
+    // 8x MI300X with <xgmi> links: refused with a message, not dropped.
+    {"rocm-rccl_topo_expl-models_topo_8p_940.xml", "", "", "xGMI", 0, 0},
+    // HGX B200: NV18 all pairs at NVLink5's 50 GB/s per link; 2 sockets (NUMA 0/1); host links
+    // Gen5 from the model (HGX B200 datasheet).
+    {"simllm_vastai-hgx-b200-8x_topo-m.txt", "B200", "", "", 8, 2, -1, -1, "NVIDIA B200", "NV18",
+     "NV18", 50, 5, {0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1, 1}, ""},
+    // Quad GH200: NV6 all pairs; NUMA Affinity lists "0,5-11": 4 Grace sockets, GPU i on NUMA i;
+    // the host link is NVLink-C2C, not PCIe (checked below).
+    {"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200", "", "", 4, 4, -1, -1, "NVIDIA GH200 480GB", "NV6",
+     "NV6", 25, 0, {0, 1, 2, 3}, {0, 1, 2, 3}, ""},
+    // DGX-1 V100: NIC columns named mlx5_2 mlx5_0 mlx5_3 mlx5_1 (4 NICs); NV1/NV2 hybrid cube mesh;
+    // no NUMA column: 2 sockets from SYS (GPUs 0-3, 4-7), also between NVLink peers (GPU0-GPU4 is
+    // NV2 but on the other socket); V100 PCIe Gen3 (V100 datasheet).
+    {"pytorch-ddp-benchmark-readme_dgx1-v100_topo-m.txt", "V100", "", "", 8, 2, -1, 4,
+     "Tesla V100-SXM2-32GB", "NV1", "SYS", 25, 3, {}, {0, 0, 0, 0, 1, 1, 1, 1},
+     "no NUMA Affinity column"},
+    // 8x V100 SXM2: NV1/NV2/SYS, NUMA 0/1, 2 sockets; Gen3 x16 with --gpu-model V100.
+    {"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100", "", "", 8, 2, -1, -1,
+     "Tesla V100-SXM2-32GB", "NV1", "SYS", 25, 3, {0, 0, 0, 0, 1, 1, 1, 1},
+     {0, 0, 0, 0, 1, 1, 1, 1}, ""},
+    // ASUS ESC8000A-E12: 4x RTX 6000 Ada, NODE/SYS, 2 sockets, 4 NICs (NIC0-NIC1 a dual-port card,
+    // both ports kept); RTX 6000 Ada is Gen4 x16.
+    {"stelline_asus-esc8000a-e12_topo-m.txt", "NVIDIA RTX 6000 Ada Generation", "", "", 4, 2, -1, 4,
+     "NVIDIA RTX 6000 Ada Generation", "NODE", "SYS", 0, 4, {0, 0, 1, 1}, {0, 0, 1, 1}, ""},
+    // H200 VM fragment: numaid="-1" is an unknown NUMA node (a note); model H200 from device 0x2335;
+    // 18 NVLinks into NCCL's fffffff:ff:ff.0 NVSwitch placeholder; 16 GT/s = Gen4 as given.
+    {"nccl-tests-256_h200-vm_numaid-minus1_FRAGMENT-closed.xml", "", "", "", 1, 1, 0, 1,
+     "NVIDIA H200", "", "", 25, 4, {0}, {0}, "numaid=\"-1\""},
+};
+// clang-format on
+
+}  // namespace
+
+TEST_CASE("real topology files import with the facts their README gives") {
+  for (const RealCase& c : kCases) {
+    CAPTURE(c.file);
+    CAPTURE(c.nvlink);
+    auto t = import(c);
+    if (*c.refuse) {
+      REQUIRE_FALSE(t.ok());
+      CHECK(t.error().exit_code == 2);
+      CHECK(t.error().message.find(c.refuse) != std::string::npos);
+      CHECK(t.error().message.rfind(std::string(c.file) + ":", 0) == 0);
+      CHECK(t.error().message.find('\n') == std::string::npos);
+      continue;
+    }
+    REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+    CHECK(t->num_gpus() == c.gpus);
+    CHECK(t->num_sockets() == c.sockets);
+    if (c.switches >= 0) CHECK(t->num_switches() == c.switches);
+    if (c.nics >= 0) CHECK(count_kind(*t, NodeKind::nic) == c.nics);
+    for (int g = 0; g < t->num_gpus(); ++g) CHECK(t->gpu(g).model == c.model);
+    const int last = t->num_gpus() - 1;
+    if (*c.pair01) CHECK(to_string(t->path_class(0, 1), t->nvlink_count(0, 1)) == c.pair01);
+    if (*c.pair0last)
+      CHECK(to_string(t->path_class(0, last), t->nvlink_count(0, last)) == c.pair0last);
+    int nvlinks = 0;
+    for (const Link& l : t->links()) {
+      if (l.kind != LinkKind::nvlink) continue;
+      ++nvlinks;
+      CHECK(l.nvlink_per_link_Bps / 1e9 == doctest::Approx(c.nvlink_per_link_GBps));
+    }
+    CHECK((nvlinks > 0) == (c.nvlink_per_link_GBps > 0));
+    if (c.pcie_gen > 0) CHECK(uplink_of(*t, "gpu0").pcie_gen == c.pcie_gen);
+    for (size_t g = 0; g < c.numa.size(); ++g)
+      CHECK(t->gpu_numa_node(static_cast<int>(g)) == c.numa[g]);
+    for (size_t g = 0; g < c.socket.size(); ++g)
+      CHECK(t->gpu_socket(static_cast<int>(g)) == c.socket[g]);
+    if (*c.note) CHECK(notes_of(*t).find(c.note) != std::string::npos);
+    // The canonical JSON round-trips, notes included.
+    auto back = Topology::from_json_text(t->to_json(), "re.json");
+    REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+    CHECK(back->to_json() == t->to_json());
+  }
+}
+
+TEST_CASE("real files: structure beyond counts") {
+  // p4d: each switch holds 2 GPUs and 1 NIC (the file's comments: "Each group has 2 GPUs and 1
+  // NIC behind a PCIe switch"); GPU order is bus-id order (10:1c, 10:1d, 20:1c, ...).
+  auto p4d = import({"aws-ofi-nccl_p4d-24xl-topo.xml"});
+  REQUIRE(p4d.ok());
+  for (int s = 0; s < 4; ++s) {
+    const std::string sw = "sw" + std::to_string(s);
+    CHECK(p4d->ancestors(2 * s).front() == sw);
+    CHECK(p4d->ancestors(2 * s + 1).front() == sw);
+    CHECK(uplink_of(*p4d, "nic" + std::to_string(s)).a == sw);
+  }
+  // ncv4: the NIC directly under the first <cpu> hangs from cpu0.
+  auto ncv4 = import({"azhpc-images_ncv4-topo.xml"});
+  REQUIRE(ncv4.ok());
+  CHECK(uplink_of(*ncv4, "nic0").a == "cpu0");
+  // Four self-NVLink rows, four notes.
+  const std::string notes = notes_of(*ncv4);
+  int self = 0;
+  for (size_t p = notes.find("to itself"); p != std::string::npos;
+       p = notes.find("to itself", p + 1))
+    ++self;
+  CHECK(self == 4);
+  // H200 VM: one NVSwitch node, 18 links into it.
+  auto vm = import({"nccl-tests-256_h200-vm_numaid-minus1_FRAGMENT-closed.xml"});
+  REQUIRE(vm.ok());
+  CHECK(count_kind(*vm, NodeKind::nvswitch) == 1);
+  CHECK(vm->links().back().nvlink_count == 18);
+}
+
+TEST_CASE("real files: modelled rates against the machines' measurements") {
+  // HGX B200 NV18: 18 x 50 GB/s = 900 GB/s nominal per direction, times the NVLink efficiency
+  // 396/450 (H200 copy-engine measurement) = 792 GB/s.
+  auto b200 = import({"simllm_vastai-hgx-b200-8x_topo-m.txt", "B200"});
+  REQUIRE(b200.ok());
+  const auto rb = single_flow_report(*b200);
+  CHECK(rb.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(792.0).epsilon(1e-6));
+  // B200 host link Gen5 x16: 32 GT/s * 16 / 8 * 128/130 * 256/280 * 0.92 = 53.00 GB/s.
+  CHECK(rb.h2d_Bps[0] / 1e9 == doctest::Approx(53.0050).epsilon(1e-4));
+
+  // 8x V100 SXM2: Gen3 x16 = 8 GT/s * 16 / 8 * 128/130 * 256/280 * 0.92 = 13.25 GB/s to the host;
+  // one NVLink 2 link = 25 GB/s * 396/450 = 22 GB/s; cross-socket PCIe (SYS) is slower than NV1.
+  auto v100 = import({"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100"});
+  REQUIRE(v100.ok());
+  const auto rv = single_flow_report(*v100);
+  CHECK(rv.h2d_Bps[0] / 1e9 == doctest::Approx(13.2512).epsilon(1e-4));
+  CHECK(rv.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(22.0).epsilon(1e-6));  // NV1
+  CHECK(rv.bandwidth_Bps[0][5] < rv.bandwidth_Bps[0][1]);                      // SYS < NV1
+
+  // Quad GH200: each GPU's host link is NVLink-C2C from its own Grace, 450 GB/s per direction
+  // nominal (GH200 datasheet: 900 GB/s bidirectional) times the NVLink copy-engine efficiency
+  // 396/450 = 396 GB/s.
+  auto gh = import({"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200"});
+  REQUIRE(gh.ok());
+  for (int g = 0; g < 4; ++g) {
+    const std::string id = "gpu" + std::to_string(g);
+    const auto up = std::find_if(gh->links().begin(), gh->links().end(), [&](const Link& l) {
+      return l.b == id && l.kind != LinkKind::nvlink;
+    });
+    REQUIRE(up != gh->links().end());
+    CHECK(up->kind == LinkKind::c2c);
+    CHECK(up->a == "cpu" + std::to_string(g));
+  }
+  const auto rg = single_flow_report(*gh);
+  CHECK(rg.h2d_Bps[0] / 1e9 == doctest::Approx(396.0).epsilon(1e-6));
+  CHECK(rg.d2h_Bps[3] / 1e9 == doctest::Approx(396.0).epsilon(1e-6));
+  // c2c joins a cpu to a gpu, nothing else.
+  auto bad = Topology::build(
+      "x", "", {Node{"cpu0", NodeKind::cpu}, Node{"gpu0", NodeKind::gpu, find_gpu_model("GH200")}},
+      {Link{"gpu0", "cpu0", LinkKind::c2c}}, {}, "x.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("c2c joins a cpu (a) to a gpu (b)") != std::string::npos);
+
+  // ESC8000A-E12 (RTX 6000 Ada, Gen4 x16): measured bandwidthTest H2D 26.8 GB/s, D2H 26.3 GB/s,
+  // p2pBandwidthLatencyTest unidirectional P2P-on 26.32-26.33 GB/s. Model: 16 GT/s * 16 / 8 *
+  // 128/130 * 256/280 * 0.92 = 26.50 GB/s, within 2% of each.
+  auto asus = import({"stelline_asus-esc8000a-e12_topo-m.txt", "NVIDIA RTX 6000 Ada Generation"});
+  REQUIRE(asus.ok());
+  const auto ra = single_flow_report(*asus);
+  CHECK(ra.h2d_Bps[0] / 1e9 == doctest::Approx(26.8).epsilon(0.02));
+  CHECK(ra.d2h_Bps[0] / 1e9 == doctest::Approx(26.3).epsilon(0.02));
+  CHECK(ra.p2p[0][1]);
+  CHECK(ra.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(26.33).epsilon(0.02));
+}
+
+TEST_CASE("nvidia-smi: NUMA ids as the OS numbers them") {
+  // tests/data/topology/cases/2x-gen3-switch-no-p2p: both GPUs show NUMA Affinity 1 (one socket,
+  // the machine's second NUMA node): gpu_numa_node stays 1, the socket index is 0 (host0).
+  auto t = import_nvidia_smi(
+      read(std::string(SPARSP_TEST_DATA_DIR) + "/topology/cases/2x-gen3-switch-no-p2p/topo.txt"),
+      "topo.txt");
+  REQUIRE(t.ok());
+  CHECK(t->num_sockets() == 1);
+  CHECK(t->gpu_numa_node(0) == 1);
+  CHECK(t->gpu_numa_node(1) == 1);
+  CHECK(t->gpu_socket(0) == 0);
+  CHECK(t->host_endpoints() == std::vector<std::string>{"host0"});
+  CHECK(t->to_json().find("\"numa_id\": 1") != std::string::npos);
+}
+
+TEST_CASE("GPU model registry") {
+  // Every entry parsed, with its PCIe generation (datasheets): V100 Gen3, A100 Gen4, H100 Gen5.
+  CHECK(find_gpu_model("V100 PCIe")->pcie_gen == 3);
+  CHECK(find_gpu_model("NVIDIA A100-SXM4-80GB")->pcie_gen == 4);
+  CHECK(find_gpu_model("H100 SXM")->pcie_gen == 5);
+  // nvidia-smi's exact names and short aliases.
+  CHECK(find_gpu_model("NVIDIA RTX 6000 Ada Generation")->sm_count == 142);
+  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->model == "Tesla V100-SXM2-32GB");
+  CHECK(find_gpu_model("B200")->nvlink_per_link_Bps == doctest::Approx(50e9));
+  CHECK(find_gpu_model("B200")->nvlink_links == 18);
+  // PCI device ids (PCI ID database): 10de:2330 H100 SXM5, 10de:20b0 A100-SXM4-40GB.
+  CHECK(find_gpu_model_by_pci_id(0x2330)->model == "NVIDIA H100 SXM");
+  CHECK(find_gpu_model_by_pci_id(0x20b0)->model == "NVIDIA A100-SXM4-40GB");
+  CHECK_FALSE(find_gpu_model_by_pci_id(0xffff));
+  // An alias shared by several models is an error naming them.
+  auto a100 = lookup_gpu_model("A100", "cli");
+  REQUIRE_FALSE(a100.ok());
+  CHECK(a100.error().message.find("matches several models") != std::string::npos);
+  CHECK(a100.error().message.find("NVIDIA A100-SXM4-40GB") != std::string::npos);
+  CHECK(a100.error().message.find("NVIDIA A100 80GB PCIe") != std::string::npos);
+  // The models the issue lists are all there.
+  for (const char* m :
+       {"B200", "GH200", "H20", "H800", "A800", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB",
+        "A10G", "L4", "L20", "L40", "RTX 6000 Ada", "RTX A6000", "RTX 3090", "V100", "V100 PCIe"}) {
+    CAPTURE(m);
+    CHECK(find_gpu_model(m));
+  }
+  // NVLink rate by generation (whitepapers): 1: 20, 2-4: 25, 5: 50 GB/s per link per direction.
+  CHECK(nvlink_per_link_Bps_of_gen(1) == doctest::Approx(20e9));
+  CHECK(nvlink_per_link_Bps_of_gen(4) == doctest::Approx(25e9));
+  CHECK(nvlink_per_link_Bps_of_gen(5) == doctest::Approx(50e9));
+  CHECK(nvlink_gen_of_sm(100) == 5);
+  CHECK(nvlink_gen_of_sm(89) == 0);
+}
+
+TEST_CASE("NCCL XML: placeholder links, graph dumps, bad --nvlink") {
+  auto err = [](const std::string& xml, const ImportOptions& o = {}) {
+    auto t = import_nccl_xml(xml, "v.xml", o);
+    return t.ok() ? std::string("<ok>") : t.error().message;
+  };
+  // A VM's virtual bridge at 2.5 GT/s x1 above an H100 SXM (Gen5 x16, H100 datasheet): replaced
+  // by the GPU's own link, with a note.
+  const std::string vm =
+      "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" "
+      "class=\"0x060400\" link_speed=\"2.5 GT/s PCIe\" link_width=\"1\">\n      <pci "
+      "busid=\"0000:02:00.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\" "
+      "link_speed=\"\" link_width=\"0\"/>\n    </pci>\n  </cpu>\n</system>\n";
+  auto t = import_nccl_xml(vm, "v.xml");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(uplink_of(*t, "sw0").pcie_gen == 5);
+  CHECK(uplink_of(*t, "sw0").pcie_width == 16);
+  CHECK(uplink_of(*t, "gpu0").pcie_gen == 5);
+  CHECK(notes_of(*t).find("v.xml:3: 2.5 GT/s x1 link above a Gen5 NVIDIA H100 SXM") !=
+        std::string::npos);
+  // --pcie-gen wins over everything.
+  ImportOptions gen3;
+  gen3.pcie_gen = 3;
+  auto t3 = import_nccl_xml(vm, "v.xml", gen3);
+  REQUIRE(t3.ok());
+  CHECK(uplink_of(*t3, "gpu0").pcie_gen == 3);
+  // NCCL's graph dump is not a topology.
+  CHECK(err("<graphs version=\"1\">\n<graph id=\"0\"/>\n</graphs>\n")
+            .rfind("v.xml:1: this is NCCL's graph dump", 0) == 0);
+  ImportOptions bad;
+  bad.nvlink = "mesh:4";
+  CHECK(err(vm, bad) ==
+        "v.xml: --nvlink 'mesh:4': expected nvswitch:N or direct:N with N in 1..64");
+  ImportOptions direct;
+  direct.nvlink = "direct:6";
+  auto two = import_nccl_xml(
+      "<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"/><pci "
+      "busid=\"0000:02:00.0\" class=\"0x030200\"/></cpu></system>",
+      "d.xml", direct);
+  REQUIRE_MESSAGE(two.ok(), (two.ok() ? "" : two.error().message));
+  CHECK(two->nvlink_count(0, 1) == 6);
+}
+
+TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
+  // A dual-port card (two <net> under one pci function) is one NIC with ports 2; the same
+  // <nic> (same net names) under both CPUs is one NIC; two numaid="-1" CPUs are numbered in file
+  // order after the known ones (here: none known).
+  const std::string xml =
+      "<system version=\"1\">\n"
+      "  <cpu numaid=\"-1\">\n"
+      "    <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><gpu dev=\"0\" sm=\"80\"/></pci>\n"
+      "    <pci busid=\"0000:02:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><nic><net name=\"mlx5_0\"/><net name=\"mlx5_1\"/></nic></pci>\n"
+      "    <nic><net name=\"eth0\"/></nic>\n"
+      "  </cpu>\n"
+      "  <cpu numaid=\"-1\">\n"
+      "    <pci busid=\"0000:81:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\"><gpu dev=\"1\" sm=\"80\"/></pci>\n"
+      "    <nic><net name=\"eth0\"/></nic>\n"
+      "  </cpu>\n"
+      "</system>\n";
+  auto t = import_nccl_xml(xml, "n.xml");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  CHECK(count_kind(*t, NodeKind::nic) == 2);
+  CHECK(t->nodes()[static_cast<size_t>(t->node_index("nic0"))].ports == 2);
+  CHECK(t->nodes()[static_cast<size_t>(t->node_index("nic1"))].ports == 1);
+  CHECK(uplink_of(*t, "nic1").a == "cpu0");
+  CHECK(t->gpu_socket(0) == 0);
+  CHECK(t->gpu_socket(1) == 1);
+  const std::string notes = notes_of(*t);
+  CHECK(notes.find("n.xml:2: numaid=\"-1\" (NUMA node unknown): numbered socket 0") !=
+        std::string::npos);
+  CHECK(notes.find("n.xml:7: numaid=\"-1\" (NUMA node unknown): numbered socket 1") !=
+        std::string::npos);
+  CHECK(notes.find("n.xml:9: NIC eth0 listed under two CPUs: kept once") != std::string::npos);
+  // sm 80 with a generic model: NVLink rate from sm (Ampere, NVLink 3: 25 GB/s per link).
+  CHECK(to_string(t->path_class(0, 1), t->nvlink_count(0, 1)) == "SYS");
+  auto back = Topology::from_json_text(t->to_json(), "re.json");
+  REQUIRE(back.ok());
+  CHECK(back->nodes()[static_cast<size_t>(back->node_index("nic0"))].ports == 2);
+  // A note quoting bytes that are not UTF-8 (fuzzer find: a mangled NVLink target) stays
+  // printable, so the JSON export does not throw.
+  auto odd = import_nccl_xml(
+      "<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\">"
+      "<nvlink target=\"0000:0\xff:00.0\" count=\"2\" tclass=\"0x030200\"/></gpu></pci></cpu>"
+      "</system>",
+      "o.xml");
+  REQUIRE(odd.ok());
+  CHECK(notes_of(*odd).find("to GPU 0000:0?:00.0, which is not in the file") != std::string::npos);
+  CHECK(Topology::from_json_text(odd->to_json(), "re.json").ok());
+}
