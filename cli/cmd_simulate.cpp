@@ -19,6 +19,7 @@ namespace sparsp::cli {
 namespace {
 
 struct SimulateArgs {
+  double max_memory_gib = study::kDefaultMaxMemoryBytes / (1ull << 30);
   std::string config;
   std::string topology;
   std::string model;
@@ -230,6 +231,7 @@ int run(const SimulateArgs& a) {
   for (const std::string* dir : {&a.trace_dir, &a.plan_dir})
     if (auto st = check_output_dir(*dir); !st) return report(st.error());
   study::RunOptions opt;
+  opt.max_memory_bytes = a.max_memory_gib * (1ull << 30);
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();
   // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
@@ -310,6 +312,9 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--attention-efficiency", args->attention_efficiency,
                   "fraction of the GPU's dense bf16 peak reached by attention kernels")
       ->check(above_up_to(0, 1));
+  cmd->add_option("--max-memory-gib", args->max_memory_gib,
+                  "refuse a study estimated to need more memory than this (GiB; default 16)")
+      ->check(above_up_to(0, 1e6));
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output");
   cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");

@@ -41,9 +41,7 @@ Status write_file_atomically(const std::string& path, const std::string& text) {
 
 Result<std::string> read_input(const std::string& path) {
   if (path != "-") return read_text_file(path);
-  std::ostringstream ss;
-  ss << std::cin.rdbuf();
-  return ss.str();
+  return read_text_stream(std::cin, "<stdin>");
 }
 
 struct TopoArgs {

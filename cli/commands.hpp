@@ -2,6 +2,7 @@
 // Registration of the CLI's subcommands. Each add_* function registers the subcommands of one
 // library on `app`; a subcommand's callback stores its exit code in ctx.exit_code.
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,11 @@ struct Context {
 
 /// Prints "sparsp: <message>" on stderr and returns the error's exit code.
 int report(const Error& error);
+
+/// The top-level error barrier: prints an exception that escaped a subcommand as one line
+/// "sparsp: <subcommand>: <what failed>" and returns 1 (run-time: out of memory, system error,
+/// anything else) or 2 (std::filesystem::filesystem_error: a path given that cannot be used).
+int report_exception(const CLI::App& app, std::exception_ptr error);
 
 /// Prints a CLI11 parse error as one line "sparsp: <subcommand>: <option>: <message>" on stderr
 /// and returns 2; --help and --version print their text on stdout and return 0.

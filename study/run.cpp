@@ -4,6 +4,7 @@
 // (StudyResult::skipped), place, simulate every unit, summarise.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <set>
@@ -166,6 +167,28 @@ Status select_units(const Study& st, const patterns::ModelSpec& model, Group& g)
 
 // Topology `ti` of the study, its group's GPUs and ranks, the pattern, the selection and the
 // compute model of the group's first GPU.
+// Bytes per (query block, KV block) pair a study holds at its peak (block masks, demand and
+// placement graphs), from the peak RSS of HunyuanVideo 720p (108000 video tokens): block 8
+// (13.5k blocks) 1.8 GB -> 1.8e9 / 13.5e3^2 = 9.9 B; block 4 (27k blocks) 7.0 GB -> 9.6 B.
+constexpr double kBytesPerBlockPair = 10.0;
+
+// Refuses a generated pattern whose blocks^2 state would not fit `max_bytes`, before the
+// pattern is made (a recorded mask's size is bounded by its file).
+Status check_memory(const Study& st, const patterns::ModelSpec& model, double max_bytes) {
+  if (st.pattern.kind == "file" || st.pattern.block_tokens < 1) return Ok{};
+  const double b = st.pattern.block_tokens;
+  const double blocks = std::ceil(model.video_tokens() / b) + std::ceil(model.text_tokens / b);
+  const double need = kBytesPerBlockPair * blocks * blocks;
+  if (need <= max_bytes) return Ok{};
+  char msg[320];
+  std::snprintf(msg, sizeof msg,
+                "block %d gives %.0f blocks, an estimated %.1f GiB (%.0f B per block pair), over "
+                "the limit of %.1f GiB; use a larger block (--block) or raise --max-memory-gib",
+                st.pattern.block_tokens, blocks, need / (1ull << 30), kBytesPerBlockPair,
+                max_bytes / (1ull << 30));
+  return input_error(st.source, "/pattern/block", msg);
+}
+
 Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& model) {
   Group g;
   auto topo = topology::Topology::load(st.topologies[ti]);
@@ -445,6 +468,7 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();
   out.baseline = policy_label(st.policies[*baseline]);
+  if (auto s = check_memory(st, *model, opt.max_memory_bytes); !s) return s.error();
   Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto g = open_group(st, ti, *model);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,7 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kWindowPerThread = 8;
+constexpr int64_t kMaxThreads = 256;
 
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -245,7 +247,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
     fs::remove(final_path, ec);
     fs::remove(partial_path, ec);
   }
-  if (fs::exists(final_path)) {
+  const auto final_status = fs::status(final_path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return input_error(final_path, "", "cannot use this output: " + ec.message());
+  if (fs::exists(final_status)) {
     auto text = read_all(final_path);
     if (!text) return text.error();
     auto st = scan_output(final_path, text.value(), spec, format, header, true);
@@ -255,7 +260,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
     return sum;
   }
   ResumeState st;
-  if (fs::exists(partial_path)) {
+  const auto partial_status = fs::status(partial_path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return input_error(partial_path, "", "cannot use this file: " + ec.message());
+  if (fs::exists(partial_status)) {
     auto text = read_all(partial_path);
     if (!text) return text.error();
     auto s = scan_output(partial_path, text.value(), spec, format, header, false);
@@ -277,7 +285,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
 
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, threads);
+  // Never more workers than points left, nor than kMaxThreads (`-j 100000` would fail to start
+  // its threads).
+  threads = static_cast<int>(std::clamp<int64_t>(
+      std::min<int64_t>(threads, sum.total_points - st.next_point), 1, kMaxThreads));
   const int64_t window = kWindowPerThread * threads + 16;
 
   std::mutex mu;
@@ -310,6 +321,8 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
           item.second = evaluator.evaluate(item.first);
         } catch (const std::exception& e) {
           item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}};
+        } catch (...) {
+          item.second = PointOutcome{true, "evaluator failed: unknown exception", {}};
         }
         if (!item.second.skipped && item.second.rows.empty())
           item.second = PointOutcome{true, "evaluator returned no rows", {}};
@@ -330,7 +343,14 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   {
     std::vector<std::jthread> pool;
     pool.reserve(static_cast<size_t>(threads));
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (int t = 0; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        if (pool.empty()) throw;
+        break;  // the system gives fewer threads: run with those started
+      }
+    }
     int64_t written_this_run = 0;
     while (next_write < total) {
       std::pair<SweepPoint, PointOutcome> item;

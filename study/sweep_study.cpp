@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
@@ -122,34 +123,32 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 // Folder for documents of a point that the study loader only takes as files (an inline topology
-// or model object); removed with the evaluator.
+// or model object); created on first use in $TMPDIR (or /tmp where TMPDIR names no folder),
+// removed with the evaluator.
 class ScratchDir {
  public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("sparsp-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  }
+  ScratchDir() = default;
   ~ScratchDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
 
   // A file holding `doc` (same content, same file; safe from several threads).
   Result<std::string> file_for(const json& doc) {
+    auto dir = folder();
+    if (!dir) return dir.error();
     const std::string text = doc.dump(2) + "\n";
     char name[40];
     std::snprintf(name, sizeof name, "doc-%016llx.json",
                   static_cast<unsigned long long>(fnv1a(text)));
     std::error_code ec;
-    std::filesystem::create_directories(path_, ec);
-    const std::filesystem::path p = path_ / name;
-    if (!std::filesystem::exists(p)) {
+    const std::filesystem::path p = dir.value() / name;
+    if (!std::filesystem::exists(p, ec)) {
       const std::filesystem::path tmp =
-          path_ / (std::string(name) + "." +
-                   std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+          dir.value() / (std::string(name) + "." +
+                         std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
       auto st = write_text_atomic(tmp.string(), text);
       if (!st) return st.error();
       std::filesystem::rename(tmp, p, ec);
@@ -159,17 +158,38 @@ class ScratchDir {
   }
 
  private:
+  Result<std::filesystem::path> folder() {
+    std::lock_guard lk(mu_);
+    if (!path_.empty()) return path_;
+    static std::atomic<int> counter{0};
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec || !std::filesystem::is_directory(base, ec)) base = "/tmp";  // TMPDIR names no folder
+    const std::filesystem::path p =
+        base / ("sparsp-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(p, ec);
+    if (ec)
+      return Error{"cannot create the scratch folder " + p.string() + ": " + ec.message() +
+                       " (set TMPDIR to a writable folder)",
+                   1};
+    path_ = p;
+    return path_;
+  }
+
+  std::mutex mu_;
   std::filesystem::path path_;
 };
 
 // Study fields that name files: inline objects become scratch files; relative paths resolve
 // against the point's base folder (where they exist there).
-Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch) {
+Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch,
+                   std::vector<std::string>& scratch_files) {
   auto fix = [&](json& v) -> Status {
     if (v.is_object()) {
       auto f = scratch.file_for(v);
       if (!f) return f.error();
       v = f.value();
+      scratch_files.push_back(f.value());
     } else if (v.is_string() && !base_dir.empty()) {
       const std::filesystem::path p(v.get<std::string>());
       std::error_code ec;
@@ -217,7 +237,8 @@ Result<PointEvaluator> study_point_evaluator() {
     } catch (const json::exception& e) {
       return PointOutcome{true, e.what(), {}};
     }
-    auto st = materialize(doc, p.base_dir, *scratch);
+    std::vector<std::string> files;
+    auto st = materialize(doc, p.base_dir, *scratch, files);
     if (!st) return PointOutcome{true, st.error().message, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study) return PointOutcome{true, study.error().message, {}};

@@ -1,7 +1,9 @@
 #pragma once
 // Error values for I/O, config and CLI boundaries (STYLE habit 5): these functions return
 // Result<T>; internal invariants assert; nothing throws across a public API.
+#include <cstddef>
 #include <cstdlib>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,7 +78,19 @@ using Status = Result<Ok>;
 /// Errors (exit 2): "<path>: is a directory, not a <kind>"; "<path>: cannot open <kind>" (missing
 /// or unreadable); "<path>: read error" (an I/O error part-way). `kind` names what the caller
 /// expects: "file", "workload file", ...
+/// "<path>: too large for a <kind> (N MiB; at most M MiB)" for a regular file over
+/// kMaxInputFileBytes; "<path>: not a regular file, and longer than 64 MiB (the limit for a
+/// <kind>)" for a device or FIFO (/dev/zero) that gives more than kMaxStreamInputBytes: reading is
+/// bounded.
 Result<std::string> read_text_file(const std::string& path, std::string_view kind = "file");
+
+/// Largest regular input file read (1 GiB) and largest non-regular input (FIFO, device, stdin)
+/// read before giving up (64 MiB).
+inline constexpr size_t kMaxInputFileBytes = size_t{1} << 30;
+inline constexpr size_t kMaxStreamInputBytes = size_t{64} << 20;
+
+/// All of `in` (stdin), at most kMaxStreamInputBytes; errors name `name` ("<stdin>").
+Result<std::string> read_text_stream(std::istream& in, const std::string& name);
 
 /// The error for JSON text that failed to parse: "<file>:<line>: invalid JSON: <detail>", where
 /// line = line_of_offset(text, byte) (the line of the character parsing stopped at) and detail is

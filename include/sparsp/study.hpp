@@ -91,7 +91,15 @@ struct StudyResult {
   std::vector<SkippedPolicy> skipped;   ///< topology-major, then study policy order
 };
 
+/// Default memory limit of a study (16 GiB): fixed, not a fraction of the machine's memory, so
+/// refusals (and sweep skip rows) are the same on every machine.
+inline constexpr double kDefaultMaxMemoryBytes = 16.0 * (1ull << 30);
+
 struct RunOptions {
+  /// A study whose estimated memory (kBytesPerBlockPair x blocks^2 for the block graph, demand
+  /// and placement state) is above this is refused before anything is allocated (exit 2, naming
+  /// the estimate and --block, the option that lowers it). `simulate --max-memory-gib` raises it.
+  double max_memory_bytes = kDefaultMaxMemoryBytes;
   bool keep_plans = false;
   bool keep_trace = false;
   /// Called after each (topology, step, layer) unit with the units done and the total
