@@ -76,11 +76,20 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
     if (!out) return Error{path + ": cannot write (" + tmp + ")", 2};
     out << text;
     out.flush();
-    if (!out) return Error{path + ": write failed", 1};
+    if (!out) {
+      out.close();
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);  // no .tmp left behind after an error
+      return Error{path + ": write failed", 1};
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": cannot rename from " + tmp + ": " + ec.message(), 2};
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    return Error{path + ": cannot rename from " + tmp + ": " + why, 2};
+  }
   return Ok{};
 }
 
@@ -180,6 +189,18 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// A message about a point with the scratch files' names taken out, so that it names the place
+// in the sweep, not a per-process temporary file: "<point 0>:/topology: /tmp/sparsp-sweep-7-0/
+// doc-1.json:/template/x: what" -> "<point 0>:/topology/template/x: what".
+std::string without_scratch_paths(std::string msg, const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    for (size_t at; (at = msg.find(": " + p + ":/")) != std::string::npos;)
+      msg.replace(at, p.size() + 3, "");
+    for (size_t at; (at = msg.find(p)) != std::string::npos;) msg.replace(at, p.size(), "<inline>");
+  }
+  return msg;
+}
+
 // Study fields that name files: inline objects become scratch files; relative paths resolve
 // against the point's base folder (where they exist there).
 Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch,
@@ -241,9 +262,9 @@ Result<PointEvaluator> study_point_evaluator() {
     auto st = materialize(doc, p.base_dir, *scratch, files);
     if (!st) return PointOutcome{true, st.error().message, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
-    if (!study) return PointOutcome{true, study.error().message, {}};
+    if (!study) return PointOutcome{true, without_scratch_paths(study.error().message, files), {}};
     auto res = run_study(*study);
-    if (!res) return PointOutcome{true, res.error().message, {}};
+    if (!res) return PointOutcome{true, without_scratch_paths(res.error().message, files), {}};
     for (const PolicyResult& r : res->policies) {
       json params = json::object();
       for (const auto& [k, v] : r.policy.params) params[k] = v;
@@ -269,6 +290,19 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
       policy_pointer.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
       policy_pointer.size() > prefix.size())
     row = std::stoull(policy_pointer.substr(prefix.size()));
+  // tune minimises a number: text columns fail at run time, and for a "higher is better" ratio
+  // it would pick the slowest configuration.
+  for (const char* text : {"topology", "policy", "placement", "scheme", "runtime", "policy_params",
+                           "lower_bound_binding", "busiest_link"})
+    if (objective == text)
+      return input_error("tune", "/objective",
+                         "\"" + objective + "\" is a text column, not a metric to minimise");
+  for (const char* higher : {"speedup", "attention_speedup"})
+    if (objective == higher)
+      return input_error("tune", "/objective",
+                         "\"" + objective +
+                             "\" is higher-is-better and tune minimises; use e2e_time_s or "
+                             "attention_time_s");
   auto ev = study_point_evaluator();
   if (!ev) return ev.error();
   return score_from_evaluator(std::move(ev.value()), objective, row);

@@ -1,0 +1,112 @@
+// Input that used to be accepted silently, or output that was made up (issue 18, break-it pass of
+// 2026-12-01): through the real binary, each gives one line naming the file and the place, exit
+// 2, or honest output. The defect numbers are those of the break-it file.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+/// Runs `ENV sparsp ARGS`, capturing stdout and stderr.
+Run run(const std::string& args, const std::string& env = "") {
+  static int n = 0;
+  const fs::path o = fs::temp_directory_path() / ("sparsp_strict_out" + std::to_string(n));
+  const fs::path e = fs::temp_directory_path() / ("sparsp_strict_err" + std::to_string(n++));
+  const std::string cmd = env + (env.empty() ? "" : " ") + SPARSP_CLI_PATH + " " + args + " >" +
+                          o.string() + " 2>" + e.string();
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(o), slurp(e)};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("sparsp_strict_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+const std::string kData = SPARSP_TEST_DATA_DIR;
+const std::string kSmiText = kData + "/topology/cases/2x-gen3-switch-no-p2p/topo.txt";
+
+}  // namespace
+
+TEST_CASE("defect 3: a second sweep on an output in use exits 2 saying so") {
+  const fs::path d = temp_dir("lock");
+  std::ofstream(d / "sweep.json") << slurp(kData + "/sweep/gps.json");
+  fs::copy_file(kData + "/sweep/study.json", d / "study.json");
+  fs::copy_file(kData + "/sweep/topo-template.json", d / "topo-template.json");
+  // Another sweep holds the lock on r.csv.partial (as a running `sparsp sweep` does).
+  const std::string partial = (d / "r.csv.partial").string();
+  const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  Run r = run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
+              " -j 1 --progress off");
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: " + (d / "r.csv").string() + ": in use by another sweep (" + partial +
+                     " is locked); wait for it to finish or use another output\n");
+  CHECK_FALSE(fs::exists(d / "r.csv"));
+  ::close(fd);  // the other run ends: now this one runs
+  r = run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
+          " -j 1 --progress off");
+  CHECK(r.rc == 0);
+  CHECK(lines(slurp(d / "r.csv")) == 5);  // header + 2 x 2 points of one policy
+  CHECK_FALSE(fs::exists(d / "r.csv.partial"));
+  CHECK_FALSE(fs::exists(d / "r.csv.partial.study"));
+}
+
+TEST_CASE("defect 5: a skipped point's reason names the place in the sweep, not a temp file") {
+  const fs::path d = temp_dir("reason");
+  std::ofstream(d / "sweep.json") << R"({"schema_version": 1,
+    "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
+                "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
+                             "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
+              "model": "hunyuanvideo-sta",
+              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+              "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
+    "axes": [{"name": "pcie_gen", "values": [4.5]}]})";
+  for (const char* out : {"a.csv", "b.csv"})
+    REQUIRE(run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / out).string() +
+                " -j 1 --progress off")
+                .rc == 0);
+  const std::string a = slurp(d / "a.csv");
+  CHECK(a == slurp(d / "b.csv"));  // byte-identical runs
+  CHECK(a.find("\n0,4.5,skipped,\"<point 0>:/topology/template/pcie_gen: expected an integer, got "
+               "number\",") != std::string::npos);
+  CHECK(a.find("sparsp-sweep-") == std::string::npos);
+}
