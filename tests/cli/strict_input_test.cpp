@@ -110,3 +110,64 @@ TEST_CASE("defect 5: a skipped point's reason names the place in the sweep, not 
                "number\",") != std::string::npos);
   CHECK(a.find("sparsp-sweep-") == std::string::npos);
 }
+
+TEST_CASE("defect 11: a key given twice is an error naming it, in workload and topology JSON") {
+  const fs::path d = temp_dir("dupkeys");
+  // The workload's second "transfers" used to replace the first: makespan 0 s, exit 0.
+  std::ofstream(d / "w.json") << R"({"schema_version": 1,
+    "transfers": [{"id": "t0", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}], "transfers": []})";
+  Run r = run("sim run --topology 2x-h200-nvlink --workload " + (d / "w.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: " + (d / "w.json").string() +
+                     ":/transfers: duplicate key \"transfers\" (each key may appear once)\n");
+  // Nested: the pointer names the object holding the repeat.
+  std::ofstream(d / "t.json") << R"({"schema_version": 1, "name": "dup",
+    "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
+                 "gpus_per_switch": 4, "gpu_model": "NVIDIA L40S", "pcie_gen": 4}})";
+  r = run("topo show " + (d / "t.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: " + (d / "t.json").string() +
+                     ":/template/gpus_per_switch: duplicate key \"gpus_per_switch\" (each key may "
+                     "appear once)\n");
+}
+
+TEST_CASE("defect 18: unknown keys in model JSON, .spm headers and --table files are errors") {
+  const fs::path d = temp_dir("unknown");
+  // The typo "mlp_hiden" used to leave MLP at its default, 4 x hidden.
+  json model =
+      json::parse(slurp(std::string(SPARSP_SOURCE_DIR) + "/configs/models/hunyuanvideo-sta.json"));
+  model["mlp_hiden"] = 99999;
+  std::ofstream(d / "m.json") << model.dump(1);
+  Run r = run("simulate --model " + (d / "m.json").string() + " --steps 1 --layers 1");
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find((d / "m.json").string() + ":/mlp_hiden: unknown key 'mlp_hiden' (known: ") !=
+        std::string::npos);
+  // A .spm whose header gained a key.
+  REQUIRE(
+      run("pattern gen --model hunyuanvideo-sta --kind sta --block 384 --steps 1 --layers 1 -o " +
+          (d / "p.spm").string())
+          .rc == 0);
+  std::string spm = slurp(d / "p.spm");
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i)
+    hlen |= static_cast<uint64_t>(static_cast<unsigned char>(spm[8 + i])) << (8 * i);
+  std::string header = "{\"bogus\":1," + spm.substr(17, hlen - 1);
+  while ((16 + header.size()) % 8) header += ' ';
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(d / "bad.spm", std::ios::binary)
+      << spm.substr(0, 8) + len + header + spm.substr(16 + hlen);
+  r = run("pattern stats " + (d / "bad.spm").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "sparsp: " + (d / "bad.spm").string() + ":/bogus: unknown key 'bogus' in the header\n");
+  // A --table file.
+  std::ofstream(d / "t.json") << R"({"windows": [], "bogus": 1})";
+  r = run("pattern stats --model hunyuanvideo-sta --kind sta --block 384 --table " +
+          (d / "t.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "sparsp: " + (d / "t.json").string() +
+            ":/bogus: unknown key 'bogus' (known: windows, schema_version, description, source)\n");
+}
