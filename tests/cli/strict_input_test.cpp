@@ -111,6 +111,43 @@ TEST_CASE("defect 5: a skipped point's reason names the place in the sweep, not 
   CHECK(a.find("sparsp-sweep-") == std::string::npos);
 }
 
+TEST_CASE("defect 6: a plan's study parameters are range-checked (no negative times)") {
+  const fs::path d = temp_dir("planparams");
+  REQUIRE(run("simulate --topology 2x-h200-nvlink --policy contiguous/ring/sm_overlap --steps 1 "
+              "--layers 1 --emit-plan " +
+              d.string())
+              .rc == 0);
+  fs::path plan;
+  for (const auto& e : fs::directory_iterator(d)) plan = e.path();
+  REQUIRE(!plan.empty());
+  const json good = json::parse(slurp(plan));
+  REQUIRE(good["policy"]["params"].contains("other_time_s"));
+  struct Case {
+    const char* key;
+    double value;
+    const char* what;
+  };
+  const Case cases[] = {
+      {"other_time_s", -5, "expected seconds in [0, 1e6], got -5"},
+      {"model_steps", 1e300, "expected an integer in [1, 1e6], got 1e+300"},
+      {"model_layers", 0, "expected an integer in [1, 1e6], got 0"},
+      {"model_layers", 2.5, "expected an integer in [1, 1e6], got 2.5"},
+      {"compute_imbalance", 0.5, "expected a ratio in [1, 1e6], got 0.5"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.key);
+    json bad = good;
+    bad["policy"]["params"][c.key] = c.value;
+    std::ofstream(d / "bad.json") << bad.dump(1);
+    const Run r = run("simulate --plan " + (d / "bad.json").string());
+    CHECK(r.rc == 2);
+    CHECK(r.err == "sparsp: " + (d / "bad.json").string() + ":/policy/params/" + c.key + ": " +
+                       c.what + "\n");
+  }
+  // The plan as emitted still re-times.
+  CHECK(run("simulate --plan " + plan.string()).rc == 0);
+}
+
 TEST_CASE("defect 11: a key given twice is an error naming it, in workload and topology JSON") {
   const fs::path d = temp_dir("dupkeys");
   // The workload's second "transfers" used to replace the first: makespan 0 s, exit 0.
