@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -206,6 +207,21 @@ Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& 
   if (!pat) return pat.error();
   g.pattern = std::move(*pat);
   if (auto s = select_units(st, model, g); !s) return s.error();
+  // No made-up compute figure (compute_model_for falls back to the RTX 4090's 165.2 TFLOP/s).
+  for (int i : g.gpus)
+    if (g.topo->gpu(i).peak_bf16_flops <= 0)
+      return input_error(st.source, "/topology",
+                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                             g.topo->gpu(i).model +
+                             "') has no bf16 compute figure (peak_bf16_flops 0), so its compute "
+                             "cannot be simulated; give the GPU model (topo import --gpu-model, "
+                             "see `sparsp topo models`) or peak_bf16_flops in the topology");
+    else if (g.topo->gpu(i).sm_count < 1)  // SM-driven runtimes would take SMs from none
+      return input_error(st.source, "/topology",
+                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                             g.topo->gpu(i).model +
+                             "') has sm_count 0, so its kernels cannot be simulated; give "
+                             "sm_count >= 1 in the topology");
   g.compute = policy::compute_model_for(g.topo->gpu(g.gpus[0]));
   if (st.attention_efficiency > 0) g.compute.attention_efficiency = st.attention_efficiency;
   if (st.gemm_efficiency > 0) g.compute.gemm_efficiency = st.gemm_efficiency;
@@ -450,9 +466,11 @@ void relate_to_baseline(std::vector<PolicyResult>& results, size_t first, size_t
   const double be2e = base.e2e_time_s, batt = base.attention_time_s, bvol = base.volume_bytes;
   for (size_t i = first; i < results.size(); ++i) {
     auto& r = results[i];
-    r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : 1;
-    r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : 1;
-    r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : 1;
+    // x / 0 has no value: NaN, printed '-' (table), null (JSON), empty (CSV); never a made-up 1.
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : kNone;
+    r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : kNone;
+    r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : kNone;
   }
 }
 

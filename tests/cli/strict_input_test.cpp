@@ -148,6 +148,77 @@ TEST_CASE("defect 6: a plan's study parameters are range-checked (no negative ti
   CHECK(run("simulate --plan " + plan.string()).rc == 0);
 }
 
+TEST_CASE("defect 8: ratios with a zero denominator print '-' (text) and null (JSON)") {
+  // An empty mask (random, density 0): demand_direct moves nothing and its attention phase takes
+  // 0 s, so baseline attention / 0 has no value (it printed 1.00x); ring still moves all KV.
+  const std::string args =
+      "simulate --topology 2x-h200-nvlink --gpus 2 --pattern random --density 0 --policy "
+      "contiguous/ring/sm_overlap --policy contiguous/demand_direct/ce_decoupled --steps 1 "
+      "--layers 1";
+  Run r = run(args + " --json");
+  REQUIRE(r.rc == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["policies"].size() == 2);
+  const json& demand = j["policies"][1];
+  CHECK(demand["attention_time_s"] == 0.0);
+  CHECK(demand["attention_speedup"].is_null());
+  CHECK(demand["volume_vs_baseline"] == 0.0);  // 0 B of the baseline's 85 GB: a real 0
+  CHECK(j["policies"][0]["attention_speedup"] == 1.0);
+  r = run(args);
+  REQUIRE(r.rc == 0);
+  const size_t row = r.out.find("contiguous/demand_direct/ce_decoupled ");
+  REQUIRE(row != std::string::npos);
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row);
+  CHECK(line.find("  0.00 ms ") != std::string::npos);
+  CHECK(line.find("      -   1.00 ") != std::string::npos);  // attn x, then imbal
+  CHECK(r.out.find(", - attention vs contiguous/ring/sm_overlap") != std::string::npos);
+  r = run(args + " --csv");
+  REQUIRE(r.rc == 0);
+  // CSV: the attention_speedup cell is empty.
+  CHECK(
+      r.out.find(
+          ",contiguous,demand_direct,ce_decoupled,0,0,0,0,1.13718787,56.8593936,1.09483337,,1,") !=
+      std::string::npos);
+}
+
+TEST_CASE("defect 9: a GPU without a bf16 figure is not simulated with the RTX 4090's") {
+  const fs::path d = temp_dir("nobf16");
+  Run r = run("topo import --format nvidia-smi " + kSmiText + " -o " + (d / "g.json").string());
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("has no compute figures") != std::string::npos);  // the import's warning
+  r = run("simulate --topology " + (d / "g.json").string() +
+          " --gpus 2 --policy contiguous/ring/sm_overlap");
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find(":/topology: ") != std::string::npos);
+  CHECK(r.err.find("gpu0 (GPU model '") != std::string::npos);
+  CHECK(r.err.find("has no bf16 compute figure (peak_bf16_flops 0)") != std::string::npos);
+}
+
+TEST_CASE("defect 10: a GPU with sm_count 0 is refused by simulate (SM runtimes ran faster)") {
+  const fs::path d = temp_dir("sm0");
+  auto topo = [](int sms) {
+    return R"({"schema_version": 1, "name": "sm", "nodes": [
+      {"id": "cpu0", "kind": "cpu", "numa_node": 0},
+      {"id": "gpu0", "kind": "gpu", "model": "NVIDIA L40S", "sm_count": )" +
+           std::to_string(sms) + R"(},
+      {"id": "gpu1", "kind": "gpu", "model": "NVIDIA L40S", "sm_count": )" +
+           std::to_string(sms) + R"(}],
+      "links": [{"a": "cpu0", "b": "gpu0", "kind": "pcie", "gen": 4, "width": 16},
+                {"a": "cpu0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16}]})";
+  };
+  std::ofstream(d / "t142.json") << topo(142);
+  std::ofstream(d / "t0.json") << topo(0);
+  const std::string rest = " --gpus 2 --policy contiguous/ring/sm_overlap --steps 1 --layers 1";
+  CHECK(run("simulate --topology " + (d / "t142.json").string() + rest).rc == 0);
+  const Run r = run("simulate --topology " + (d / "t0.json").string() + rest);
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "sparsp: <preset:default-study>:/topology: sm: gpu0 (GPU model 'NVIDIA L40S') "
+        "has sm_count 0, so its kernels cannot be simulated; give sm_count >= 1 in the "
+        "topology\n");
+}
+
 TEST_CASE("defect 11: a key given twice is an error naming it, in workload and topology JSON") {
   const fs::path d = temp_dir("dupkeys");
   // The workload's second "transfers" used to replace the first: makespan 0 s, exit 0.
