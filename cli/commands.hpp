@@ -44,10 +44,24 @@ CLI::Validator finite_number();
 /// An existing regular file (not a directory).
 CLI::Validator existing_file();
 
+/// Writes `text` to `path` through a temporary file beside it and a rename: no partial output,
+/// and no temporary file left behind after an error. Errors: "<path>: cannot write <what>"
+/// (exit 2: cannot create, cannot rename), "<path>: write failed (disk full?)" (exit 1).
+Status write_output_file(const std::string& path, const std::string& text,
+                         const std::string& what = "file");
+
 /// Refuses (exit 2) an output path that names the same file as an input or another output:
 /// `files` are (option, path) pairs, empty paths skipped; compared after resolving `.`, `..`
 /// and symbolic links. Error: "<command line>:<option>: <path> is also <other option>".
 Status distinct_files(const std::vector<std::pair<std::string, std::string>>& files);
+
+/// The long names ("--density") of the options of `cmd` given on the command line.
+std::vector<std::string> given_options(const CLI::App& cmd);
+
+/// Refuses (exit 2) a pattern option given on the command line (`given`: long names) that the
+/// pattern kind does not read: "<command line>:--density: does not apply to pattern kind 'sta'
+/// (it applies to random, topk)". Kind "file" (a recorded mask) is not checked.
+Status options_apply_to_kind(const std::string& kind, const std::vector<std::string>& given);
 
 void add_topo_commands(CLI::App& app, Context& ctx);
 void add_pattern_commands(CLI::App& app, Context& ctx);

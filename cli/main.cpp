@@ -1,11 +1,15 @@
 // sparsp: thin command-line layer over the libraries (parse options, call one library function,
 // map the result to an exit code). Exit codes: 0 success, 1 run-time failure, 2 bad input.
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <new>
 #include <regex>
@@ -70,6 +74,32 @@ CLI::Validator at_least(double lo) {
       "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
 }
 
+Status write_output_file(const std::string& path, const std::string& text,
+                         const std::string& what) {
+  // Beside the output (same folder, so the rename is atomic), named after this process so that
+  // two writers never share one; removed on every failure.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return input_error(path, "", "cannot write " + what);
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      std::filesystem::remove(tmp, ec);
+      return Error{path + ": write failed (disk full?)", 1};
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    return input_error(path, "", "cannot write " + what + ": " + why);
+  }
+  return Ok{};
+}
+
 Status distinct_files(const std::vector<std::pair<std::string, std::string>>& files) {
   std::vector<std::pair<std::string, std::filesystem::path>> seen;
   for (const auto& [opt, path] : files) {
@@ -84,6 +114,46 @@ Status distinct_files(const std::vector<std::pair<std::string, std::string>>& fi
     seen.emplace_back(opt, c);
   }
   return Ok{};
+}
+
+Status options_apply_to_kind(const std::string& kind, const std::vector<std::string>& given) {
+  // Which generator reads each option (patterns/factory.cpp); other options apply to every kind.
+  struct Rule {
+    const char* flag;
+    std::vector<std::string> kinds;
+  };
+  static const Rule kRules[] = {
+      {"--density", {"random", "topk"}},
+      {"--seed", {"random", "svg", "topk", "cdf"}},
+      {"--topk", {"topk"}},
+      {"--threshold", {"cdf"}},
+      {"--decay", {"radial"}},
+      {"--window", {"sta"}},
+      {"--table", {"sta", "svg"}},
+      {"--band-frames", {"svg"}},
+      {"--spatial-ratio", {"svg"}},
+      {"--q", {"topk", "cdf"}},
+      {"--k", {"topk", "cdf"}},
+  };
+  if (kind == "file") return Ok{};  // a recorded mask: its loader says what it reads
+  for (const std::string& flag : given)
+    for (const Rule& r : kRules) {
+      if (flag != r.flag) continue;
+      if (std::find(r.kinds.begin(), r.kinds.end(), kind) != r.kinds.end()) continue;
+      std::string kinds;
+      for (const auto& k : r.kinds) kinds += (kinds.empty() ? "" : ", ") + k;
+      return input_error(
+          "<command line>", flag,
+          "does not apply to pattern kind '" + kind + "' (it applies to " + kinds + ")");
+    }
+  return Ok{};
+}
+
+std::vector<std::string> given_options(const CLI::App& cmd) {
+  std::vector<std::string> given;
+  for (const CLI::Option* o : cmd.get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) given.push_back("--" + o->get_lnames().front());
+  return given;
 }
 
 CLI::Validator between(double lo, double hi) {

@@ -73,13 +73,16 @@ struct GraphBuilder {
   }
 };
 
-/// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty.
+/// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty. An explicit
+/// options.p2p (--p2p on|off) sets the GPUs' p2p_capable too: `--p2p on` on GeForce models
+/// (P2P-patched driver) otherwise changed nothing, since a pair needs both.
 inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& file) {
   const std::string name = options.gpu_model.empty() ? "generic" : options.gpu_model;
   auto g = find_gpu_model(name);
   if (!g)
     return input_error(file, "",
                        "unknown GPU model '" + name + "' (--gpu-model; see `sparsp topo models`)");
+  if (options.p2p) g->p2p_capable = *options.p2p;
   return *g;
 }
 

@@ -40,8 +40,11 @@ struct Study {
   sim::SimOptions sim;
 };
 
-/// Reads a study JSON. Errors name the file and the JSON pointer (exit 2).
-Result<Study> load_study(const std::string& path);
+/// Reads a study JSON. Errors name the file and the JSON pointer (exit 2). `fill_json`, when not
+/// empty, is a JSON object whose keys stand in for keys the file lacks (command-line overrides
+/// that supply a field, e.g. `--topology` for a study without "topology"): a key present in the
+/// file (or "topologies" for "topology") is kept.
+Result<Study> load_study(const std::string& path, const std::string& fill_json = "");
 Result<Study> parse_study(const std::string& text, const std::string& source_name);
 /// The built-in default study (the same text as configs/studies/default.json).
 Result<Study> default_study();

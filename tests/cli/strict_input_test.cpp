@@ -239,6 +239,139 @@ TEST_CASE("defect 11: a key given twice is an error naming it, in workload and t
                      "appear once)\n");
 }
 
+TEST_CASE("defect 12: topo import and pattern convert refuse to overwrite their input") {
+  const fs::path d = temp_dir("inplace");
+  fs::copy_file(kSmiText, d / "topo.txt");
+  const std::string before = slurp(d / "topo.txt");
+  Run r = run("topo import --format nvidia-smi " + (d / "topo.txt").string() + " -o " +
+              (d / "topo.txt").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("is also IN; refusing to overwrite it") != std::string::npos);
+  CHECK(lines(r.err) == 1);
+  CHECK(slurp(d / "topo.txt") == before);
+  // A pattern written once, then converted onto itself.
+  REQUIRE(
+      run("pattern gen --model hunyuanvideo-sta --kind sta --block 384 --steps 1 --layers 1 -o " +
+          (d / "p.spm").string())
+          .rc == 0);
+  const std::string spm = slurp(d / "p.spm");
+  r = run("pattern convert " + (d / "p.spm").string() + " -o " + (d / "p.spm").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("is also input; refusing to overwrite it") != std::string::npos);
+  CHECK(slurp(d / "p.spm") == spm);
+}
+
+TEST_CASE("defect 13: topo import --p2p on makes GeForce GPUs peer-capable") {
+  const fs::path d = temp_dir("p2pon");
+  REQUIRE(run("topo import --format nvidia-smi " + kSmiText + " --gpu-model rtx4090 --p2p on -o " +
+              (d / "x.json").string())
+              .rc == 0);
+  const json t = json::parse(slurp(d / "x.json"));
+  CHECK(t["p2p"] == true);
+  int gpus = 0;
+  for (const auto& n : t["nodes"])
+    if (n["kind"] == "gpu") {
+      ++gpus;
+      CHECK(n["p2p_capable"] == true);  // was false: every pair stayed host-staged
+    }
+  CHECK(gpus == 2);
+}
+
+TEST_CASE("defect 14: pattern options that the kind does not read are errors naming the kind") {
+  // The default study's pattern is STA: --density was ignored, output identical to plain simulate.
+  Run r = run("simulate --density 0.5");
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "sparsp: <command line>:--density: does not apply to pattern kind 'sta' (it applies to "
+        "random, topk)\n");
+  r = run("simulate --decay 3");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--decay: does not apply to pattern kind 'sta' (it applies to radial)") !=
+        std::string::npos);
+  r = run("pattern stats --model hunyuanvideo-sta --kind sta --block 384 --q x.npy");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--q: does not apply to pattern kind 'sta' (it applies to topk, cdf)") !=
+        std::string::npos);
+  r = run("pattern gen --model hunyuanvideo-sta --kind topk --table t.json -o x.spm");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--table: does not apply to pattern kind 'topk' (it applies to sta, svg)") !=
+        std::string::npos);
+}
+
+TEST_CASE("defect 15: command-line flags supply fields the study file lacks") {
+  const fs::path d = temp_dir("fill");
+  const std::string pattern =
+      R"("pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]})";
+  const std::string policies = R"("policies": ["contiguous/ring/sm_overlap"])";
+  const std::string head =
+      R"({"schema_version": 1, "model": "hunyuanvideo-sta", "steps": [0], "layers": [0], )";
+  std::ofstream(d / "notopo.json") << head << pattern << ", " << policies << "}";
+  std::ofstream(d / "nopol.json") << head << pattern << R"(, "topology": "2x-h200-nvlink"})";
+  std::ofstream(d / "nopat.json") << head << policies << R"(, "topology": "2x-h200-nvlink"})";
+  // Before: "notopo.json:/topology: missing", "/policies: expected a non-empty list",
+  // "/pattern: missing" (exit 2).
+  Run r =
+      run("simulate --config " + (d / "notopo.json").string() + " --topology 2x-h200-nvlink --csv");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("2x-h200-nvlink,\"contiguous/ring/sm_overlap\"") != std::string::npos);
+  r = run("simulate --config " + (d / "nopol.json").string() +
+          " --policy contiguous/ring/sync --csv");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("2x-h200-nvlink,\"contiguous/ring/sync\"") != std::string::npos);
+  r = run("simulate --config " + (d / "nopat.json").string() +
+          " --pattern dense --block 384 --csv");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("2x-h200-nvlink,\"contiguous/ring/sm_overlap\"") != std::string::npos);
+  // Without the flag, the missing field is still an error.
+  r = run("simulate --config " + (d / "notopo.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("notopo.json:/topology") != std::string::npos);
+}
+
+TEST_CASE("defect 16: the default study runs on all the GPUs of a --topology") {
+  const fs::path d = temp_dir("all16");
+  std::ofstream(d / "t16.json") << R"({"schema_version": 1, "name": "t16",
+    "template": {"sockets": 2, "switches_per_socket": 2, "gpus_per_switch": 4,
+                 "gpu_model": "NVIDIA L40S", "pcie_gen": 4}})";
+  const Run r =
+      run("simulate --topology " + (d / "t16.json").string() + " --steps 1 --layers 1 --json");
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("simulating sequence-parallel degree 16") != std::string::npos);
+  const json j = json::parse(r.out);
+  CHECK(j["gpus"] == 16);
+  // Ulysses cannot split 24 heads over 16 ranks: left out with the reason, not an error.
+  bool ulysses_left_out = false;
+  for (const auto& s : j.value("skipped", json::array()))
+    if (s["policy"] == "head_parallel/ulysses/sync") ulysses_left_out = true;
+  CHECK(ulysses_left_out);
+}
+
+TEST_CASE("defect 17: a failed write leaves no temporary file behind") {
+  const fs::path d = temp_dir("fullwrite");
+  // Files may grow to a few KiB only (EFBIG past it, SIGXFSZ ignored), like a full disk; the
+  // 8-GPU trace is larger than that, the table on stdout is not.
+  const std::string limit = "trap '' XFSZ; ulimit -f 8;";
+  Run r = run("pattern gen --model hunyuanvideo-720p --kind topk --block 128 --steps 2 -o " +
+                  (d / "hy.spm").string(),
+              limit);
+  CHECK(r.rc == 1);
+  CHECK(lines(r.err) == 1);
+  r =
+      run("simulate --topology 8x-l40s-gen4-4switch --policy contiguous/ring/sm_overlap --steps 1 "
+          "--layers 1 --trace " +
+              (d / "tr").string(),
+          limit);
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("write failed") != std::string::npos);
+  size_t left = 0;
+  for (const auto& e : fs::recursive_directory_iterator(d)) {
+    CAPTURE(e.path());
+    if (e.path().string().find(".tmp") != std::string::npos) ++left;
+  }
+  CHECK(left == 0);
+  CHECK_FALSE(fs::exists(d / "hy.spm"));
+}
+
 TEST_CASE("defect 18: unknown keys in model JSON, .spm headers and --table files are errors") {
   const fs::path d = temp_dir("unknown");
   // The typo "mlp_hiden" used to leave MLP at its default, 4 x hidden.
