@@ -12,41 +12,19 @@
 #include <sstream>
 #include <string>
 
+#include "cli_support.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int rc;           ///< exit status; -1 when ended by a signal
-  std::string err;  ///< stderr
-};
+using namespace sparsp::test;  // NOLINT: run, Run, slurp, lines
 
-/// Runs `ENV sparsp ARGS` through the shell; stdout is discarded.
-Run run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(SPARSP_CLI_PATH) + " " +
-                          args + " 2>&1 >/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+std::filesystem::path temp_dir(const std::string& name) {
+  return sparsp::test::fresh_dir("sparsp_barrier_" + name);
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("sparsp_barrier_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-// One step, one layer, one point, an inline topology (so the evaluator writes a scratch file).
+// One step, one layer, two points, an inline topology (so the evaluator writes a scratch file).
 const char* kSweep = R"({"schema_version": 1,
   "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
               "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2, "gpu_model": "NVIDIA L40S",

@@ -15,52 +15,21 @@
 #include <sstream>
 #include <string>
 
+#include "cli_support.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out, err;
-};
+using namespace sparsp::test;  // NOLINT: run, Run, slurp, lines
 
-/// Runs `ENV sparsp ARGS`, capturing stdout and stderr.
-Run run(const std::string& args, const std::string& env = "") {
-  static int n = 0;
-  const fs::path o = fs::temp_directory_path() / ("sparsp_strict_out" + std::to_string(n));
-  const fs::path e = fs::temp_directory_path() / ("sparsp_strict_err" + std::to_string(n++));
-  const std::string cmd = env + (env.empty() ? "" : " ") + SPARSP_CLI_PATH + " " + args + " >" +
-                          o.string() + " 2>" + e.string();
-  const int status = std::system(cmd.c_str());
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(o), slurp(e)};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("sparsp_strict_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+std::filesystem::path temp_dir(const std::string& name) {
+  return sparsp::test::fresh_dir("sparsp_strict_" + name);
 }
 
 const std::string kData = SPARSP_TEST_DATA_DIR;
+
 const std::string kSmiText = kData + "/topology/cases/2x-gen3-switch-no-p2p/topo.txt";
 
 }  // namespace
