@@ -117,6 +117,14 @@ void dump_rounded(const nlohmann::ordered_json& j, int indent, int level, std::s
   }
 }
 
+// A CSV field: quoted (inner quotes doubled) when it holds a comma, a quote or a newline.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 // A ratio in the table; '-' where it has no value (a zero denominator, NaN).
 std::string ratio_text(const char* format, double v) {
   return std::isfinite(v) ? fmt(format, v) : std::string("-");
@@ -239,7 +247,8 @@ std::string to_csv(const StudyResult& r) {
   std::ostringstream out;
   out << "topology,policy,placement,scheme,runtime,volume_bytes,control_bytes,volume_vs_baseline,"
          "attention_time_s,step_time_s,e2e_time_s,speedup,attention_speedup,compute_imbalance,"
-         "busiest_link,busiest_utilization,lower_bound_s\n";
+         "busiest_link,busiest_utilization,lower_bound_s,name,params,other_time_s,"
+         "lower_bound_binding,units,simulated\n";
   for (const auto& p : r.policies) {
     out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
         << p.policy.scheme << "," << p.policy.runtime;
@@ -248,7 +257,13 @@ std::string to_csv(const StudyResult& r) {
           p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
       out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());  // no value: empty
     out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
-        << fmt("%.9g", p.lower_bound_s) << "\n";
+        << fmt("%.9g", p.lower_bound_s);
+    // The JSON fields the CSV lacked (issue 18, defect 19), appended: "the same per row".
+    nlohmann::ordered_json params = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : p.policy.params) params[k] = v;
+    out << "," << csv_field(policy_label(p.policy)) << "," << csv_field(params.dump()) << ","
+        << fmt("%.9g", p.other_time_s) << "," << csv_field(p.lower_bound_binding) << ","
+        << p.units << "," << p.simulated << "\n";
   }
   return out.str();
 }

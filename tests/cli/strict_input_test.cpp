@@ -381,3 +381,29 @@ TEST_CASE("defect 18: unknown keys in model JSON, .spm headers and --table files
         "sparsp: " + (d / "t.json").string() +
             ":/bogus: unknown key 'bogus' (known: windows, schema_version, description, source)\n");
 }
+
+TEST_CASE("defect 19: simulate --csv has the JSON's fields per row (name, params, binding, ...)") {
+  const std::string args =
+      "simulate --topology 2x-h200-nvlink --gpus 2 --policy "
+      "contiguous/ring/sm_overlap:skip_empty=1 "
+      "--steps 1 --layers 2";
+  const Run c = run(args + " --csv"), j = run(args + " --json");
+  REQUIRE(c.rc == 0);
+  REQUIRE(j.rc == 0);
+  const json p = json::parse(j.out)["policies"][0];
+  const std::string header = c.out.substr(0, c.out.find('\n'));
+  // Appended, nothing renamed (sweep CSVs, docs/STUDIES.md and plot.py use "policy").
+  CHECK(header.rfind("topology,policy,placement,", 0) == 0);
+  const std::string added =
+      ",lower_bound_s,name,params,other_time_s,lower_bound_binding,units,simulated";
+  REQUIRE(header.size() > added.size());
+  CHECK(header.substr(header.size() - added.size()) == added);
+  const std::string row = c.out.substr(header.size() + 1);
+  const std::string expect_tail =
+      "," + p["name"].get<std::string>() + ",\"{\"\"skip_empty\"\":1.0}\",";
+  CHECK(row.find(expect_tail) != std::string::npos);
+  CHECK(row.find("," + p["lower_bound_binding"].get<std::string>() + "," +
+                 std::to_string(p["units"].get<int>()) + "," +
+                 std::to_string(p["simulated"].get<int>()) + "\n") != std::string::npos);
+  CHECK(p["units"] == 2);  // 1 step x 2 layers
+}
