@@ -191,6 +191,22 @@ void print(const study::StudyResult& r, const SimulateArgs& a) {
 
 int run(const SimulateArgs& a) {
   if (a.list) {
+    // --list lists; any other option (but --json) would be ignored: refuse it.
+    for (const auto& f : a.given)
+      if (f != "--list" && f != "--json")
+        return report(input_error("<command line>", f, "cannot be combined with --list"));
+    if (a.json) {
+      nlohmann::ordered_json j;
+      auto add = [&j](const char* key, const std::vector<policy::PolicyInfo>& v) {
+        auto& arr = j[key] = nlohmann::ordered_json::array();
+        for (const auto& p : v) arr.push_back({{"name", p.name}, {"description", p.description}});
+      };
+      add("placements", policy::placements());
+      add("schemes", policy::schemes());
+      add("runtimes", policy::runtimes());
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
     std::cout << "placements:\n";
     for (const auto& p : policy::placements())
       std::cout << "  " << p.name << ": " << p.description << "\n";

@@ -58,7 +58,10 @@ Status check_writable(const std::string& path) {
   if (fs::is_directory(path, ec)) return input_error(path, "", "cannot write: is a folder");
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
-    return input_error(path, "", "cannot write: folder " + parent.string() + " does not exist");
+    return input_error(path, "",
+                       fs::exists(parent, ec)
+                           ? "cannot write: " + parent.string() + " is not a folder"
+                           : "cannot write: folder " + parent.string() + " does not exist");
   const std::string probe = path + ".tmp";  // the file write_text_atomic writes first
   const bool existed = fs::exists(probe, ec);
   {

@@ -407,3 +407,25 @@ TEST_CASE("defect 19: simulate --csv has the JSON's fields per row (name, params
                  std::to_string(p["simulated"].get<int>()) + "\n") != std::string::npos);
   CHECK(p["units"] == 2);  // 1 step x 2 layers
 }
+
+TEST_CASE("defect 22: simulate --list --json is JSON; --list with another option is refused") {
+  Run r = run("simulate --list --json");
+  REQUIRE(r.rc == 0);
+  const json j = json::parse(r.out);  // was plain text
+  CHECK(j["placements"].size() >= 5);
+  CHECK(j["schemes"].size() >= 7);
+  bool ring = false;
+  for (const auto& s : j["schemes"]) ring = ring || s["name"] == "ring";
+  CHECK(ring);
+  r = run("simulate --list --topology foo");  // exited 0, --topology ignored
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: <command line>:--topology: cannot be combined with --list\n");
+  // tune -o under a regular file: not "folder ... does not exist".
+  const fs::path d = temp_dir("regfile");
+  std::ofstream(d / "regfile") << "x";
+  r = run("tune -c " + std::string(SPARSP_TEST_DATA_DIR) + "/bad/text-objective.tune.json -o " +
+          (d / "regfile" / "out.json").string());
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: " + (d / "regfile" / "out.json").string() +
+                     ": cannot write: " + (d / "regfile").string() + " is not a folder\n");
+}
