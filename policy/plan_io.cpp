@@ -536,6 +536,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
         if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
           return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
+        if (cj.contains("duration_s") && cj.contains("flops"))  // as in workload JSON
+          return rd.err(cp, "give 'duration_s' or 'flops', not both");
         if (!(c.duration_s >= 0) || !(c.duration_s <= kMaxDurationS))
           return rd.err(cp + "/duration_s",
                         "expected seconds in 0..1e6, got " + num_text(c.duration_s));

@@ -113,6 +113,14 @@ TEST_CASE("defect 6: a plan's study parameters are range-checked (no negative ti
     CHECK(r.err == "sparsp: " + (d / "bad.json").string() + ":/policy/params/" + c.key + ": " +
                        c.what + "\n");
   }
+  // A compute task with both duration_s and flops: refused in workload JSON, now in a plan too.
+  json both = good;
+  both["layers"][0]["compute"][0]["flops"] = 1e9;
+  std::ofstream(d / "both.json") << both.dump(1);
+  const Run rb = run("simulate --plan " + (d / "both.json").string());
+  CHECK(rb.rc == 2);
+  CHECK(rb.err == "sparsp: " + (d / "both.json").string() +
+                      ":/layers/0/compute/0: give 'duration_s' or 'flops', not both\n");
   // The plan as emitted still re-times.
   CHECK(run("simulate --plan " + plan.string()).rc == 0);
 }
