@@ -483,6 +483,14 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   out.name = st.name;
   out.model = model->name;
   if (st.policies.empty()) return input_error(st.source, "/policies", "no policy to simulate");
+  // A policy twice (also as skip_empty=1 and skip_empty=1.0) gave duplicate rows, and its
+  // second plan and trace files overwrote the first.
+  for (size_t j = 1; j < st.policies.size(); ++j)
+    for (size_t i = 0; i < j; ++i)
+      if (policy_label(st.policies[i]) == policy_label(st.policies[j]))
+        return input_error(
+            st.source, place_of(st, j),
+            "the same policy as " + place_of(st, i) + " (" + policy_label(st.policies[j]) + ")");
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();
   out.baseline = policy_label(st.policies[*baseline]);

@@ -437,3 +437,14 @@ TEST_CASE("defect 22: simulate --list --json is JSON; --list with another option
   CHECK(r.err == "sparsp: " + (d / "regfile" / "out.json").string() +
                      ": cannot write: " + (d / "regfile").string() + " is not a folder\n");
 }
+
+TEST_CASE("defect 22: a policy given twice is an error, not a duplicate row") {
+  const Run r =
+      run("simulate --topology 2x-h200-nvlink --gpus 2 --policy "
+          "contiguous/ring/sm_overlap:skip_empty=1 "
+          "--policy contiguous/ring/sm_overlap:skip_empty=1.0");
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "sparsp: <preset:default-study>:--policy[1]: the same policy as --policy[0] "
+        "(contiguous/ring/sm_overlap:skip_empty=1)\n");
+}
