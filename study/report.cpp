@@ -262,8 +262,8 @@ std::string to_csv(const StudyResult& r) {
     nlohmann::ordered_json params = nlohmann::ordered_json::object();
     for (const auto& [k, v] : p.policy.params) params[k] = v;
     out << "," << csv_field(policy_label(p.policy)) << "," << csv_field(params.dump()) << ","
-        << fmt("%.9g", p.other_time_s) << "," << csv_field(p.lower_bound_binding) << ","
-        << p.units << "," << p.simulated << "\n";
+        << fmt("%.9g", p.other_time_s) << "," << csv_field(p.lower_bound_binding) << "," << p.units
+        << "," << p.simulated << "\n";
   }
   return out.str();
 }
