@@ -143,7 +143,11 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     auto* c = pat->add_subcommand("gen", "Generate a pattern and write it (.spm native or .npy)");
     add_generator_flags(c, *a, true);
     c->add_option("-o,--output", *out, "output file (.spm or .npy)")->required();
-    c->callback([a, out, &ctx] {
+    c->callback([a, out, c, &ctx] {
+      if (auto st = options_apply_to_kind(a->opt.kind, given_options(*c)); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
       auto p = open_pattern(*a, "");
       if (!p) {
         ctx.exit_code = report(p.error());
@@ -163,7 +167,12 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     add_generator_flags(c, *a, false);
     c->add_option("--max-steps", *max_steps, "only the first N steps (0: all)")->check(at_least(0));
     c->add_flag("--json", *json, "JSON output");
-    c->callback([a, file, json, max_steps, &ctx] {
+    c->callback([a, file, json, max_steps, c, &ctx] {
+      if (file->empty())
+        if (auto st = options_apply_to_kind(a->opt.kind, given_options(*c)); !st) {
+          ctx.exit_code = report(st.error());
+          return;
+        }
       auto p = open_pattern(*a, *file);
       if (!p) {
         ctx.exit_code = report(p.error());
@@ -211,6 +220,10 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     c->add_option("--order", a->opt.order, "raster|tile");
     c->add_option("--tile", a->tile, "tile shape t,h,w");
     c->callback([a, in, out, &ctx] {
+      if (auto st = distinct_files({{"input", *in}, {"--output", *out}}); !st) {
+        ctx.exit_code = report(st.error());
+        return;
+      }
       auto p = open_pattern(*a, *in);
       if (!p) {
         ctx.exit_code = report(p.error());

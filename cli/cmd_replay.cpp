@@ -16,18 +16,7 @@ namespace {
 
 /// Writes `text` to `path` through a temporary file and a rename (no partial files).
 Status write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return input_error(path, "", "cannot write file");
-    out << text;
-    out.flush();
-    if (!out) return Error{path + ": write failed", 1};
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": cannot rename temporary file: " + ec.message(), 2};
-  return Ok{};
+  return write_output_file(path, text);
 }
 
 Result<std::vector<int>> parse_devices(const std::string& s) {

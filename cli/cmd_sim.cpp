@@ -21,17 +21,7 @@ struct SimRunOptions {
 
 /// Writes `text` to `path` through a temporary file and a rename (no partial output).
 Status write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return input_error(path, "", "cannot write trace file");
-    out << text;
-    if (!out.flush()) return Error{path + ": write failed", 1};
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return input_error(path, "", "cannot write: " + ec.message());
-  return Ok{};
+  return write_output_file(path, text, "trace file");
 }
 
 int run_sim(const SimRunOptions& o) {

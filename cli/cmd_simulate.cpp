@@ -5,20 +5,22 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "commands.hpp"
-#include "sparsp/topology.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/study.hpp"
 #include "sparsp/sweep.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::cli {
 
 namespace {
 
 struct SimulateArgs {
+  double max_memory_gib = study::kDefaultMaxMemoryBytes / (1ull << 30);
   std::string config;
   std::string topology;
   std::string model;
@@ -66,16 +68,7 @@ Status write_file(const std::string& dir, const std::string& name, const std::st
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
-  const auto path = std::filesystem::path(dir) / name;
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) return Error{tmp + ": write failed", 1};
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return input_error(path.string(), "", "cannot write: " + ec.message());
-  return Ok{};
+  return write_output_file((std::filesystem::path(dir) / name).string(), text);
 }
 
 // Output folders are written after the run: refuse one that cannot be created or written now.
@@ -88,7 +81,15 @@ Status check_output_dir(const std::string& dir) {
 }
 
 Result<study::Study> build_study(const SimulateArgs& a) {
-  auto st = a.config.empty() ? study::default_study() : study::load_study(a.config);
+  // Flags also supply a field the study file lacks (configs/studies/README: "Command-line flags
+  // override the study's fields"); they are applied below either way.
+  nlohmann::json fill = nlohmann::json::object();
+  if (!a.topology.empty()) fill["topology"] = a.topology;
+  if (!a.model.empty()) fill["model"] = a.model;
+  if (!a.policies.empty()) fill["policies"] = a.policies;
+  if (!a.pattern.empty()) fill["pattern"] = {{"kind", "dense"}};  // replaced below
+  auto st = a.config.empty() ? study::default_study()
+                             : study::load_study(a.config, fill.empty() ? "" : fill.dump());
   if (!st) return st.error();
   study::Study s = std::move(*st);
   const std::string cl = "<command line>";
@@ -157,9 +158,11 @@ Result<study::Study> build_study(const SimulateArgs& a) {
   // `--topology` with fewer GPUs than the study's degree and no `--gpus`: use all its GPUs (the
   // study's ranks would not fit) and say so on stderr. Policies that cannot run at that degree
   // (USP below 4 ranks, ...) are left out by the study runner (StudyResult::skipped).
+  // The built-in default study runs on all the GPUs of a `--topology` (README: "the default
+  // study on it (all its GPUs)"), more than its 8 too.
   if (!a.topology.empty() && !a.gpus && s.gpus.empty() && s.num_gpus > 0) {
     auto t = topology::Topology::load(a.topology);
-    if (t && t->num_gpus() < s.num_gpus) {
+    if (t && (t->num_gpus() < s.num_gpus || (a.config.empty() && t->num_gpus() > s.num_gpus))) {
       std::fprintf(stderr,
                    "sparsp: note: %s has %d GPU%s, the study asks for %d: simulating "
                    "sequence-parallel degree %d (choose with --gpus)\n",
@@ -188,6 +191,22 @@ void print(const study::StudyResult& r, const SimulateArgs& a) {
 
 int run(const SimulateArgs& a) {
   if (a.list) {
+    // --list lists; any other option (but --json) would be ignored: refuse it.
+    for (const auto& f : a.given)
+      if (f != "--list" && f != "--json")
+        return report(input_error("<command line>", f, "cannot be combined with --list"));
+    if (a.json) {
+      nlohmann::ordered_json j;
+      auto add = [&j](const char* key, const std::vector<policy::PolicyInfo>& v) {
+        auto& arr = j[key] = nlohmann::ordered_json::array();
+        for (const auto& p : v) arr.push_back({{"name", p.name}, {"description", p.description}});
+      };
+      add("placements", policy::placements());
+      add("schemes", policy::schemes());
+      add("runtimes", policy::runtimes());
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
     std::cout << "placements:\n";
     for (const auto& p : policy::placements())
       std::cout << "  " << p.name << ": " << p.description << "\n";
@@ -227,9 +246,11 @@ int run(const SimulateArgs& a) {
   }
   auto study = build_study(a);
   if (!study) return report(study.error());
+  if (auto st = options_apply_to_kind(study->pattern.kind, a.given); !st) return report(st.error());
   for (const std::string* dir : {&a.trace_dir, &a.plan_dir})
     if (auto st = check_output_dir(*dir); !st) return report(st.error());
   study::RunOptions opt;
+  opt.max_memory_bytes = a.max_memory_gib * (1ull << 30);
   opt.keep_plans = !a.plan_dir.empty();
   opt.keep_trace = !a.trace_dir.empty();
   // Progress on stderr: a bar on a terminal, nothing otherwise (piped output and logs unchanged).
@@ -310,6 +331,9 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--attention-efficiency", args->attention_efficiency,
                   "fraction of the GPU's dense bf16 peak reached by attention kernels")
       ->check(above_up_to(0, 1));
+  cmd->add_option("--max-memory-gib", args->max_memory_gib,
+                  "refuse a study estimated to need more memory than this (GiB; default 16)")
+      ->check(above_up_to(0, 1e6));
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output");
   cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");
@@ -321,9 +345,7 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
                   "10 s), off")
       ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
   cmd->callback([args, cmd, &ctx] {
-    args->given.clear();
-    for (const CLI::Option* o : cmd->get_options())
-      if (o->count() > 0 && !o->get_lnames().empty()) args->given.push_back("--" + o->get_lnames().front());
+    args->given = given_options(*cmd);
     ctx.exit_code = run(*args);
   });
 }

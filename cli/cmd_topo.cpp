@@ -19,31 +19,12 @@ namespace topo = sparsp::topology;
 // Writes `text` to `path` through a temporary file in the same folder and a rename, so that a
 // failure never leaves a partial file behind.
 Status write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write file", 2};
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Error{path + ": write error", 1};
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return Error{path + ": cannot write file: " + ec.message(), 2};
-  }
-  return Ok{};
+  return write_output_file(path, text);
 }
 
 Result<std::string> read_input(const std::string& path) {
   if (path != "-") return read_text_file(path);
-  std::ostringstream ss;
-  ss << std::cin.rdbuf();
-  return ss.str();
+  return read_text_stream(std::cin, "<stdin>");
 }
 
 struct TopoArgs {
@@ -190,6 +171,11 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
                    "ACS redirect on every inferred switch (default off)")
       ->check(CLI::IsMember({"on", "off"}));
   import->callback([args, &ctx] {
+    if (args->file != "-")
+      if (auto st = distinct_files({{"IN", args->file}, {"--output", args->output}}); !st) {
+    ctx.exit_code = report(st.error());
+    return;
+  }
     auto text = read_input(args->file);
   if (!text) {
     ctx.exit_code = report(text.error());

@@ -1,12 +1,19 @@
 // sparsp: thin command-line layer over the libraries (parse options, call one library function,
 // map the result to an exit code). Exit codes: 0 success, 1 run-time failure, 2 bad input.
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <new>
 #include <regex>
+#include <system_error>
 
 #include "commands.hpp"
 #include "sparsp/version.hpp"
@@ -67,6 +74,32 @@ CLI::Validator at_least(double lo) {
       "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
 }
 
+Status write_output_file(const std::string& path, const std::string& text,
+                         const std::string& what) {
+  // Beside the output (same folder, so the rename is atomic), named after this process so that
+  // two writers never share one; removed on every failure.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return input_error(path, "", "cannot write " + what);
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      std::filesystem::remove(tmp, ec);
+      return Error{path + ": write failed (disk full?)", 1};
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    return input_error(path, "", "cannot write " + what + ": " + why);
+  }
+  return Ok{};
+}
+
 Status distinct_files(const std::vector<std::pair<std::string, std::string>>& files) {
   std::vector<std::pair<std::string, std::filesystem::path>> seen;
   for (const auto& [opt, path] : files) {
@@ -81,6 +114,46 @@ Status distinct_files(const std::vector<std::pair<std::string, std::string>>& fi
     seen.emplace_back(opt, c);
   }
   return Ok{};
+}
+
+Status options_apply_to_kind(const std::string& kind, const std::vector<std::string>& given) {
+  // Which generator reads each option (patterns/factory.cpp); other options apply to every kind.
+  struct Rule {
+    const char* flag;
+    std::vector<std::string> kinds;
+  };
+  static const Rule kRules[] = {
+      {"--density", {"random", "topk"}},
+      {"--seed", {"random", "svg", "topk", "cdf"}},
+      {"--topk", {"topk"}},
+      {"--threshold", {"cdf"}},
+      {"--decay", {"radial"}},
+      {"--window", {"sta"}},
+      {"--table", {"sta", "svg"}},
+      {"--band-frames", {"svg"}},
+      {"--spatial-ratio", {"svg"}},
+      {"--q", {"topk", "cdf"}},
+      {"--k", {"topk", "cdf"}},
+  };
+  if (kind == "file") return Ok{};  // a recorded mask: its loader says what it reads
+  for (const std::string& flag : given)
+    for (const Rule& r : kRules) {
+      if (flag != r.flag) continue;
+      if (std::find(r.kinds.begin(), r.kinds.end(), kind) != r.kinds.end()) continue;
+      std::string kinds;
+      for (const auto& k : r.kinds) kinds += (kinds.empty() ? "" : ", ") + k;
+      return input_error(
+          "<command line>", flag,
+          "does not apply to pattern kind '" + kind + "' (it applies to " + kinds + ")");
+    }
+  return Ok{};
+}
+
+std::vector<std::string> given_options(const CLI::App& cmd) {
+  std::vector<std::string> given;
+  for (const CLI::Option* o : cmd.get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) given.push_back("--" + o->get_lnames().front());
+  return given;
 }
 
 CLI::Validator between(double lo, double hi) {
@@ -118,15 +191,56 @@ CLI::Validator existing_file() {
       "FILE");
 }
 
-int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
-  if (error.get_exit_code() == 0) return app.exit(error) == 0 ? 0 : 2;  // --help, --version
-  // The subcommand being parsed: the chain of parsed subcommands ("topo import").
+namespace {
+
+/// The subcommand being parsed or run: the chain of parsed subcommands ("topo import"), "" when
+/// none was chosen; `sub` becomes the innermost one.
+std::string command_chain(const CLI::App& app, const CLI::App*& sub) {
   std::string where;
-  const CLI::App* sub = &app;
+  sub = &app;
   for (auto subs = sub->get_subcommands(); !subs.empty(); subs = sub->get_subcommands()) {
     sub = subs.front();
     where += (where.empty() ? "" : " ") + sub->get_name();
   }
+  return where;
+}
+
+std::string one_line(std::string msg) {
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  return msg;
+}
+
+}  // namespace
+
+int report_exception(const CLI::App& app, std::exception_ptr error) {
+  const CLI::App* sub = nullptr;
+  const std::string where = command_chain(app, sub);
+  std::string msg;
+  int code = 1;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    msg = "out of memory (std::bad_alloc); the problem is too large for this machine";
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path that cannot be used (too long, a symlink loop, no permission): input.
+    msg = e.what();
+    code = 2;
+  } catch (const std::system_error& e) {
+    msg = std::string("system error: ") + e.what();
+  } catch (const std::exception& e) {
+    msg = std::string("internal error: ") + e.what();
+  } catch (...) {
+    msg = "internal error: unknown exception";
+  }
+  std::cerr << "sparsp: " << (where.empty() ? "" : where + ": ") << one_line(msg) << "\n";
+  return code;
+}
+
+int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == 0) return app.exit(error) == 0 ? 0 : 2;  // --help, --version
+  const CLI::App* sub = nullptr;
+  const std::string where = command_chain(app, sub);
   const std::string help = "sparsp " + (where.empty() ? "" : where + " ") + "--help";
   std::string msg = error.what();
   std::smatch m;
@@ -157,16 +271,18 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
   } else if (!msg.empty() && msg[0] >= 'A' && msg[0] <= 'Z' && msg.find(':') == std::string::npos) {
     msg[0] = static_cast<char>(msg[0] - 'A' + 'a');  // "A subcommand is required" and the like
   }
-  // Keep it one line.
-  for (char& c : msg)
-    if (c == '\n') c = ' ';
-  std::cerr << "sparsp: " << (where.empty() ? "" : where + ": ") << msg << "\n";
+  std::cerr << "sparsp: " << (where.empty() ? "" : where + ": ") << one_line(msg) << "\n";
   return 2;
 }
 
 }  // namespace sparsp::cli
 
 int main(int argc, char** argv) {
+  // Last resort for an exception escaping a worker thread: one line and exit 1, not SIGABRT.
+  std::set_terminate([] {
+    std::fputs("sparsp: internal error: unhandled exception in a worker thread\n", stderr);
+    std::_Exit(1);
+  });
   CLI::App app{
       "sparsp: simulator and replay harness for sparse sequence-parallel communication in "
       "multi-GPU video DiT inference",
@@ -184,6 +300,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return sparsp::cli::report_parse_error(app, e);
+  } catch (...) {
+    // The error barrier: a subcommand's callback runs inside parse(); nothing ends the process
+    // with a signal (bad_alloc, filesystem_error, system_error, anything else).
+    return sparsp::cli::report_exception(app, std::current_exception());
   }
   return ctx.exit_code;
 }

@@ -31,16 +31,27 @@ constexpr Kind kKinds[] = {
 
 std::string src_of(const ModelSpec& m) { return "<pattern:" + m.name + ">"; }
 
-Result<json> read_json_file(const std::string& path) {
+// A --table file: a JSON object with `key` (and optionally schema_version, description,
+// source); any other key is an error (a typo never passes silently).
+Result<json> read_json_file(const std::string& path, const char* key) {
   auto text = read_text_file(path, "table file");
   if (!text) return text.error();
-  return parse_json<json>(*text, path);
+  auto j = parse_json<json>(*text, path);
+  if (!j) return j.error();
+  if (!j->is_object()) return input_error(path, "", "expected a JSON object");
+  for (auto it = j->begin(); it != j->end(); ++it)
+    if (it.key() != key && it.key() != "schema_version" && it.key() != "description" &&
+        it.key() != "source")
+      return input_error(path, "/" + it.key(),
+                         "unknown key '" + it.key() + "' (known: " + key +
+                             ", schema_version, description, source)");
+  return j;
 }
 
 // {"windows": [[[t,h,w] x heads] x layers]} or a single [t,h,w] per layer.
 Result<std::vector<std::array<int, 3>>> load_window_table(const std::string& path, int layers,
                                                           int heads) {
-  auto j = read_json_file(path);
+  auto j = read_json_file(path, "windows");
   if (!j) return j.error();
   auto it = j->find("windows");
   if (it == j->end() || !it->is_array() || static_cast<int>(it->size()) != layers)
@@ -79,7 +90,7 @@ Result<std::vector<std::array<int, 3>>> load_window_table(const std::string& pat
 
 // {"heads": ["ssttst..." per layer]} with 's' spatial, 't' temporal.
 Result<std::vector<char>> load_svg_table(const std::string& path, int layers, int heads) {
-  auto j = read_json_file(path);
+  auto j = read_json_file(path, "heads");
   if (!j) return j.error();
   auto it = j->find("heads");
   if (it == j->end() || !it->is_array() || static_cast<int>(it->size()) != layers)

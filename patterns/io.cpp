@@ -311,6 +311,14 @@ Status write_native(Pattern& p, const std::string& path) {
   const int steps_idx = stat ? 1 : p.steps();
   // Payload first into a temp file (dynamic patterns stream step by step), index in memory.
   const std::string payload_path = path + ".payload.tmp";
+  // Removed on every return, failures included (a full disk left 64 KiB of it behind).
+  struct RemoveOnExit {
+    const std::string& path;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+  } payload_guard{payload_path};
   std::vector<int> index(static_cast<size_t>(steps_idx) * p.layers() * p.heads());
   int64_t masks = 0;
   auto write_mask = [](std::ofstream& out, const BlockMask& m, std::vector<char>& buf) {
@@ -413,18 +421,28 @@ Status write_pattern(Pattern& p, const std::string& path) {
 
 Result<std::unique_ptr<Pattern>> parse_native(const uint8_t* data, size_t size,
                                               const std::string& src) {
+  if (size >= 8 && size < 16 && std::memcmp(data, kMagic, 8) == 0)
+    return input_error(src, "8", "truncated file (" + std::to_string(size) + " bytes; no header)");
   if (size < 16 || std::memcmp(data, kMagic, 8) != 0)
     return input_error(src, "0", "not a sparsp pattern file (bad magic)");
   const uint64_t hlen = get_u64(data + 8);
   if (hlen > size - 16)
     return input_error(src, "8", "truncated header (length " + std::to_string(hlen) + ")");
-  json h;
-  try {
-    h = json::parse(data + 16, data + 16 + hlen);
-  } catch (const json::exception& e) {
-    return input_error(src, "header", std::string("invalid JSON header: ") + e.what());
-  }
+  // The header's JSON errors as every file's (line, no exception text or raw bytes), duplicate
+  // keys included; then unknown keys.
+  auto parsed = parse_json<json>(
+      std::string_view(reinterpret_cast<const char*>(data) + 16, static_cast<size_t>(hlen)),
+      src + " header");
+  if (!parsed) return parsed.error();
+  const json h = std::move(parsed.value());
   if (!h.is_object()) return input_error(src, "header", "header is not a JSON object");
+  static const char* const kHeaderKeys[] = {
+      "format", "schema_version", "model", "layout",   "steps",       "layers", "heads",
+      "blocks", "words_per_row",  "masks", "per_step", "description", "index"};
+  for (auto it = h.begin(); it != h.end(); ++it)
+    if (std::find(std::begin(kHeaderKeys), std::end(kHeaderKeys), it.key()) ==
+        std::end(kHeaderKeys))
+      return input_error(src, "/" + it.key(), "unknown key '" + it.key() + "' in the header");
   auto get_int = [&](const char* key, int64_t lo, int64_t hi) -> Result<int64_t> {
     auto it = h.find(key);
     if (it == h.end() || !it->is_number_integer())

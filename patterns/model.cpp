@@ -34,6 +34,18 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (!parsed) return parsed.error();
   const json& j = *parsed;
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
+  // Unknown keys are errors: a typo ("mlp_hiden") would silently take the default.
+  static const char* const kKeys[] = {
+      "schema_version", "name",        "description", "source",       "latent",
+      "text_tokens",    "heads",       "head_dim",    "layers",       "hidden",
+      "mlp_hidden",     "dtype_bytes", "steps",       "text_position"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys))
+      return input_error(src, "/" + it.key(),
+                         "unknown key '" + it.key() +
+                             "' (known: schema_version, name, description, source, latent, "
+                             "text_tokens, heads, head_dim, layers, hidden, mlp_hidden, "
+                             "dtype_bytes, steps, text_position)");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))
     return input_error(src, "/schema_version", "unsupported schema version (expected 1)");
   ModelSpec m;

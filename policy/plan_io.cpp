@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,28 @@
 
 namespace sparsp::policy {
 namespace {
+
+// Range of the parameters a study adds to an emitted plan (study::kPlan*Key in sparsp/study.hpp:
+// other_time_s, model_layers, model_steps, compute_imbalance); "" when `x` fits, else the
+// message. Other keys are policy parameters, checked against the policy's registry later.
+std::string check_study_param(const std::string& key, double x) {
+  char buf[96];
+  if (key == "other_time_s" && !(x >= 0 && x <= 1e6)) {
+    std::snprintf(buf, sizeof buf, "expected seconds in [0, 1e6], got %.10g", x);
+    return buf;
+  }
+  if ((key == "model_layers" || key == "model_steps") &&
+      !(x >= 1 && x <= 1e6 && x == std::floor(x))) {
+    std::snprintf(buf, sizeof buf, "expected an integer in [1, 1e6], got %.10g", x);
+    return buf;
+  }
+  // max/mean >= 1; a hair below 1 is rounding of an exactly balanced plan.
+  if (key == "compute_imbalance" && !(x >= 1 - 1e-9 && x <= 1e6)) {
+    std::snprintf(buf, sizeof buf, "expected a ratio in [1, 1e6], got %.10g", x);
+    return buf;
+  }
+  return {};
+}
 
 using Json = nlohmann::ordered_json;
 
@@ -310,7 +333,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
       for (auto it = v->begin(); it != v->end(); ++it) {
         if (!it.value().is_number())
           return rd.err("/policy/params/" + it.key(), "expected a number");
-        p.policy.params[it.key()] = it.value().get<double>();
+        const double x = it.value().get<double>();
+        if (auto bad = check_study_param(it.key(), x); !bad.empty())
+          return rd.err("/policy/params/" + it.key(), bad);
+        p.policy.params[it.key()] = x;
       }
     }
   }
@@ -510,6 +536,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
         if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
           return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
+        if (cj.contains("duration_s") && cj.contains("flops"))  // as in workload JSON
+          return rd.err(cp, "give 'duration_s' or 'flops', not both");
         if (!(c.duration_s >= 0) || !(c.duration_s <= kMaxDurationS))
           return rd.err(cp + "/duration_s",
                         "expected seconds in 0..1e6, got " + num_text(c.duration_s));

@@ -147,6 +147,9 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
         return input_error(source_name, place, "needs 'duration_s' or 'flops'");
       if (o.contains("duration_s") && o.contains("flops"))
         return input_error(source_name, place, "give 'duration_s' or 'flops', not both");
+      if (c.duration_s > 1e6)  // as a plan's compute (1e300 gave "makespan: 1e+300 s")
+        return input_error(source_name, place + "/duration_s",
+                           "expected seconds in 0..1e6, got " + json(c.duration_s).dump());
       w.compute.push_back(std::move(c));
     }
   }

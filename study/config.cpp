@@ -383,9 +383,26 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   return s;
 }
 
-Result<Study> load_study(const std::string& path) {
+Result<Study> load_study(const std::string& path, const std::string& fill_json) {
   auto text = read_text_file(path, "study file");
   if (!text) return text.error();
+  if (!fill_json.empty()) {
+    auto doc = parse_json<json>(*text, path);
+    if (!doc) return doc.error();
+    auto fill = parse_json<json>(fill_json, "<command line>");
+    if (!fill) return fill.error();
+    bool filled = false;
+    if (doc->is_object() && fill->is_object())
+      for (auto it = fill->begin(); it != fill->end(); ++it) {
+        const bool has =
+            doc->contains(it.key()) || (it.key() == "topology" && doc->contains("topologies"));
+        if (!has) {
+          (*doc)[it.key()] = it.value();
+          filled = true;
+        }
+      }
+    if (filled) *text = doc->dump(2);  // pointers as in the file; lines may differ
+  }
   auto s = parse_study(*text, path);
   if (!s) return s;
   // File references (topology JSON, recorded pattern, table) are relative to the study file

@@ -117,6 +117,19 @@ void dump_rounded(const nlohmann::ordered_json& j, int indent, int level, std::s
   }
 }
 
+// A CSV field: quoted (inner quotes doubled) when it holds a comma, a quote or a newline.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// A ratio in the table; '-' where it has no value (a zero denominator, NaN).
+std::string ratio_text(const char* format, double v) {
+  return std::isfinite(v) ? fmt(format, v) : std::string("-");
+}
+
 }  // namespace
 
 std::string format_table(const StudyResult& r) {
@@ -154,13 +167,14 @@ std::string format_table(const StudyResult& r) {
       const std::string busiest =
           p.busiest_link.empty() ? "-"
                                  : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
-      const std::string vs = base_volume == 0 ? "-" : fmt("%.1f%%", 100 * p.volume_vs_baseline);
+      const std::string vs =
+          base_volume == 0 ? "-" : ratio_text("%.1f%%", 100 * p.volume_vs_baseline);
       std::snprintf(
           buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
           vs.c_str(), bytes_str(p.control_bytes).c_str(),
           fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
           fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
-          fmt("%.2fx", p.speedup).c_str(), fmt("%.2fx", p.attention_speedup).c_str(),
+          ratio_text("%.2fx", p.speedup).c_str(), ratio_text("%.2fx", p.attention_speedup).c_str(),
           fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
           fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
           fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
@@ -168,8 +182,9 @@ std::string format_table(const StudyResult& r) {
     }
     if (j - i > 1) {
       const auto& b = r.policies[best];
-      out << "fastest on " << topo << ": " << policy_label(b.policy)
-          << fmt(", %.2fx end to end", b.speedup) << fmt(", %.2fx attention", b.attention_speedup)
+      out << "fastest on " << topo << ": " << policy_label(b.policy) << ", "
+          << ratio_text("%.2fx", b.speedup) << " end to end, "
+          << ratio_text("%.2fx", b.attention_speedup) << " attention"
           << " vs " << r.baseline << "\n";
     }
     for (const auto& sk : r.skipped)
@@ -232,16 +247,23 @@ std::string to_csv(const StudyResult& r) {
   std::ostringstream out;
   out << "topology,policy,placement,scheme,runtime,volume_bytes,control_bytes,volume_vs_baseline,"
          "attention_time_s,step_time_s,e2e_time_s,speedup,attention_speedup,compute_imbalance,"
-         "busiest_link,busiest_utilization,lower_bound_s\n";
+         "busiest_link,busiest_utilization,lower_bound_s,name,params,other_time_s,"
+         "lower_bound_binding,units,simulated\n";
   for (const auto& p : r.policies) {
     out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
         << p.policy.scheme << "," << p.policy.runtime;
     for (double v :
          {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s, p.step_time_s,
           p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
-      out << "," << fmt("%.9g", v);
+      out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());  // no value: empty
     out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
-        << fmt("%.9g", p.lower_bound_s) << "\n";
+        << fmt("%.9g", p.lower_bound_s);
+    // The JSON fields the CSV lacked (issue 18, defect 19), appended: "the same per row".
+    nlohmann::ordered_json params = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : p.policy.params) params[k] = v;
+    out << "," << csv_field(policy_label(p.policy)) << "," << csv_field(params.dump()) << ","
+        << fmt("%.9g", p.other_time_s) << "," << csv_field(p.lower_bound_binding) << "," << p.units
+        << "," << p.simulated << "\n";
   }
   return out.str();
 }

@@ -4,6 +4,8 @@
 // (StudyResult::skipped), place, simulate every unit, summarise.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -174,6 +176,28 @@ std::vector<int> group_gpus(const Study& st, const topology::Topology& topo) {
   return gpus;
 }
 
+// Bytes per (query block, KV block) pair a study holds at its peak (block masks, demand and
+// placement graphs), from the peak RSS of HunyuanVideo 720p (108000 video tokens): block 8
+// (13.5k blocks) 1.8 GB -> 1.8e9 / 13.5e3^2 = 9.9 B; block 4 (27k blocks) 7.0 GB -> 9.6 B.
+constexpr double kBytesPerBlockPair = 10.0;
+
+// Refuses a generated pattern whose blocks^2 state would not fit `max_bytes`, before the
+// pattern is made (a recorded mask's size is bounded by its file).
+Status check_memory(const Study& st, const patterns::ModelSpec& model, double max_bytes) {
+  if (st.pattern.kind == "file" || st.pattern.block_tokens < 1) return Ok{};
+  const double b = st.pattern.block_tokens;
+  const double blocks = std::ceil(model.video_tokens() / b) + std::ceil(model.text_tokens / b);
+  const double need = kBytesPerBlockPair * blocks * blocks;
+  if (need <= max_bytes) return Ok{};
+  char msg[320];
+  std::snprintf(msg, sizeof msg,
+                "block %d gives %.0f blocks, an estimated %.1f GiB (%.0f B per block pair), over "
+                "the limit of %.1f GiB; use a larger block (--block) or raise --max-memory-gib",
+                st.pattern.block_tokens, blocks, need / (1ull << 30), kBytesPerBlockPair,
+                max_bytes / (1ull << 30));
+  return input_error(st.source, "/pattern/block", msg);
+}
+
 // Topology `ti` of the study, its group's GPUs and ranks, the pattern, the selection and the
 // compute model of the group's first GPU.
 Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& model) {
@@ -189,6 +213,21 @@ Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& 
   if (!pat) return pat.error();
   g.pattern = std::move(*pat);
   if (auto s = select_units(st, model, g); !s) return s.error();
+  // No made-up compute figure (compute_model_for falls back to the RTX 4090's 165.2 TFLOP/s).
+  for (int i : g.gpus)
+    if (g.topo->gpu(i).peak_bf16_flops <= 0)
+      return input_error(st.source, "/topology",
+                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                             g.topo->gpu(i).model +
+                             "') has no bf16 compute figure (peak_bf16_flops 0), so its compute "
+                             "cannot be simulated; give the GPU model (topo import --gpu-model, "
+                             "see `sparsp topo models`) or peak_bf16_flops in the topology");
+    else if (g.topo->gpu(i).sm_count < 1)  // SM-driven runtimes would take SMs from none
+      return input_error(st.source, "/topology",
+                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                             g.topo->gpu(i).model +
+                             "') has sm_count 0, so its kernels cannot be simulated; give "
+                             "sm_count >= 1 in the topology");
   g.compute = policy::compute_model_for(g.topo->gpu(g.gpus[0]));
   if (st.attention_efficiency > 0) g.compute.attention_efficiency = st.attention_efficiency;
   if (st.gemm_efficiency > 0) g.compute.gemm_efficiency = st.gemm_efficiency;
@@ -461,9 +500,11 @@ void relate_to_baseline(std::vector<PolicyResult>& results, size_t first, size_t
   const double be2e = base.e2e_time_s, batt = base.attention_time_s, bvol = base.volume_bytes;
   for (size_t i = first; i < results.size(); ++i) {
     auto& r = results[i];
-    r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : 1;
-    r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : 1;
-    r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : 1;
+    // x / 0 has no value: NaN, printed '-' (table), null (JSON), empty (CSV); never a made-up 1.
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : kNone;
+    r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : kNone;
+    r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : kNone;
   }
 }
 
@@ -476,10 +517,19 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   out.name = st.name;
   out.model = model->name;
   if (st.policies.empty()) return input_error(st.source, "/policies", "no policy to simulate");
+  // A policy twice (also as skip_empty=1 and skip_empty=1.0) gave duplicate rows, and its
+  // second plan and trace files overwrote the first.
+  for (size_t j = 1; j < st.policies.size(); ++j)
+    for (size_t i = 0; i < j; ++i)
+      if (policy_label(st.policies[i]) == policy_label(st.policies[j]))
+        return input_error(
+            st.source, place_of(st, j),
+            "the same policy as " + place_of(st, i) + " (" + policy_label(st.policies[j]) + ")");
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();
   out.baseline = policy_label(st.policies[*baseline]);
   if (auto s = check_runnable_everywhere(st, *model, *baseline); !s) return s.error();
+  if (auto s = check_memory(st, *model, opt.max_memory_bytes); !s) return s.error();
   Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto g = open_group(st, ti, *model);

@@ -6,21 +6,28 @@
 // Finished outcomes go into an ordered map; the calling thread writes them strictly in index
 // order, each point's rows with one fwrite and one fflush, so the file is always a prefix of the
 // uninterrupted output, cut at most inside the last point (handled on resume).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -34,6 +41,7 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kWindowPerThread = 8;
+constexpr int64_t kMaxThreads = 256;
 
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -172,6 +180,91 @@ Result<std::string> read_all(const std::string& path) {
   return text;
 }
 
+// An exclusive advisory lock (flock) on <output>.partial, held for the whole run, so that a
+// second sweep on the same output is refused instead of interleaving its rows. Removes the
+// .partial it created itself if nothing was written to it.
+class PartialLock {
+ public:
+  ~PartialLock() {
+    if (fd_ < 0) return;
+    struct stat st {};
+    if (created_ && ::fstat(fd_, &st) == 0 && st.st_size == 0) ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+  Status acquire(const std::string& partial, const std::string& output) {
+    path_ = partial;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      struct stat before {};
+      created_ = ::stat(partial.c_str(), &before) != 0;
+      fd_ = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0)
+        return input_error(partial, "",
+                           std::string("cannot open for writing: ") + std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+        created_ = false;
+        return input_error(output, "",
+                           "in use by another sweep (" + partial +
+                               " is locked); wait for it to finish or use another output");
+      }
+      // The file may have been renamed to the output between open and flock: lock the new one.
+      struct stat locked {
+      }, now{};
+      if (::fstat(fd_, &locked) == 0 && ::stat(partial.c_str(), &now) == 0 &&
+          locked.st_ino == now.st_ino && locked.st_dev == now.st_dev)
+        return Ok{};
+      ::close(fd_);
+      fd_ = -1;
+    }
+    return Error{partial + ": cannot lock (it keeps being replaced)", 1};
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool created_ = false;
+};
+
+// The whole effective sweep (base study with referenced documents inlined, axes, groups), kept
+// in <output>.partial.study beside a .partial so that a resume of a changed sweep is refused.
+std::string sweep_fingerprint(const SweepSpec& spec) {
+  json axes = json::array();
+  for (const auto& a : spec.axes) {
+    json v = json::array();
+    for (const auto& x : a.values_json) v.push_back(json::parse(x));
+    axes.push_back({{"name", a.name},
+                    {"pointer", a.pointer},
+                    {"values", v},
+                    {"group", a.group},
+                    {"complement", a.complement}});
+  }
+  json doc = {{"study", json::parse(spec.base_study_json)}, {"axes", axes}};
+  return doc.dump() + "\n";
+}
+
+// What differs between the recorded sweep `old_text` and this one: "/policies, /axes".
+std::string fingerprint_difference(const std::string& old_text, const std::string& now_text) {
+  json a, b;
+  try {
+    a = json::parse(old_text);
+    b = json::parse(now_text);
+  } catch (const json::exception&) {
+    return "unreadable record";
+  }
+  std::string diff;
+  auto add = [&](const std::string& k) { diff += (diff.empty() ? "" : ", ") + k; };
+  if (a.value("axes", json()) != b["axes"]) add("the axes");
+  const json sa = a.value("study", json::object()), sb = b["study"];
+  if (!sa.is_object()) return diff.empty() ? "the study" : diff + ", the study";
+  std::set<std::string> keys;
+  for (const auto& [k, v] : sa.items()) keys.insert(k);
+  for (const auto& [k, v] : sb.items()) keys.insert(k);
+  for (const auto& k : keys)
+    if (sa.value(k, json()) != sb.value(k, json())) add("/" + k);
+  return diff.empty() ? "nothing visible" : diff;
+}
+
 }  // namespace
 
 Result<OutputFormat> output_format_for(const std::string& path) {
@@ -245,11 +338,19 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   namespace fs = std::filesystem;
   std::error_code ec;
 
+  const std::string study_path = partial_path + ".study";
+  const std::string fingerprint = sweep_fingerprint(spec);
+  PartialLock lock;
+  if (auto l = lock.acquire(partial_path, final_path); !l) return l.error();
   if (options.restart) {
     fs::remove(final_path, ec);
-    fs::remove(partial_path, ec);
+    fs::resize_file(partial_path, 0, ec);
+    fs::remove(study_path, ec);
   }
-  if (fs::exists(final_path)) {
+  const auto final_status = fs::status(final_path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return input_error(final_path, "", "cannot use this output: " + ec.message());
+  if (fs::exists(final_status)) {
     auto text = read_all(final_path);
     if (!text) return text.error();
     auto st = scan_output(final_path, text.value(), spec, format, header, true);
@@ -259,7 +360,17 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
     return sum;
   }
   ResumeState st;
-  if (fs::exists(partial_path)) {
+  if (fs::file_size(partial_path, ec) > 0 && !ec) {
+    // A record of the sweep that wrote it (absent for a .partial of an older sparsp).
+    if (fs::exists(study_path, ec)) {
+      auto old = read_all(study_path);
+      if (!old) return old.error();
+      if (old.value() != fingerprint)
+        return input_error(partial_path, "",
+                           "written by a different sweep (" +
+                               fingerprint_difference(old.value(), fingerprint) +
+                               " changed); use another output file or --restart");
+    }
     auto text = read_all(partial_path);
     if (!text) return text.error();
     auto s = scan_output(partial_path, text.value(), spec, format, header, false);
@@ -269,6 +380,12 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   if (!st.fresh) {
     fs::resize_file(partial_path, st.keep_bytes, ec);
     if (ec) return Error{partial_path + ": cannot truncate: " + ec.message(), 1};
+  }
+  if (st.fresh || !fs::exists(study_path, ec)) {
+    std::ofstream rec(study_path, std::ios::binary | std::ios::trunc);
+    rec << fingerprint;
+    rec.flush();
+    if (!rec) return Error{study_path + ": cannot write", 1};
   }
   std::FILE* f = std::fopen(partial_path.c_str(), st.fresh ? "wb" : "ab");
   if (!f) return Error{partial_path + ": cannot open for writing", 2};
@@ -281,7 +398,10 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
 
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, threads);
+  // Never more workers than points left, nor than kMaxThreads (`-j 100000` would fail to start
+  // its threads).
+  threads = static_cast<int>(std::clamp<int64_t>(
+      std::min<int64_t>(threads, sum.total_points - st.next_point), 1, kMaxThreads));
   const int64_t window = kWindowPerThread * threads + 16;
 
   std::mutex mu;
@@ -314,6 +434,8 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
           item.second = evaluator.evaluate(item.first);
         } catch (const std::exception& e) {
           item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}, {}};
+        } catch (...) {
+          item.second = PointOutcome{true, "evaluator failed: unknown exception", {}, {}};
         }
         if (!item.second.skipped && item.second.rows.empty())
           item.second = PointOutcome{true, "evaluator returned no rows", {}, {}};
@@ -334,7 +456,14 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   {
     std::vector<std::jthread> pool;
     pool.reserve(static_cast<size_t>(threads));
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (int t = 0; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        if (pool.empty()) throw;
+        break;  // the system gives fewer threads: run with those started
+      }
+    }
     int64_t written_this_run = 0;
     while (next_write < total) {
       std::pair<SweepPoint, PointOutcome> item;
@@ -382,6 +511,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   if (next_write >= total) {
     fs::rename(partial_path, final_path, ec);
     if (ec) return Error{final_path + ": cannot rename from .partial: " + ec.message(), 2};
+    fs::remove(study_path, ec);
     sum.complete = true;
   }
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

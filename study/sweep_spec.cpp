@@ -1,7 +1,10 @@
 // Sweep files: parsing, axis aliases, point enumeration and JSON-pointer patching of the study.
 // Schema: docs/STUDIES.md. Public surface: include/sparsp/sweep.hpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -115,6 +118,23 @@ Result<json> read_json_file(const std::string& path) {
   return parse_json<json>(*text, path);
 }
 
+// Decimals of the shortest decimal form of x (0.02 -> 2, 5 -> 0); 17 at most.
+int decimals_of(double x) {
+  for (int d = 0; d < 17; ++d) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", d, x);
+    if (std::strtod(buf, nullptr) == x) return d;
+  }
+  return 17;
+}
+
+// x rounded to `decimals` decimals, as the double nearest that decimal.
+double round_to(double x, int decimals) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return std::strtod(buf, nullptr);
+}
+
 // Expands {"start","stop","step"} (inclusive stop, within 1e-9 relative) into values.
 Result<json> expand_range(const json& r, const std::string& src, const std::string& where) {
   if (!r.is_object()) return input_error(src, where, "expected an object {start, stop, step}");
@@ -132,12 +152,15 @@ Result<json> expand_range(const json& r, const std::string& src, const std::stri
     return input_error(src, where, "need step > 0 and stop >= start");
   const double n = std::floor((stop - start) / step * (1 + 1e-12) + 1e-9) + 1;
   if (n > 1e6) return input_error(src, where, "range has more than 1e6 values");
+  // start + i*step carries floating-point noise (0.3 + 2*0.02 = 0.33999999999999997): round to
+  // the decimals start and step are written with, so that 0.34 reads 0.34.
+  const int decimals = std::max(decimals_of(start), decimals_of(step));
   json out = json::array();
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
     if (ints)
       out.push_back(r["start"].get<int64_t>() + i * r["step"].get<int64_t>());
     else
-      out.push_back(start + static_cast<double>(i) * step);
+      out.push_back(round_to(start + static_cast<double>(i) * step, decimals));
   }
   return out;
 }

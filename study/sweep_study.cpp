@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
@@ -60,7 +61,10 @@ Status check_writable(const std::string& path) {
   if (fs::is_directory(path, ec)) return input_error(path, "", "cannot write: is a folder");
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
-    return input_error(path, "", "cannot write: folder " + parent.string() + " does not exist");
+    return input_error(path, "",
+                       fs::exists(parent, ec)
+                           ? "cannot write: " + parent.string() + " is not a folder"
+                           : "cannot write: folder " + parent.string() + " does not exist");
   const std::string probe = path + ".tmp";  // the file write_text_atomic writes first
   const bool existed = fs::exists(probe, ec);
   {
@@ -78,11 +82,20 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
     if (!out) return Error{path + ": cannot write (" + tmp + ")", 2};
     out << text;
     out.flush();
-    if (!out) return Error{path + ": write failed", 1};
+    if (!out) {
+      out.close();
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);  // no .tmp left behind after an error
+      return Error{path + ": write failed", 1};
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error{path + ": cannot rename from " + tmp + ": " + ec.message(), 2};
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    return Error{path + ": cannot rename from " + tmp + ": " + why, 2};
+  }
   return Ok{};
 }
 
@@ -125,34 +138,32 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 // Folder for documents of a point that the study loader only takes as files (an inline topology
-// or model object); removed with the evaluator.
+// or model object); created on first use in $TMPDIR (or /tmp where TMPDIR names no folder),
+// removed with the evaluator.
 class ScratchDir {
  public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("sparsp-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  }
+  ScratchDir() = default;
   ~ScratchDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
 
   // A file holding `doc` (same content, same file; safe from several threads).
   Result<std::string> file_for(const json& doc) {
+    auto dir = folder();
+    if (!dir) return dir.error();
     const std::string text = doc.dump(2) + "\n";
     char name[40];
     std::snprintf(name, sizeof name, "doc-%016llx.json",
                   static_cast<unsigned long long>(fnv1a(text)));
     std::error_code ec;
-    std::filesystem::create_directories(path_, ec);
-    const std::filesystem::path p = path_ / name;
-    if (!std::filesystem::exists(p)) {
+    const std::filesystem::path p = dir.value() / name;
+    if (!std::filesystem::exists(p, ec)) {
       const std::filesystem::path tmp =
-          path_ / (std::string(name) + "." +
-                   std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+          dir.value() / (std::string(name) + "." +
+                         std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
       auto st = write_text_atomic(tmp.string(), text);
       if (!st) return st.error();
       std::filesystem::rename(tmp, p, ec);
@@ -162,17 +173,50 @@ class ScratchDir {
   }
 
  private:
+  Result<std::filesystem::path> folder() {
+    std::lock_guard lk(mu_);
+    if (!path_.empty()) return path_;
+    static std::atomic<int> counter{0};
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec || !std::filesystem::is_directory(base, ec)) base = "/tmp";  // TMPDIR names no folder
+    const std::filesystem::path p =
+        base / ("sparsp-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(p, ec);
+    if (ec)
+      return Error{"cannot create the scratch folder " + p.string() + ": " + ec.message() +
+                       " (set TMPDIR to a writable folder)",
+                   1};
+    path_ = p;
+    return path_;
+  }
+
+  std::mutex mu_;
   std::filesystem::path path_;
 };
 
+// A message about a point with the scratch files' names taken out, so that it names the place
+// in the sweep, not a per-process temporary file: "<point 0>:/topology: /tmp/sparsp-sweep-7-0/
+// doc-1.json:/template/x: what" -> "<point 0>:/topology/template/x: what".
+std::string without_scratch_paths(std::string msg, const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    for (size_t at; (at = msg.find(": " + p + ":/")) != std::string::npos;)
+      msg.replace(at, p.size() + 3, "");
+    for (size_t at; (at = msg.find(p)) != std::string::npos;) msg.replace(at, p.size(), "<inline>");
+  }
+  return msg;
+}
+
 // Study fields that name files: inline objects become scratch files; relative paths resolve
 // against the point's base folder (where they exist there).
-Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch) {
+Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch,
+                   std::vector<std::string>& scratch_files) {
   auto fix = [&](json& v) -> Status {
     if (v.is_object()) {
       auto f = scratch.file_for(v);
       if (!f) return f.error();
       v = f.value();
+      scratch_files.push_back(f.value());
     } else if (v.is_string() && !base_dir.empty()) {
       const std::filesystem::path p(v.get<std::string>());
       std::error_code ec;
@@ -220,12 +264,14 @@ Result<PointEvaluator> study_point_evaluator() {
     } catch (const json::exception& e) {
       return PointOutcome{true, e.what(), {}, {}};
     }
-    auto st = materialize(doc, p.base_dir, *scratch);
+    std::vector<std::string> files;
+    auto st = materialize(doc, p.base_dir, *scratch, files);
     if (!st) return PointOutcome{true, st.error().message, {}, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
-    if (!study) return PointOutcome{true, study.error().message, {}, {}};
+    if (!study)
+      return PointOutcome{true, without_scratch_paths(study.error().message, files), {}, {}};
     auto res = run_study(*study);
-    if (!res) return PointOutcome{true, res.error().message, {}, {}};
+    if (!res) return PointOutcome{true, without_scratch_paths(res.error().message, files), {}, {}};
     // One row per (topology, study policy), in study order: results and left-out policies are
     // both topology-major in study order, so they merge back into place.
     size_t ran = 0, left = 0;
@@ -279,6 +325,19 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
       policy_pointer.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
       policy_pointer.size() > prefix.size())
     row = std::stoull(policy_pointer.substr(prefix.size()));
+  // tune minimises a number: text columns fail at run time, and for a "higher is better" ratio
+  // it would pick the slowest configuration.
+  for (const char* text : {"topology", "policy", "placement", "scheme", "runtime", "policy_params",
+                           "lower_bound_binding", "busiest_link"})
+    if (objective == text)
+      return input_error("tune", "/objective",
+                         "\"" + objective + "\" is a text column, not a metric to minimise");
+  for (const char* higher : {"speedup", "attention_speedup"})
+    if (objective == higher)
+      return input_error("tune", "/objective",
+                         "\"" + objective +
+                             "\" is higher-is-better and tune minimises; use e2e_time_s or "
+                             "attention_time_s");
   auto ev = study_point_evaluator();
   if (!ev) return ev.error();
   return score_from_evaluator(std::move(ev.value()), objective, row);

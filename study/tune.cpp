@@ -23,6 +23,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -238,7 +239,12 @@ class Searcher {
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i = next++; i < todo.size(); i = next++) {
-        if (!todo[i].point.study_json.empty()) todo[i].score = score_(todo[i].point);
+        if (todo[i].point.study_json.empty()) continue;
+        try {
+          todo[i].score = score_(todo[i].point);
+        } catch (const std::exception& e) {  // e.g. std::bad_alloc: the point fails, not tune
+          todo[i].score = Score{false, 0, std::string("evaluator failed: ") + e.what()};
+        }
       }
     };
     const int n = std::min<int>(threads_, static_cast<int>(todo.size()));
@@ -247,7 +253,14 @@ class Searcher {
       return;
     }
     std::vector<std::jthread> pool;
-    for (int t = 0; t < n; ++t) pool.emplace_back(work);
+    for (int t = 0; t < std::min(n, 256); ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // fewer threads than asked: the shared counter spreads the work over those started
+      }
+    }
+    if (pool.empty()) work();
   }
 
   const TuneEntry* get(const std::vector<int>& c) const {

@@ -104,9 +104,14 @@ struct GraphBuilder {
   }
 };
 
-/// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty.
+/// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty. An explicit
+/// options.p2p (--p2p on|off) sets the GPUs' p2p_capable too: `--p2p on` on GeForce models
+/// (P2P-patched driver) otherwise changed nothing, since a pair needs both.
 inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& file) {
-  return lookup_gpu_model(options.gpu_model.empty() ? "generic" : options.gpu_model, file);
+  auto g = lookup_gpu_model(options.gpu_model.empty() ? "generic" : options.gpu_model, file);
+  if (!g) return g.error();
+  if (options.p2p) g->p2p_capable = *options.p2p;
+  return *g;
 }
 
 /// PCIe generation when the input gives no real one: --pcie-gen, else the GPU model's own, else

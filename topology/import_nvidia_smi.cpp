@@ -295,6 +295,18 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
                              std::to_string(c.size() - 1) + " entries, expected " +
                              std::to_string(n_dev));
     }
+    // More entries than the header has columns (`GPU0  X  PIX PIX PIX` under a 2-GPU header)
+    // is a malformed row, not extra information. Empty cells are not counted (tab runs).
+    const auto non_empty = [](const std::vector<std::string>& v, size_t from) {
+      return static_cast<size_t>(std::count_if(v.begin() + static_cast<ptrdiff_t>(from), v.end(),
+                                               [](const std::string& x) { return !x.empty(); }));
+    };
+    if (non_empty(c, 1) > non_empty(head, 0)) {
+      return input_error(file, std::to_string(line),
+                         "row " + label + " has " + std::to_string(non_empty(c, 1)) +
+                             " entries, but the header has " + std::to_string(non_empty(head, 0)) +
+                             " columns");
+    }
     for (size_t k = 0; k < n_dev; ++k) {
       auto cls = parse_token(c[k + 1]);
       if (!cls) {

@@ -542,6 +542,11 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return input_error(file, "1", "empty file");
+  // JSON parsing stops at a NUL byte, so "{...}\0garbage" loaded as if it ended there.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return input_error(
+        file, std::to_string(line_of_offset(text, nul + 1)),
+        "NUL byte at offset " + std::to_string(nul) + " (binary data in a text file)");
   auto parsed = parse_json<json>(text, file);
   if (!parsed) return parsed.error();
   const json& root = *parsed;
@@ -605,6 +610,10 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         const int a = gpu_index("a"), b = gpu_index("b");
         if (a == b) r.fail(oat / "b", "override needs two different GPUs");
         if (!r.find(o, "p2p")) r.fail(oat / "p2p", "missing required key 'p2p'");
+        for (const auto& [pair, allowed] : p.options.p2p_overrides)  // the last one won
+          if ((pair.first == a && pair.second == b) || (pair.first == b && pair.second == a))
+            r.fail(oat, "a second override for the pair " + gpu_ids[static_cast<size_t>(a)] + ", " +
+                            gpu_ids[static_cast<size_t>(b)] + " (one per pair)");
         p.options.p2p_overrides.push_back({{a, b}, r.boolean(o, oat, "p2p", true)});
       }
     }

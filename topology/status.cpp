@@ -8,16 +8,58 @@
 
 namespace sparsp {
 
+namespace {
+
+// Reads at most `limit` bytes of `in` (+1 to detect more); false when there was more.
+bool read_bounded(std::istream& in, size_t limit, std::string& out) {
+  out.clear();
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    const auto n = static_cast<size_t>(in.gcount());
+    if (n == 0) break;
+    if (out.size() + n > limit) return false;
+    out.append(buf, n);
+  }
+  return true;
+}
+
+std::string limit_text(size_t limit) { return std::to_string(limit >> 20) + " MiB"; }
+
+}  // namespace
+
 Result<std::string> read_text_file(const std::string& path, std::string_view kind) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(st))
     return input_error(path, "", "is a directory, not a " + std::string(kind));
+  const bool regular = std::filesystem::is_regular_file(st);
+  const size_t limit = regular ? kMaxInputFileBytes : kMaxStreamInputBytes;
+  if (regular) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > limit)
+      return input_error(path, "",
+                         "too large for a " + std::string(kind) + " (" +
+                             std::to_string(size >> 20) + " MiB; at most " + limit_text(limit) +
+                             ")");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return input_error(path, "", "cannot open " + std::string(kind));
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  if (!read_bounded(in, limit, text))
+    return input_error(path, "",
+                       std::string(regular ? "" : "not a regular file, and ") + "longer than " +
+                           limit_text(limit) + " (the limit for a " + std::string(kind) + ")");
   if (in.bad()) return input_error(path, "", "read error");
-  return ss.str();
+  return text;
+}
+
+Result<std::string> read_text_stream(std::istream& in, const std::string& name) {
+  std::string text;
+  if (!read_bounded(in, kMaxStreamInputBytes, text))
+    return input_error(name, "", "longer than " + limit_text(kMaxStreamInputBytes));
+  if (in.bad()) return input_error(name, "", "read error");
+  return text;
 }
 
 Error invalid_json(const std::string& file, std::string_view what, std::string_view text,

@@ -1,11 +1,15 @@
 #pragma once
 // Error values for I/O, config and CLI boundaries (STYLE habit 5): these functions return
 // Result<T>; internal invariants assert; nothing throws across a public API.
+#include <cstddef>
 #include <cstdlib>
+#include <iosfwd>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace sparsp {
 
@@ -76,7 +80,19 @@ using Status = Result<Ok>;
 /// Errors (exit 2): "<path>: is a directory, not a <kind>"; "<path>: cannot open <kind>" (missing
 /// or unreadable); "<path>: read error" (an I/O error part-way). `kind` names what the caller
 /// expects: "file", "workload file", ...
+/// "<path>: too large for a <kind> (N MiB; at most M MiB)" for a regular file over
+/// kMaxInputFileBytes; "<path>: not a regular file, and longer than 64 MiB (the limit for a
+/// <kind>)" for a device or FIFO (/dev/zero) that gives more than kMaxStreamInputBytes: reading is
+/// bounded.
 Result<std::string> read_text_file(const std::string& path, std::string_view kind = "file");
+
+/// Largest regular input file read (1 GiB) and largest non-regular input (FIFO, device, stdin)
+/// read before giving up (64 MiB).
+inline constexpr size_t kMaxInputFileBytes = size_t{1} << 30;
+inline constexpr size_t kMaxStreamInputBytes = size_t{64} << 20;
+
+/// All of `in` (stdin), at most kMaxStreamInputBytes; errors name `name` ("<stdin>").
+Result<std::string> read_text_stream(std::istream& in, const std::string& name);
 
 /// The error for JSON text that failed to parse: "<file>:<line>: invalid JSON: <detail>", where
 /// line = line_of_offset(text, byte) (the line of the character parsing stopped at) and detail is
@@ -94,13 +110,111 @@ Error invalid_json(const std::string& file, std::string_view what, std::string_v
 Error rebase_error(const Error& e, const std::string& marker, const std::string& file,
                    const std::string& prefix);
 
+namespace detail {
+
+/// Finds the first key repeated within one object while nlohmann's parser runs (its parser
+/// callback), and the JSON pointer of the repeat ("/transfers", "/links/3/gen").
+class DuplicateKeyFinder {
+ public:
+  enum class Event { object_start, object_end, array_start, array_end, key, value };
+  void on(Event e, const std::string* key) {
+    switch (e) {
+      case Event::object_start:
+      case Event::array_start:
+        stack_.push_back(Frame{e == Event::object_start, 0, {}, {}});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!stack_.empty()) stack_.pop_back();
+        next_element();
+        break;
+      case Event::key:
+        if (stack_.empty() || !key) break;
+        stack_.back().key = *key;
+        if (!stack_.back().keys.insert(*key).second && found_.empty()) {
+          found_ = pointer();
+          key_ = *key;
+        }
+        break;
+      case Event::value:
+        next_element();
+        break;
+    }
+  }
+  bool found() const { return !found_.empty(); }
+  const std::string& pointer_found() const { return found_; }
+  const std::string& key() const { return key_; }
+
+ private:
+  struct Frame {
+    bool object;
+    size_t index;
+    std::string key;
+    std::set<std::string> keys;
+  };
+  void next_element() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+  }
+  std::string pointer() const {
+    std::string p;
+    for (const Frame& f : stack_) {
+      p += '/';
+      if (!f.object) {
+        p += std::to_string(f.index);
+        continue;
+      }
+      for (char c : f.key)
+        p += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+    }
+    return p;
+  }
+  std::vector<Frame> stack_;
+  std::string found_, key_;
+};
+
+}  // namespace detail
+
 /// Parses `text` as JSON into `Json` (nlohmann::json or nlohmann::ordered_json; a template so that
 /// this header needs no JSON include). Any parser exception becomes invalid_json(file, ...): a
-/// syntax error names its line; a number out of range (1e999) names no line. Never throws.
+/// syntax error names its line; a number out of range (1e999) names no line. A key given twice
+/// in one object is an error too, "<file>:<pointer>: duplicate key \"k\" (each key may appear
+/// once)": the last one would otherwise win silently. Never throws.
 template <class Json>
 Result<Json> parse_json(std::string_view text, const std::string& file) {
+  detail::DuplicateKeyFinder dups;
+  using E = typename Json::parse_event_t;
+  using D = detail::DuplicateKeyFinder::Event;
+  auto callback = [&dups](int, E event, Json& parsed) {
+    switch (event) {
+      case E::object_start:
+        dups.on(D::object_start, nullptr);
+        break;
+      case E::object_end:
+        dups.on(D::object_end, nullptr);
+        break;
+      case E::array_start:
+        dups.on(D::array_start, nullptr);
+        break;
+      case E::array_end:
+        dups.on(D::array_end, nullptr);
+        break;
+      case E::key: {
+        const std::string* k = parsed.template get_ptr<const std::string*>();
+        dups.on(D::key, k);
+        break;
+      }
+      case E::value:
+        dups.on(D::value, nullptr);
+        break;
+    }
+    return true;
+  };
   try {
-    return Json::parse(text.begin(), text.end());
+    Json j = Json::parse(text.begin(), text.end(), callback);
+    if (dups.found())
+      return input_error(file, dups.pointer_found(),
+                         "duplicate key \"" + dups.key() + "\" (each key may appear once)");
+    return j;
   } catch (const typename Json::parse_error& e) {
     return invalid_json(file, e.what(), text, e.byte);
   } catch (const typename Json::exception& e) {

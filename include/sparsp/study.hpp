@@ -40,8 +40,11 @@ struct Study {
   sim::SimOptions sim;
 };
 
-/// Reads a study JSON. Errors name the file and the JSON pointer (exit 2).
-Result<Study> load_study(const std::string& path);
+/// Reads a study JSON. Errors name the file and the JSON pointer (exit 2). `fill_json`, when not
+/// empty, is a JSON object whose keys stand in for keys the file lacks (command-line overrides
+/// that supply a field, e.g. `--topology` for a study without "topology"): a key present in the
+/// file (or "topologies" for "topology") is kept.
+Result<Study> load_study(const std::string& path, const std::string& fill_json = "");
 Result<Study> parse_study(const std::string& text, const std::string& source_name);
 /// The built-in default study (the same text as configs/studies/default.json).
 Result<Study> default_study();
@@ -91,7 +94,15 @@ struct StudyResult {
   std::vector<SkippedPolicy> skipped;   ///< topology-major, then study policy order
 };
 
+/// Default memory limit of a study (16 GiB): fixed, not a fraction of the machine's memory, so
+/// refusals (and sweep skip rows) are the same on every machine.
+inline constexpr double kDefaultMaxMemoryBytes = 16.0 * (1ull << 30);
+
 struct RunOptions {
+  /// A study whose estimated memory (kBytesPerBlockPair x blocks^2 for the block graph, demand
+  /// and placement state) is above this is refused before anything is allocated (exit 2, naming
+  /// the estimate and --block, the option that lowers it). `simulate --max-memory-gib` raises it.
+  double max_memory_bytes = kDefaultMaxMemoryBytes;
   bool keep_plans = false;
   bool keep_trace = false;
   /// Called after each (topology, step, layer) unit with the units done and the total

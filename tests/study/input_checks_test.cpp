@@ -107,6 +107,19 @@ TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
   CHECK(run("tune -c " + (d / "bad.json").string(), d / "out.txt", d / "err.txt") == 2);
   CHECK(starts(slurp(d / "err.txt"),
                "sparsp: " + (d / "bad.json").string() + ":/objective: unknown metric \"speed\""));
+  // A text column (was exit 1 after the search) or a higher-is-better ratio (tune minimises, so
+  // it picked the slowest configuration): exit 2 at /objective (issue 18, defect 21).
+  std::ofstream(d / "text.json") << "{\"schema_version\": 1, \"objective\": \"busiest_link\", "
+                                 << study << "}";
+  CHECK(run("tune -c " + (d / "text.json").string(), d / "out.txt", d / "err.txt") == 2);
+  CHECK(slurp(d / "err.txt") == "sparsp: " + (d / "text.json").string() +
+                                    ":/objective: \"busiest_link\" is a text column, not a metric "
+                                    "to minimise\n");
+  std::ofstream(d / "up.json") << "{\"schema_version\": 1, \"objective\": \"speedup\", " << study
+                               << "}";
+  CHECK(run("tune -c " + (d / "up.json").string(), d / "out.txt", d / "err.txt") == 2);
+  CHECK(starts(slurp(d / "err.txt"), "sparsp: " + (d / "up.json").string() +
+                                         ":/objective: \"speedup\" is higher-is-better"));
   // Out-of-range values exit 2 with the file and the pointer (before: exit 1 after the search).
   std::ofstream(d / "range.json")
       << R"({"schema_version": 1, "study": {"policies": ["contiguous/ring/sync"]},

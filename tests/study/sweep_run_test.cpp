@@ -229,3 +229,35 @@ TEST_CASE("unsupported output extension is bad input") {
   CHECK(r.error().exit_code == 2);
   CHECK(r.error().message == "/tmp/x.txt: output must end in .csv or .jsonl");
 }
+
+TEST_CASE("a resume after the base study changed is refused, naming what changed (issue 18, 4)") {
+  const fs::path d = temp_dir("fingerprint");
+  SweepSpec spec = small_spec();
+  SweepOptions o = opts(d / "r.csv", 1);
+  o.stop_after_points = 2;  // as if killed after two points
+  REQUIRE(run_sweep(spec, fake_evaluator(), o).ok());
+  CHECK(fs::exists(d / "r.csv.partial"));
+  CHECK(fs::exists(d / "r.csv.partial.study"));  // the record of the whole effective sweep
+  // Same axes and values, another base study (the break-it pass changed only its policies):
+  // the axis values of the rows match, so only the record can tell.
+  SweepSpec changed = spec;
+  json base = json::parse(spec.base_study_json);
+  base["policies"] = json::array({"contiguous/ring/sync"});
+  changed.base_study_json = base.dump();
+  auto r = run_sweep(changed, fake_evaluator(), opts(d / "r.csv", 1));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message == (d / "r.csv.partial").string() +
+                                 ": written by a different sweep (/policies changed); use another "
+                                 "output file or --restart");
+  // The unchanged sweep resumes, completes, and removes the record.
+  std::atomic<int> calls{0};
+  auto ok = run_sweep(spec, fake_evaluator(&calls), opts(d / "r.csv", 1));
+  REQUIRE(ok.ok());
+  CHECK(ok->complete);
+  CHECK(calls.load() == 6 - 1);  // points 1..5 (point 1, the last present, again)
+  CHECK_FALSE(fs::exists(d / "r.csv.partial.study"));
+  CHECK_FALSE(fs::exists(d / "r.csv.partial"));
+  REQUIRE(run_sweep(spec, fake_evaluator(), opts(d / "ref.csv", 1)).ok());
+  CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
+}

@@ -84,6 +84,19 @@ TEST_CASE("combine zip and ranges") {
   CHECK(s["pattern"]["block"] == 384);
 }
 
+TEST_CASE("range values are start + i*step rounded to the step's decimals (issue 18, defect 20)") {
+  auto r = parse_sweep(
+      sweep(R"([{"name": "sparsity", "range": {"start": 0.3, "stop": 0.98, "step": 0.02}}])"),
+      "s.json", "");
+  REQUIRE(r.ok());
+  // (0.98 - 0.3) / 0.02 + 1 = 35 values; 0.3 + 2 * 0.02 was 0.33999999999999997 in the CSV.
+  REQUIRE(r->axes[0].values_json.size() == 35);
+  CHECK(r->axes[0].values_json[2] == "0.34");
+  CHECK(r->axes[0].values_json[14] == "0.58");
+  CHECK(r->axes[0].values_json[30] == "0.9");
+  CHECK(r->axes[0].values_json[34] == "0.98");
+}
+
 TEST_CASE("array elements and whole objects as values") {
   auto r = parse_sweep(sweep(R"([{"name": "policy", "values": [
       {"placement": "striped", "scheme": "ring", "runtime": "sync"},

@@ -20,7 +20,7 @@ const char* kTune = R"({"schema_version": 1,
     {"path": "/policies/0/chunk_mib", "name": "chunk_mib", "values": [1, 2, 4, 8, 16, 32]},
     {"path": "/policies/0/staging_buffers", "name": "staging_buffers", "values": [1, 2, 3, 4]},
     {"path": "/policies/0/comm_sms", "name": "comm_sms", "values": [4, 8, 16, 32]}],
-  "objective": "e2e_time_s", "policy": "/policies/0", "top": 3)";
+  "objective": "e2e_time_s", "top": 3)";  // "policy": the default, /policies/0
 
 TuneSpec spec_with(const std::string& extra) {
   auto r = parse_tune(std::string(kTune) + extra + "}", "tune.json", "");
@@ -112,6 +112,8 @@ TEST_CASE("bad tune input") {
         "tune.json:/method: expected \"auto\", \"exhaustive\" or \"coordinate_descent\"");
   CHECK(bad(R"(, "policy": "/policies/3")") ==
         "tune.json:/policy: the study has no policy object at /policies/3");
+  // A key given twice is an error, not "the last one wins" (issue 18, defect 11).
+  CHECK(bad(R"(, "top": 4)") == "tune.json:/top: duplicate key \"top\" (each key may appear once)");
   auto r = parse_tune(R"({"study": {"a": 1}, "parameters": [{"path": "/a", "values": []}]})",
                       "tune.json", "");
   REQUIRE_FALSE(r.ok());
