@@ -143,6 +143,14 @@ Result<GpuSpec> lookup_gpu_model(std::string_view name, const std::string& file)
   }
   if (hits.size() == 1) return *hits[0];
   if (const GpuSpec* g = memory_suffixed(key)) return *g;
+  // A partial name ("H100") that starts several models' names: say which, as for an alias.
+  std::string starts;
+  for (const GpuSpec& g : gpu_models())
+    if (key_of(g.model).rfind(key, 0) == 0) starts += (starts.empty() ? "" : ", ") + g.model;
+  if (!starts.empty())
+    return input_error(file, "",
+                       "GPU model '" + std::string(name) + "' is not a full name; it starts " +
+                           starts + " (see `sparsp topo models`)");
   return input_error(file, "", unknown);
 }
 

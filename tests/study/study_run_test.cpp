@@ -19,6 +19,13 @@ study::Study base(const char* model, const char* kind, int gpus) {
   s.num_gpus = gpus;
   return s;
 }
+// One step and one layer of `base` (the left-out cases need no more).
+study::Study one_unit(const char* model, const char* kind, int gpus) {
+  study::Study s = base(model, kind, gpus);
+  s.steps = {0};
+  s.layers = {0};
+  return s;
+}
 void add(study::Study& s, const char* text) {
   auto p = policy::parse_policy(text);
   REQUIRE(p.ok());
@@ -115,9 +122,7 @@ TEST_CASE("study errors") {
 TEST_CASE("a policy that cannot run on the rank count is left out with its reason, not fatal") {
   // Wan2.1-14B has 40 heads. On 6 ranks: Ulysses needs 40 % 6 == 0 (no: 40 = 6 * 6 + 4), so it is
   // left out; USP's default degree is 6/2 = 3 -> 40 % 3 != 0 -> 2 (divides 6 and 40), so it runs.
-  auto s = base("wan2.1-14b-720p", "sta", 6);
-  s.steps = {0};
-  s.layers = {0};
+  auto s = one_unit("wan2.1-14b-720p", "sta", 6);
   add(s, "contiguous/ring/sm_overlap");
   add(s, "head_parallel/ulysses/sync");
   add(s, "contiguous/usp/sm_overlap");
@@ -146,9 +151,7 @@ TEST_CASE("a policy that cannot run on the rank count is left out with its reaso
             "left out: head_parallel/ulysses/sync (heads (40) not divisible by the Ulysses degree "
             "6)\n") != std::string::npos);
   // Nothing left out: no "skipped" key at all (outputs of such studies are unchanged).
-  auto t = base("wan2.1-14b-720p", "sta", 4);
-  t.steps = {0};
-  t.layers = {0};
+  auto t = one_unit("wan2.1-14b-720p", "sta", 4);
   add(t, "head_parallel/ulysses/sync");  // 40 % 4 == 0
   auto rt = study::run_study(t);
   REQUIRE(rt.ok());
@@ -157,9 +160,7 @@ TEST_CASE("a policy that cannot run on the rank count is left out with its reaso
 }
 
 TEST_CASE("every policy left out, or the baseline left out, fails the study with exit 2") {
-  auto s = base("hunyuanvideo-sta", "sta", 3);  // 24 heads, 3 ranks: no USP split (P < 4)
-  s.steps = {0};
-  s.layers = {0};
+  auto s = one_unit("hunyuanvideo-sta", "sta", 3);  // 24 heads, 3 ranks: no USP split (P < 4)
   add(s, "contiguous/usp/sm_overlap");
   auto r = study::run_study(s);
   REQUIRE_FALSE(r.ok());
@@ -207,9 +208,7 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
 TEST_CASE("the baseline's own reason; a study that would fail on a later topology fails first") {
   // 7 ranks of Wan2.1-14B (40 heads): Ulysses is left out (40 % 7 != 0) and so is USP (default
   // degree 7/2 = 3 -> 2 -> 1, none divides 7). The error gives USP's reason, not Ulysses'.
-  auto s = base("wan2.1-14b-720p", "sta", 7);
-  s.steps = {0};
-  s.layers = {0};
+  auto s = one_unit("wan2.1-14b-720p", "sta", 7);
   add(s, "contiguous/ring/sm_overlap");
   add(s, "head_parallel/ulysses/sync");
   add(s, "contiguous/usp/sm_overlap");
@@ -222,10 +221,8 @@ TEST_CASE("the baseline's own reason; a study that would fail on a later topolog
         "Ulysses degree, the largest u <= P/2 dividing both, is 1); choose another baseline");
   // Two topologies, the baseline USP runs on the first (8 ranks) but not the second (2 ranks):
   // the study fails before simulating anything (no progress reported).
-  auto t = base("hunyuanvideo-sta", "sta", 0);
+  auto t = one_unit("hunyuanvideo-sta", "sta", 0);
   t.topologies = {"8x-l40s-gen4-4switch", "2x-h200-nvlink"};
-  t.steps = {0};
-  t.layers = {0};
   add(t, "contiguous/usp/sm_overlap");
   add(t, "contiguous/ring/sm_overlap");
   int64_t units = 0;
@@ -240,9 +237,7 @@ TEST_CASE("the baseline's own reason; a study that would fail on a later topolog
 }
 
 TEST_CASE("ulysses_degree 1 is an error on any rank count, 1 included") {
-  auto s = base("hunyuanvideo-sta", "sta", 1);
-  s.steps = {0};
-  s.layers = {0};
+  auto s = one_unit("hunyuanvideo-sta", "sta", 1);
   add(s, "contiguous/ring/sm_overlap");
   add(s, "contiguous/usp/sm_overlap:ulysses_degree=1");
   auto r = study::run_study(s);

@@ -340,6 +340,20 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
                 &rc)
             .find("matches several models") != std::string::npos);
   CHECK(rc == 2);
+  // Partial names that fit several models are refused too (the new-user pass found "A100 80GB"
+  // and "A100 SXM" silently taken as one SXM4 card, and "H100" called unknown).
+  for (const char* partial : {"\"A100 80GB\"", "\"A100 SXM\"", "H100"}) {
+    CAPTURE(partial);
+    const std::string err = run_cli(
+        "topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model " + partial,
+        &rc);
+    CHECK(rc == 2);
+    CHECK((err.find("matches several models") != std::string::npos ||
+           err.find("is not a full name; it starts") != std::string::npos));
+  }
+  CHECK(run_cli("topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model H100",
+                &rc)
+            .find("it starts NVIDIA H100 PCIe, NVIDIA H100 SXM") != std::string::npos);
   // The model table, as JSON.
   const auto models = nlohmann::json::parse(run_cli("topo models --json", &rc));
   CHECK(rc == 0);
