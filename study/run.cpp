@@ -198,13 +198,12 @@ Status check_memory(const Study& st, const patterns::ModelSpec& model, double ma
   return input_error(st.source, "/pattern/block", msg);
 }
 
-// Topology `ti` of the study, its group's GPUs and ranks, the pattern, the selection and the
+// The group on topology `topo`: its GPUs and ranks, the pattern, the selection and the
 // compute model of the group's first GPU.
-Result<Group> open_group(const Study& st, size_t ti, const patterns::ModelSpec& model) {
+Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> topo,
+                         const patterns::ModelSpec& model) {
   Group g;
-  auto topo = topology::Topology::load(st.topologies[ti]);
-  if (!topo) return at(st, "/topology", topo.error());
-  g.topo = std::make_unique<topology::Topology>(std::move(*topo));
+  g.topo = std::move(topo);
   g.gpus = group_gpus(st, *g.topo);
   auto rt = policy::rank_topology(*g.topo, g.gpus);
   if (!rt) return at(st, "/gpus", rt.error());
@@ -269,10 +268,12 @@ Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo
   return runs;
 }
 
-// Before any simulation: every topology can run the baseline and at least one policy, so a study
-// that would fail on its last topology fails at once. Loads only the topologies.
-Status check_runnable_everywhere(const Study& st, const patterns::ModelSpec& model,
-                                 size_t baseline) {
+// Loads every topology of the study (once; open_group takes them) and checks, before any
+// simulation, that each can run the baseline and at least one policy, so a study that would fail
+// on its last topology fails at once.
+Result<std::vector<std::unique_ptr<topology::Topology>>> load_topologies(
+    const Study& st, const patterns::ModelSpec& model, size_t baseline) {
+  std::vector<std::unique_ptr<topology::Topology>> out;
   for (const auto& name : st.topologies) {
     auto topo = topology::Topology::load(name);
     if (!topo) return at(st, "/topology", topo.error());
@@ -280,8 +281,9 @@ Status check_runnable_everywhere(const Study& st, const patterns::ModelSpec& mod
     const int ranks = static_cast<int>(group_gpus(st, *topo).size());
     if (auto r = runnable_on(st, topo->name(), ranks, model.heads, baseline, ignored); !r)
       return r.error();
+    out.push_back(std::make_unique<topology::Topology>(std::move(*topo)));
   }
-  return Ok{};
+  return out;
 }
 
 // The policies that run on this group, in study order: a policy whose parameters do not fit the
@@ -528,11 +530,12 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();
   out.baseline = policy_label(st.policies[*baseline]);
-  if (auto s = check_runnable_everywhere(st, *model, *baseline); !s) return s.error();
+  auto topos = load_topologies(st, *model, *baseline);
+  if (!topos) return topos.error();
   if (auto s = check_memory(st, *model, opt.max_memory_bytes); !s) return s.error();
   Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
-    auto g = open_group(st, ti, *model);
+    auto g = open_group(st, std::move((*topos)[ti]), *model);
     if (!g) return g.error();
     out.gpus = g->ranks.ranks;
     out.pattern = g->pattern->describe();
