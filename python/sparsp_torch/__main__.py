@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         if a.repeats < 1 or a.warmup < 0:
             raise InputError("--repeats must be >= 1 and --warmup >= 0")
         measure(a.topology, a.output, a.model, [k for k in a.kernels.split(",") if k], a.pattern,
-                a.gpu_model, a.block, a.order, a.tokens, a.warmup, a.repeats, a.kernel_name,
+                a.gpu_model, a.block, a.order, tile, a.tokens, a.warmup, a.repeats, a.kernel_name,
                 log=lambda s: print(s, file=sys.stderr))
         print(f"wrote {a.output}")
         return 0

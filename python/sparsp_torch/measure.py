@@ -58,7 +58,7 @@ def _time(torch, fn, warmup, repeats):
 
 
 def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern: str | None = None,
-            gpu_model: str | None = None, block_tokens: int = 128, order: str = "raster",
+            gpu_model: str | None = None, block_tokens: int = 128, order: str = "raster", tile=None,
             tokens: int = 0, warmup: int = 3, repeats: int = 10, kernel_name: str | None = None,
             log=print) -> list[dict]:
     """Measures ``kernels`` and writes ``topology_in`` plus the entries to ``out`` (atomically).
@@ -95,7 +95,7 @@ def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern:
         raise NoDeviceError("measure needs a CUDA GPU (torch.cuda.is_available() is False)")
     dev = torch.device("cuda")
     name = gpu_model or torch.cuda.get_device_name(dev)
-    layout = Layout.from_model(m, block_tokens, order)
+    layout = Layout.from_model(m, block_tokens, order, tile)
     H, D = int(m["heads"]), int(m["head_dim"])
     N = tokens or layout.tokens
     if tokens and tokens != layout.tokens and masks is not None:
@@ -127,22 +127,41 @@ def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern:
             from torch.nn.attention.flex_attention import flex_attention, create_block_mask
             flex = torch.compile(flex_attention)
             bm = None
-            if masks is not None:
-                if masks.shape[1] != layout.num_blocks:
-                    raise InputError(f"{pattern}: {masks.shape[1]} blocks, the layout of "
-                                     f"{m['name']} at block {block_tokens} has {layout.num_blocks}")
-                blk = torch.as_tensor(np.repeat(np.arange(layout.num_blocks),
-                                                layout.tokens_in_block), device=dev)
-                mt = torch.as_tensor(masks, device=dev)
-                hsel = torch.arange(H, device=dev) % mt.shape[0]
+            try:
+                if masks is not None:
+                    if masks.shape[1] != layout.num_blocks:
+                        raise InputError(f"{pattern}: {masks.shape[1]} blocks, the layout of "
+                                         f"{m['name']} at block {block_tokens} has {layout.num_blocks}")
+                    mt = torch.as_tensor(masks, device=dev)
+                    hsel = torch.arange(H, device=dev) % mt.shape[0]
+                    sizes_t = layout.tokens_in_block
+                    if (sizes_t[:-1] == block_tokens).all():
+                        # Blocks are FlexAttention's own (uniform; the last may be partial): the
+                        # pattern's blocks become full KV blocks directly, no token-level mask.
+                        from torch.nn.attention.flex_attention import BlockMask
+                        full = mt[hsel].unsqueeze(0)  # [1, H, Qb, Kb]
+                        counts = full.sum(-1, dtype=torch.int32)
+                        idx = torch.argsort((~full).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+                        bm = BlockMask.from_kv_blocks(
+                            kv_num_blocks=torch.zeros_like(counts), kv_indices=idx,
+                            full_kv_num_blocks=counts, full_kv_indices=idx,
+                            BLOCK_SIZE=block_tokens, seq_lengths=(N, N))
+                    else:
+                        blk = torch.as_tensor(np.repeat(np.arange(layout.num_blocks), sizes_t),
+                                              device=dev)
 
-                def mask_mod(b, h, qi, ki):
-                    return mt[hsel[h], blk[qi], blk[ki]]
-                bm = create_block_mask(mask_mod, 1, H, N, N, device=dev)
-                sizes = layout.tokens_in_block.astype(np.float64)
-                pairs = float(sum((sizes @ masks[h].astype(np.float64) @ sizes)
-                                  for h in hsel.tolist()))
-                cond = f"pattern {Path(pattern).name}, density {pairs / dense_pairs:.4f}"
+                        def mask_mod(b, h, qi, ki):
+                            return mt[hsel[h], blk[qi], blk[ki]]
+                        bm = create_block_mask(mask_mod, 1, H, N, N, device=dev, _compile=True)
+                    sizes = layout.tokens_in_block.astype(np.float64)
+                    pairs = float(sum((sizes @ masks[h].astype(np.float64) @ sizes)
+                                      for h in hsel.tolist()))
+                    cond = f"pattern {Path(pattern).name}, density {pairs / dense_pairs:.4f}"
+            except InputError:
+                raise
+            except Exception as e:  # noqa: BLE001 - an API that differs by version
+                log(f"measure: flex: cannot build the block mask: {type(e).__name__}: {e}")
+                continue
 
             def run(bm=bm):
                 return flex(q, k, v, block_mask=bm)
@@ -158,7 +177,7 @@ def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern:
         try:
             t = _time(torch, run, warmup, repeats)
             t0 = _time(torch, run_tiny, warmup, repeats)
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - a backend missing for this GPU or shape
             log(f"measure: {kname}: not available on this GPU/shape: {str(e).splitlines()[0]}")
             continue
         tflops = 4.0 * D * pairs / t / 1e12

@@ -44,7 +44,7 @@ class RecordingWriter:
     """
 
     def __init__(self, path: str | os.PathLike, layout: Layout, heads: int, head_dim: int,
-                 selection: dict, description: str = "", compresslevel: int = 1):
+                 selection: dict, description: str = "", compresslevel: int = 6):
         self.path = Path(path)
         if self.path.suffix != ".npz":
             raise InputError(f"{self.path}: a recording must be a .npz file")
