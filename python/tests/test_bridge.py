@@ -181,6 +181,63 @@ class CrossCheckTest(unittest.TestCase):
             self.assertIn("r.npz.json", r.stderr)
 
 
+def run_cli(*args, cwd=None, extra_path=""):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parent.parent), extra_path) if p))
+    return subprocess.run([sys.executable, "-m", "sparsp_torch", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+class CliTest(unittest.TestCase):
+    """One-line errors; exit 2 on bad input, 1 when a GPU is needed and absent."""
+
+    def assert_one_line(self, r, code, text):
+        self.assertEqual(r.returncode, code, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn(text, r.stderr)
+
+    def test_unknown_kernel(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "t.json").write_text("{}")
+            r = run_cli("measure", "--topology", Path(d) / "t.json", "-o", Path(d) / "o.json",
+                        "--model", "hunyuanvideo-720p", "--kernels", "fa9")
+            self.assert_one_line(r, 2, "unknown kernel 'fa9' (valid: fa2, cudnn")
+
+    def test_output_equal_to_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            t = Path(d) / "t.json"
+            t.write_text("{}")
+            r = run_cli("measure", "--topology", t, "-o", t, "--model", "hunyuanvideo-720p")
+            self.assert_one_line(r, 2, "would overwrite an input")
+            self.assertEqual(t.read_text(), "{}")
+            np.save(Path(d) / "q.npy", np.zeros((1, 4, 2), np.float32))
+            r = run_cli("record", "--q", Path(d) / "q.npy", "--k", Path(d) / "q.npy", "--model",
+                        "hunyuanvideo-720p", "-o", Path(d) / "q.npy")
+            self.assert_one_line(r, 2, "would overwrite an input")
+
+    def test_pipeline_without_attention(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "noattn.py").write_text("def main():\n    return 1\n")
+            r = run_cli("record", "--run", "noattn:main", "--model", "hunyuanvideo-720p", "-o",
+                        Path(d) / "r.npz", extra_path=d)
+            self.assert_one_line(r, 2, "made no attention calls")
+            self.assertFalse(any(p.name.startswith("r.npz") for p in Path(d).iterdir()))
+
+    def test_measure_without_gpu_exits_1(self):
+        try:
+            import torch as _t
+            if _t.cuda.is_available():
+                self.skipTest("a GPU is present")
+        except ImportError:
+            pass
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "t.json").write_text("{}")
+            r = run_cli("measure", "--topology", Path(d) / "t.json", "-o", Path(d) / "o.json",
+                        "--model", "hunyuanvideo-720p")
+            self.assert_one_line(r, 1, "needs")
+            self.assertFalse((Path(d) / "o.json").exists())
+
+
 try:
     import torch
 except ImportError:
