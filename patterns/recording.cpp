@@ -48,7 +48,8 @@ class Archive {
       return input_error(path_, entry, "missing entry (the sidecar promises it)");
     size = static_cast<size_t>(st.size);
     zip_file_t* f = zip_fopen(za_, entry.c_str(), 0);
-    if (!f) return input_error(path_, entry, std::string("cannot read entry: ") + zip_strerror(za_));
+    if (!f)
+      return input_error(path_, entry, std::string("cannot read entry: ") + zip_strerror(za_));
     ReadFn rd = [f](void* b, size_t n) -> size_t {
       const zip_int64_t r = zip_fread(f, b, n);
       return r < 0 ? 0 : static_cast<size_t>(r);
@@ -178,11 +179,10 @@ Result<std::unique_ptr<Pattern>> load_recording(const std::string& path, const M
   if (!jr) return jr.error();
   const json& j = *jr;
   if (!j.is_object()) return input_error(side, "", "expected a JSON object");
-  static const char* kKeys[] = {"format",       "schema_version", "steps",         "layers",
-                                "heads",        "blocks",         "head_dim",      "packing",
-                                "block_tokens", "order",          "tile",          "tokens",
-                                "text_tokens",  "text_position",  "latent",        "model",
-                                "selection",    "description"};
+  static const char* kKeys[] = {
+      "format",      "schema_version", "steps",        "layers", "heads",     "blocks",
+      "head_dim",    "packing",        "block_tokens", "order",  "tile",      "tokens",
+      "text_tokens", "text_position",  "latent",       "model",  "selection", "description"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find_if(std::begin(kKeys), std::end(kKeys),
                      [&](const char* k) { return it.key() == k; }) == std::end(kKeys))
