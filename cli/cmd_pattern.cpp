@@ -168,6 +168,7 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
     c->add_option("--max-steps", *max_steps, "only the first N steps (0: all)")->check(at_least(0));
     c->add_flag("--json", *json, "JSON output");
     c->callback([a, file, json, max_steps, c, &ctx] {
+      if (!file->empty() && !c->count("--block")) a->opt.block_tokens = 0;  // the file's own
       if (file->empty())
         if (auto st = options_apply_to_kind(a->opt.kind, given_options(*c)); !st) {
           ctx.exit_code = report(st.error());
@@ -219,7 +220,8 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
         ->check(at_least(1));
     c->add_option("--order", a->opt.order, "raster|tile");
     c->add_option("--tile", a->tile, "tile shape t,h,w");
-    c->callback([a, in, out, &ctx] {
+    c->callback([a, in, out, c, &ctx] {
+      if (!c->count("--block")) a->opt.block_tokens = 0;  // the file's own
       if (auto st = distinct_files({{"input", *in}, {"--output", *out}}); !st) {
         ctx.exit_code = report(st.error());
         return;

@@ -99,6 +99,13 @@ Result<study::Study> build_study(const SimulateArgs& a) {
     const bool file = a.pattern.find('/') != std::string::npos || a.pattern.find('.') != std::string::npos;
     s.pattern.kind = file ? "file" : a.pattern;
     s.pattern.input = file ? a.pattern : "";
+    if (file && !a.block) s.pattern.block_tokens = 0;  // the file's own
+    // A recording names its model: it is the study's unless --model or a config says otherwise.
+    if (file && a.model.empty() && a.config.empty()) {
+      auto rm = patterns::recording_model(a.pattern);
+      if (!rm) return rm.error();
+      if (!rm->empty()) s.model = *rm;
+    }
   }
   if (a.block) s.pattern.block_tokens = *a.block;
   if (!a.tile.empty()) {

@@ -184,6 +184,12 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
                               std::istreambuf_iterator<char>());
     return parse_native(data.data(), data.size(), path);
   }
+  if (is_recording(path)) return load_recording(path, model, o);
+  if (o.block_tokens == 0) {  // "the file's own": 128 for plain mask arrays
+    PatternOptions with_block = o;
+    with_block.block_tokens = 128;
+    return load_pattern(path, model, with_block);
+  }
   if (!ends_with(path, ".npy") && !ends_with(path, ".npz"))
     return input_error(path, "", "unknown pattern file type (expected .npy, .npz or .spm)");
   // Pass 1: the header only, to build and check the layout.

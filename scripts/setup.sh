@@ -7,7 +7,7 @@ packages=(
   libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev doctest-dev
   libmetis-dev libpugixml-dev libzip-dev libsimgrid-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy python3-matplotlib
+  python3 python3-numpy python3-matplotlib python3-venv python3-pip python3-setuptools
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -111,6 +111,7 @@ Status parse_pattern(const Reader& r, const json& j, const std::string& ptr,
     if (s.find('/') != std::string::npos || s.find('.') != std::string::npos) {
       p.kind = "file";
       p.input = s;
+      p.block_tokens = 0;  // the file's own
     } else {
       p.kind = s;
     }
@@ -132,6 +133,7 @@ Status parse_pattern(const Reader& r, const json& j, const std::string& ptr,
     if (!v) return v.error();
     p.kind = "file";
     p.input = *v;
+    if (!j.contains("block")) p.block_tokens = 0;  // the file's own
   }
   if (j.contains("block")) {
     auto v = get_int(r, j["block"], ptr + "/block", 1, 1 << 20);

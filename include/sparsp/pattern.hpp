@@ -61,6 +61,8 @@ enum class TokenOrder { raster, tile };
 ///   never spans two tiles (FastVideo STA/VSA layout; full tiles need block_tokens dividing the
 ///   tile volume).
 struct BlockLayout {
+  /// Tokens per block. 0 with kind "file": the file's own (a recording's sidecar; 128 for
+  /// .npy/.npz masks).
   int block_tokens = 128;
   TokenOrder order = TokenOrder::raster;
   std::array<int, 3> tile{1, 1, 1};  ///< tile shape (t, h, w) for TokenOrder::tile
@@ -204,6 +206,11 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model,
 /// (block_tokens, order, tile).
 Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const ModelSpec* model,
                                               const PatternOptions& options);
+
+/// The model preset a PyTorch-bridge recording (`<path>` .npz with a `<path>.json` sidecar)
+/// was made with; "" when `path` is not a recording or its sidecar names no preset. Errors: an
+/// unreadable or malformed sidecar (file and JSON pointer).
+Result<std::string> recording_model(const std::string& path);
 
 /// Writes all masks as .npy (uint8 0/1... written as NumPy bool '|b1'), shape [S, L, H, Qb, Kb]
 /// reduced to [L, H, Qb, Kb] when static. Written to a temp file and renamed.
