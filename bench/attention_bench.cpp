@@ -4,7 +4,7 @@
 // each query block reads round(density * n_blocks) KV blocks (its own block and others drawn by
 // a seeded std::mt19937, shared across heads). Counter TFLOPs = active FLOPs (4 Bq Bk head_dim
 // per active (query block, KV block, head)) / median kernel time (CUDA events), 1e12 FLOP/s.
-// BM_attention_config runs the other kernel configurations on 2 heads, dense, block 128.
+// BM_attention_config first runs every kernel configuration on 2 heads, block 128.
 // Run: bench/attention_bench --benchmark_format=json > bench/results/attention-h200.json
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -73,16 +73,20 @@ struct Buffers {
 };
 Buffers g_buf;
 
-void run(benchmark::State& state, int heads, int block, double density, const at::KernelConfig& c) {
+at::KernelConfig g_best{};
+double g_best_tflops = 0;
+
+// Returns the TFLOPs counter (0 on error).
+double run(benchmark::State& state, int heads, int block, double density, const at::KernelConfig& c) {
   if (!g_buf.alloc(heads)) {
     state.SkipWithError("allocation/fill failed (no GPU?)");
-    return;
+    return 0;
   }
   const at::BlockSparseLayout l = make_layout(heads, block, density, 42);
   auto dl = at::upload_layout(l);
   if (!dl) {
     state.SkipWithError(dl.error().message.c_str());
-    return;
+    return 0;
   }
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -90,7 +94,7 @@ void run(benchmark::State& state, int heads, int block, double density, const at
   auto st = at::attention_forward(*dl, g_buf.q, g_buf.k, g_buf.v, g_buf.o, g_buf.lse, nullptr, c);
   if (!st || cudaDeviceSynchronize() != cudaSuccess) {
     state.SkipWithError(st ? "kernel failed" : st.error().message.c_str());
-    return;
+    return 0;
   }
   std::vector<double> times;
   for (auto _ : state) {
@@ -114,29 +118,36 @@ void run(benchmark::State& state, int heads, int block, double density, const at
   state.SetLabel(at::to_string(c));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  return flops / med / 1e12;
 }
+
+// args: config index, block, density in percent; 2 heads. Runs first: the fastest dense
+// configuration is the one the HunyuanVideo cases use (their label names it).
+void BM_attention_config(benchmark::State& state) {
+  const auto cs = at::kernel_configs();
+  const double tf =
+      run(state, 2, int(state.range(1)), double(state.range(2)) / 100.0, cs[size_t(state.range(0))]);
+  if (state.range(2) == 100 && tf > g_best_tflops) {
+    g_best_tflops = tf;
+    g_best = cs[size_t(state.range(0))];
+  }
+}
+BENCHMARK(BM_attention_config)
+    ->ArgNames({"config", "block", "density_pct"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {128}, {10, 100}})
+    ->UseManualTime()
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond);
 
 // args: block, density in percent
 void BM_attention_hunyuan(benchmark::State& state) {
-  run(state, 24, int(state.range(0)), double(state.range(1)) / 100.0, at::KernelConfig{});
+  run(state, 24, int(state.range(0)), double(state.range(1)) / 100.0, g_best);
 }
 BENCHMARK(BM_attention_hunyuan)
     ->ArgNames({"block", "density_pct"})
     ->ArgsProduct({{128, 384}, {10, 30, 100}})
     ->UseManualTime()
     ->Iterations(3)
-    ->Unit(benchmark::kMillisecond);
-
-// args: config index, block; 2 heads, dense and 10%.
-void BM_attention_config(benchmark::State& state) {
-  const auto cs = at::kernel_configs();
-  run(state, 2, int(state.range(1)), double(state.range(2)) / 100.0, cs[size_t(state.range(0))]);
-}
-BENCHMARK(BM_attention_config)
-    ->ArgNames({"config", "block", "density_pct"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {128}, {10, 100}})
-    ->UseManualTime()
-    ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -108,7 +108,13 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* s, const __nv_bfloat16*
   }
 }
 
-template <int D, int MT, int WARPS, int BN, int MINB>
+__device__ __forceinline__ float ex2(float x) {  // 2^x; ex2.approx(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int D, int MT, int WARPS, int BN, int MINB, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Params p) {
   constexpr int THREADS = 32 * WARPS;
   constexpr int BM = 16 * MT * WARPS;
@@ -116,8 +122,8 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
   constexpr int DT = D / 8;    // n8 tiles of O
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* sK = sQ + BM * D;      // 2 stages of BN x D
-  __nv_bfloat16* sV = sK + 2 * BN * D;  // 2 stages of BN x D
+  __nv_bfloat16* sK = sQ + BM * D;           // STAGES stages of BN x D
+  __nv_bfloat16* sV = sK + STAGES * BN * D;  // STAGES stages of BN x D
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int h = blockIdx.y;
@@ -153,12 +159,25 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
     }
   };
 
-  load_tile<D, BM, THREADS>(sQ, qg, row0, qrows, tid);
-  int cur_t0, cur_n;
-  next_tile(cur_t0, cur_n);
-  load_tile<D, BN, THREADS>(sK, kg, cur_t0, cur_n, tid);
-  load_tile<D, BN, THREADS>(sV, vg, cur_t0, cur_n, tid);
-  cp_async_commit();
+  // Pipeline: tile i sits in stage i % STAGES; STAGES - 1 tiles are in flight ahead of the one
+  // being computed. One barrier per tile: after it, every warp has finished tile i - 1, whose
+  // stage is the one the prefetch of tile i + STAGES - 1 overwrites.
+  int tile_n[STAGES];  // valid rows of the tile in each stage
+  int issued = 0, consumed = 0;
+  auto issue = [&](int stage) {
+    if (pli < li_end) {
+      int t0, n;
+      next_tile(t0, n);
+      load_tile<D, BN, THREADS>(sK + stage * BN * D, kg, t0, n, tid);
+      load_tile<D, BN, THREADS>(sV + stage * BN * D, vg, t0, n, tid);
+      tile_n[stage] = n;
+      ++issued;
+    }
+    cp_async_commit();
+  };
+  load_tile<D, BM, THREADS>(sQ, qg, row0, qrows, tid);  // joins the first group
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) issue(st);
 
   float o[MT][DT][4];
   float m[MT][2], l[MT][2];
@@ -175,16 +194,10 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
   const uint32_t sQa = smem_addr(sQ), sKa = smem_addr(sK), sVa = smem_addr(sV);
   int buf = 0;
   while (true) {
-    const bool has_next = pli < li_end;
-    int nt0 = 0, nn = 0;
-    if (has_next) {
-      next_tile(nt0, nn);
-      load_tile<D, BN, THREADS>(sK + (buf ^ 1) * BN * D, kg, nt0, nn, tid);
-      load_tile<D, BN, THREADS>(sV + (buf ^ 1) * BN * D, vg, nt0, nn, tid);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<STAGES - 2>();
     __syncthreads();
+    issue(buf == 0 ? STAGES - 1 : buf - 1);
+    const int cur_n = tile_n[buf];
 
     const uint32_t kb = sKa + uint32_t(buf * BN * D) * 2u;
     const uint32_t vb = sVa + uint32_t(buf * BN * D) * 2u;
@@ -229,6 +242,7 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
     }
 
     // Online softmax (each thread holds rows g and g+8 of each m16 tile; a row spans a quad).
+    float alpha_[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -240,22 +254,33 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[mt][hr], mx * p.scale_log2);
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = exp2f(m[mt][hr] - m_use);
+        const float alpha = ex2(m[mt][hr] - m_use);
         m[mt][hr] = m_new;
         float rs = 0.0f;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          s[mt][j][2 * hr] = exp2f(fmaf(s[mt][j][2 * hr], p.scale_log2, -m_use));
-          s[mt][j][2 * hr + 1] = exp2f(fmaf(s[mt][j][2 * hr + 1], p.scale_log2, -m_use));
+          s[mt][j][2 * hr] = ex2(fmaf(s[mt][j][2 * hr], p.scale_log2, -m_use));
+          s[mt][j][2 * hr + 1] = ex2(fmaf(s[mt][j][2 * hr + 1], p.scale_log2, -m_use));
           rs += s[mt][j][2 * hr] + s[mt][j][2 * hr + 1];
         }
         l[mt][hr] = l[mt][hr] * alpha + rs;
+        alpha_[mt][hr] = alpha;
+      }
+    // O *= alpha, skipped when no row of the warp changed its max (alpha == 1 exactly).
+    bool same = true;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) same = same && alpha_[mt][0] == 1.0f && alpha_[mt][1] == 1.0f;
+    if (!__all_sync(0xffffffffu, same)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int j = 0; j < DT; ++j) {
-          o[mt][j][2 * hr] *= alpha;
-          o[mt][j][2 * hr + 1] *= alpha;
+          o[mt][j][0] *= alpha_[mt][0];
+          o[mt][j][1] *= alpha_[mt][0];
+          o[mt][j][2] *= alpha_[mt][1];
+          o[mt][j][3] *= alpha_[mt][1];
         }
-      }
+    }
 
     // O += P V
 #pragma unroll
@@ -280,11 +305,8 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
         }
       }
     }
-    __syncthreads();  // this stage is refilled by the next iteration's prefetch
-    if (!has_next) break;
-    cur_t0 = nt0;
-    cur_n = nn;
-    buf ^= 1;
+    if (++consumed == issued) break;
+    buf = buf == STAGES - 1 ? 0 : buf + 1;
   }
 
   // O / l in bf16, lse = (m + log2 l) ln 2.
@@ -448,12 +470,12 @@ Params make_params(const DeviceLayout& dl, const void* q, const void* k, const v
   return p;
 }
 
-template <int D, int MT, int WARPS, int BN, int MINB>
+template <int D, int MT, int WARPS, int BN, int MINB, int STAGES>
 Status launch(const DeviceLayout& dl, Params p, cudaStream_t st) {
   constexpr int BM = 16 * MT * WARPS;
   static_assert(BM == 64 || BM == 128, "tile tables exist for 64 and 128 rows");
-  constexpr size_t smem = size_t(BM * D + 4 * BN * D) * 2;
-  auto kern = flash_fwd_kernel<D, MT, WARPS, BN, MINB>;
+  constexpr size_t smem = size_t(BM * D + 2 * STAGES * BN * D) * 2;
+  auto kern = flash_fwd_kernel<D, MT, WARPS, BN, MINB, STAGES>;
   SPARSP_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(smem)));
   const int n_tiles = BM == 64 ? dl.n_tiles64 : dl.n_tiles128;
@@ -467,15 +489,17 @@ Status launch(const DeviceLayout& dl, Params p, cudaStream_t st) {
 
 template <int D>
 Status dispatch(const DeviceLayout& dl, const Params& p, cudaStream_t st, const KernelConfig& c) {
-#define SPARSP_ATTN_CFG(W, M, N, B) \
-  if (c.warps == W && c.m_tiles == M && c.kv_tile == N && c.min_blocks == B) \
-    return launch<D, M, W, N, B>(dl, p, st);
-  SPARSP_ATTN_CFG(8, 1, 64, 1)
-  SPARSP_ATTN_CFG(8, 1, 64, 2)
-  SPARSP_ATTN_CFG(4, 1, 64, 1)
-  SPARSP_ATTN_CFG(4, 1, 64, 3)
-  SPARSP_ATTN_CFG(4, 2, 32, 1)
-  SPARSP_ATTN_CFG(8, 1, 32, 2)
+#define SPARSP_ATTN_CFG(W, M, N, B, S)                                                        \
+  if (c.warps == W && c.m_tiles == M && c.kv_tile == N && c.min_blocks == B && c.stages == S) \
+    return launch<D, M, W, N, B, S>(dl, p, st);
+  SPARSP_ATTN_CFG(4, 2, 32, 1, 3)
+  SPARSP_ATTN_CFG(4, 2, 32, 1, 2)
+  SPARSP_ATTN_CFG(8, 1, 64, 1, 2)
+  SPARSP_ATTN_CFG(8, 1, 64, 1, 3)
+  SPARSP_ATTN_CFG(4, 1, 64, 1, 2)
+  SPARSP_ATTN_CFG(4, 1, 64, 1, 3)
+  SPARSP_ATTN_CFG(8, 1, 32, 2, 3)
+  SPARSP_ATTN_CFG(4, 2, 16, 1, 3)
 #undef SPARSP_ATTN_CFG
   return Error{"attention: kernel configuration " + to_string(c) + " is not built", 2};
 }
@@ -483,8 +507,9 @@ Status dispatch(const DeviceLayout& dl, const Params& p, cudaStream_t st, const 
 }  // namespace
 
 std::vector<KernelConfig> kernel_configs() {
-  return {KernelConfig{8, 1, 64, 1}, KernelConfig{8, 1, 64, 2}, KernelConfig{4, 1, 64, 1},
-          KernelConfig{4, 1, 64, 3}, KernelConfig{4, 2, 32, 1}, KernelConfig{8, 1, 32, 2}};
+  return {KernelConfig{4, 2, 32, 1, 3}, KernelConfig{4, 2, 32, 1, 2}, KernelConfig{8, 1, 64, 1, 2},
+          KernelConfig{8, 1, 64, 1, 3}, KernelConfig{4, 1, 64, 1, 2}, KernelConfig{4, 1, 64, 1, 3},
+          KernelConfig{8, 1, 32, 2, 3}, KernelConfig{4, 2, 16, 1, 3}};
 }
 
 DeviceLayout::DeviceLayout(DeviceLayout&& o) noexcept { *this = std::move(o); }

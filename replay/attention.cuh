@@ -66,10 +66,11 @@ double active_flops(const BlockSparseLayout& layout);
 /// One kernel configuration: `warps` warps per CTA, each owning `m_tiles` x 16 query rows
 /// (query tile BM = 16 * m_tiles * warps rows, 64 or 128), KV tiles of `kv_tile` tokens.
 struct KernelConfig {
-  int warps = 8;
-  int m_tiles = 1;
-  int kv_tile = 64;
+  int warps = 4;
+  int m_tiles = 2;
+  int kv_tile = 32;
   int min_blocks = 1;  ///< __launch_bounds__ CTAs per SM (caps registers at 64K / (threads * it))
+  int stages = 3;      ///< shared-memory stages of K and V (2 or 3)
 };
 /// The configurations instantiated in attention.cu (the default, KernelConfig{}, is first).
 std::vector<KernelConfig> kernel_configs();

@@ -91,7 +91,8 @@ double active_flops(const BlockSparseLayout& l) {
 
 std::string to_string(const KernelConfig& c) {
   return "w" + std::to_string(c.warps) + "_m" + std::to_string(16 * c.m_tiles * c.warps) + "_n" +
-         std::to_string(c.kv_tile) + "_b" + std::to_string(c.min_blocks);
+         std::to_string(c.kv_tile) + "_b" + std::to_string(c.min_blocks) + "_s" +
+         std::to_string(c.stages);
 }
 
 Tolerance derive_tolerance(int head_dim, double scale, double max_abs_q, double max_abs_k,
