@@ -57,9 +57,9 @@ struct Buffers {
     const size_t n = size_t(h) * kTokens * 128;
     ok = cudaMalloc(&q, n * 2) == cudaSuccess && cudaMalloc(&k, n * 2) == cudaSuccess &&
          cudaMalloc(&v, n * 2) == cudaSuccess && cudaMalloc(&o, n * 2) == cudaSuccess &&
-         cudaMalloc(&lse, size_t(h) * kTokens * 4) == cudaSuccess && at::fill_uniform_bf16(q, n, 1, 2.0f) &&
-         at::fill_uniform_bf16(k, n, 2, 2.0f) && at::fill_uniform_bf16(v, n, 3, 1.0f) &&
-         cudaDeviceSynchronize() == cudaSuccess;
+         cudaMalloc(&lse, size_t(h) * kTokens * 4) == cudaSuccess &&
+         at::fill_uniform_bf16(q, n, 1, 2.0f) && at::fill_uniform_bf16(k, n, 2, 2.0f) &&
+         at::fill_uniform_bf16(v, n, 3, 1.0f) && cudaDeviceSynchronize() == cudaSuccess;
     heads = h;
     return ok;
   }
@@ -77,7 +77,8 @@ at::KernelConfig g_best{};
 double g_best_tflops = 0;
 
 // Returns the TFLOPs counter (0 on error).
-double run(benchmark::State& state, int heads, int block, double density, const at::KernelConfig& c) {
+double run(benchmark::State& state, int heads, int block, double density,
+           const at::KernelConfig& c) {
   if (!g_buf.alloc(heads)) {
     state.SkipWithError("allocation/fill failed (no GPU?)");
     return 0;
@@ -114,7 +115,8 @@ double run(benchmark::State& state, int heads, int block, double density, const 
   state.counters["TFLOPs"] = flops / med / 1e12;
   state.counters["median_ms"] = med * 1e3;
   state.counters["active_triples"] = double(l.kv_blocks.size()) * heads;
-  state.counters["density"] = double(l.kv_blocks.size()) / (double(l.n_q_blocks()) * l.n_kv_blocks());
+  state.counters["density"] =
+      double(l.kv_blocks.size()) / (double(l.n_q_blocks()) * l.n_kv_blocks());
   state.SetLabel(at::to_string(c));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
@@ -125,8 +127,8 @@ double run(benchmark::State& state, int heads, int block, double density, const 
 // configuration is the one the HunyuanVideo cases use (their label names it).
 void BM_attention_config(benchmark::State& state) {
   const auto cs = at::kernel_configs();
-  const double tf =
-      run(state, 2, int(state.range(1)), double(state.range(2)) / 100.0, cs[size_t(state.range(0))]);
+  const double tf = run(state, 2, int(state.range(1)), double(state.range(2)) / 100.0,
+                        cs[size_t(state.range(0))]);
   if (state.range(2) == 100 && tf > g_best_tflops) {
     g_best_tflops = tf;
     g_best = cs[size_t(state.range(0))];
@@ -134,7 +136,7 @@ void BM_attention_config(benchmark::State& state) {
 }
 BENCHMARK(BM_attention_config)
     ->ArgNames({"config", "block", "density_pct"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {128}, {10, 100}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {128}, {10, 100}})
     ->UseManualTime()
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);

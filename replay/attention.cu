@@ -118,8 +118,8 @@ template <int D, int MT, int WARPS, int BN, int MINB, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Params p) {
   constexpr int THREADS = 32 * WARPS;
   constexpr int BM = 16 * MT * WARPS;
-  constexpr int NT = BN / 8;   // n8 tiles of S
-  constexpr int DT = D / 8;    // n8 tiles of O
+  constexpr int NT = BN / 8;  // n8 tiles of S
+  constexpr int DT = D / 8;   // n8 tiles of O
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sK = sQ + BM * D;           // STAGES stages of BN x D
@@ -473,13 +473,13 @@ Params make_params(const DeviceLayout& dl, const void* q, const void* k, const v
 template <int D, int MT, int WARPS, int BN, int MINB, int STAGES>
 Status launch(const DeviceLayout& dl, Params p, cudaStream_t st) {
   constexpr int BM = 16 * MT * WARPS;
-  static_assert(BM == 64 || BM == 128, "tile tables exist for 64 and 128 rows");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "tile tables exist for 64, 128, 256 rows");
   constexpr size_t smem = size_t(BM * D + 2 * STAGES * BN * D) * 2;
   auto kern = flash_fwd_kernel<D, MT, WARPS, BN, MINB, STAGES>;
-  SPARSP_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(smem)));
-  const int n_tiles = BM == 64 ? dl.n_tiles64 : dl.n_tiles128;
-  p.tiles = BM == 64 ? dl.tiles64 : dl.tiles128;
+  SPARSP_CUDA_TRY(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int n_tiles = BM == 64 ? dl.n_tiles64 : BM == 128 ? dl.n_tiles128 : dl.n_tiles256;
+  p.tiles = BM == 64 ? dl.tiles64 : BM == 128 ? dl.tiles128 : dl.tiles256;
   if (n_tiles == 0) return Ok{};
   const dim3 grid(unsigned(n_tiles), unsigned(dl.host.heads));
   kern<<<grid, 32 * WARPS, smem, st>>>(p);
@@ -500,6 +500,8 @@ Status dispatch(const DeviceLayout& dl, const Params& p, cudaStream_t st, const 
   SPARSP_ATTN_CFG(4, 1, 64, 1, 3)
   SPARSP_ATTN_CFG(8, 1, 32, 2, 3)
   SPARSP_ATTN_CFG(4, 2, 16, 1, 3)
+  SPARSP_ATTN_CFG(8, 2, 32, 1, 3)
+  SPARSP_ATTN_CFG(4, 2, 64, 1, 3)
 #undef SPARSP_ATTN_CFG
   return Error{"attention: kernel configuration " + to_string(c) + " is not built", 2};
 }
@@ -509,7 +511,8 @@ Status dispatch(const DeviceLayout& dl, const Params& p, cudaStream_t st, const 
 std::vector<KernelConfig> kernel_configs() {
   return {KernelConfig{4, 2, 32, 1, 3}, KernelConfig{4, 2, 32, 1, 2}, KernelConfig{8, 1, 64, 1, 2},
           KernelConfig{8, 1, 64, 1, 3}, KernelConfig{4, 1, 64, 1, 2}, KernelConfig{4, 1, 64, 1, 3},
-          KernelConfig{8, 1, 32, 2, 3}, KernelConfig{4, 2, 16, 1, 3}};
+          KernelConfig{8, 1, 32, 2, 3}, KernelConfig{4, 2, 16, 1, 3}, KernelConfig{8, 2, 32, 1, 3},
+          KernelConfig{4, 2, 64, 1, 3}};
 }
 
 DeviceLayout::DeviceLayout(DeviceLayout&& o) noexcept { *this = std::move(o); }
@@ -524,10 +527,13 @@ DeviceLayout& DeviceLayout::operator=(DeviceLayout&& o) noexcept {
     kv_blocks = o.kv_blocks;
     tiles64 = o.tiles64;
     tiles128 = o.tiles128;
+    tiles256 = o.tiles256;
     n_tiles64 = o.n_tiles64;
     n_tiles128 = o.n_tiles128;
-    o.q_offsets = o.kv_offsets = o.row_ptr = o.kv_blocks = o.tiles64 = o.tiles128 = nullptr;
-    o.n_tiles64 = o.n_tiles128 = 0;
+    n_tiles256 = o.n_tiles256;
+    o.q_offsets = o.kv_offsets = o.row_ptr = o.kv_blocks = nullptr;
+    o.tiles64 = o.tiles128 = o.tiles256 = nullptr;
+    o.n_tiles64 = o.n_tiles128 = o.n_tiles256 = 0;
   }
   return *this;
 }
@@ -536,9 +542,9 @@ DeviceLayout::~DeviceLayout() { release(); }
 
 void DeviceLayout::release() {
   // Destructor path: a failing cudaFree cannot be reported; the pointers are dropped either way.
-  for (int32_t* p : {q_offsets, kv_offsets, row_ptr, kv_blocks, tiles64, tiles128})
+  for (int32_t* p : {q_offsets, kv_offsets, row_ptr, kv_blocks, tiles64, tiles128, tiles256})
     if (p) (void)cudaFree(p);
-  q_offsets = kv_offsets = row_ptr = kv_blocks = tiles64 = tiles128 = nullptr;
+  q_offsets = kv_offsets = row_ptr = kv_blocks = tiles64 = tiles128 = tiles256 = nullptr;
 }
 
 Result<DeviceLayout> upload_layout(const BlockSparseLayout& layout) {
@@ -555,11 +561,14 @@ Result<DeviceLayout> upload_layout(const BlockSparseLayout& layout) {
   SPARSP_TRY(put(layout.kv_block_offsets, d.kv_offsets));
   SPARSP_TRY(put(layout.row_ptr, d.row_ptr));
   SPARSP_TRY(put(layout.kv_blocks, d.kv_blocks));
-  const auto t64 = build_tiles(layout, 64), t128 = build_tiles(layout, 128);
+  const auto t64 = build_tiles(layout, 64), t128 = build_tiles(layout, 128),
+             t256 = build_tiles(layout, 256);
   SPARSP_TRY(put(t64, d.tiles64));
   SPARSP_TRY(put(t128, d.tiles128));
+  SPARSP_TRY(put(t256, d.tiles256));
   d.n_tiles64 = int(t64.size() / 2);
   d.n_tiles128 = int(t128.size() / 2);
+  d.n_tiles256 = int(t256.size() / 2);
   return Result<DeviceLayout>(std::move(d));
 }
 

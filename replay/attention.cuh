@@ -64,7 +64,7 @@ Status check_layout(const BlockSparseLayout& layout, const std::string& name = "
 double active_flops(const BlockSparseLayout& layout);
 
 /// One kernel configuration: `warps` warps per CTA, each owning `m_tiles` x 16 query rows
-/// (query tile BM = 16 * m_tiles * warps rows, 64 or 128), KV tiles of `kv_tile` tokens.
+/// (query tile BM = 16 * m_tiles * warps rows: 64, 128 or 256), KV tiles of `kv_tile` tokens.
 struct KernelConfig {
   int warps = 4;
   int m_tiles = 2;
@@ -72,6 +72,9 @@ struct KernelConfig {
   int min_blocks = 1;  ///< __launch_bounds__ CTAs per SM (caps registers at 64K / (threads * it))
   int stages = 3;      ///< shared-memory stages of K and V (2 or 3)
 };
+/// The default, 4 warps x 32 rows (BM 128), KV tiles of 32, 3 stages, was the fastest of
+/// kernel_configs() on the H200 (bench/results/attention-h200.json, BM_attention_config: 313.6
+/// TFLOP/s dense at block 128, 2 heads; the next, 4 warps x 16 rows with KV tiles of 64, 276.8).
 /// The configurations instantiated in attention.cu (the default, KernelConfig{}, is first).
 std::vector<KernelConfig> kernel_configs();
 std::string to_string(const KernelConfig& c);
@@ -86,15 +89,17 @@ class DeviceLayout {
   DeviceLayout& operator=(DeviceLayout&& o) noexcept;
   ~DeviceLayout();
 
-  BlockSparseLayout host;                 ///< the layout it was made from
-  int32_t* q_offsets = nullptr;           ///< device copies of the tables
+  BlockSparseLayout host;        ///< the layout it was made from
+  int32_t* q_offsets = nullptr;  ///< device copies of the tables
   int32_t* kv_offsets = nullptr;
   int32_t* row_ptr = nullptr;
   int32_t* kv_blocks = nullptr;
-  int32_t* tiles64 = nullptr;             ///< (query block, first token) per 64-row query tile
-  int32_t* tiles128 = nullptr;            ///< the same for 128-row query tiles
+  int32_t* tiles64 = nullptr;   ///< (query block, first token) per 64-row query tile
+  int32_t* tiles128 = nullptr;  ///< the same for 128-row query tiles
+  int32_t* tiles256 = nullptr;  ///< the same for 256-row query tiles
   int n_tiles64 = 0;
   int n_tiles128 = 0;
+  int n_tiles256 = 0;
 
  private:
   void release();
@@ -118,9 +123,9 @@ Status attention_forward(const DeviceLayout& layout, const void* q, const void* 
 /// Writes o_ref [heads, q_tokens, head_dim] fp32 and lse_ref [heads, q_tokens] for the rows of
 /// `q_blocks` (all query blocks when empty); other rows are left untouched.
 /// Any head_dim from 1 to 256. Errors: a CUDA error (exit 1); head_dim outside 1..256 (exit 2).
-Status attention_reference(const DeviceLayout& layout, const void* q, const void* k,
-                           const void* v, float* o_ref, float* lse_ref,
-                           const std::vector<int>& q_blocks = {}, void* stream = nullptr);
+Status attention_reference(const DeviceLayout& layout, const void* q, const void* k, const void* v,
+                           float* o_ref, float* lse_ref, const std::vector<int>& q_blocks = {},
+                           void* stream = nullptr);
 
 /// Device: fills n bf16 values with deterministic pseudo-random values uniform in
 /// [-amplitude, amplitude] (a hash of (seed, index); never NaN or Inf), rounded to bf16.
@@ -151,10 +156,10 @@ Tolerance derive_tolerance(int head_dim, double scale, double max_abs_q, double 
 /// The outcome of comparing one run with the reference over some rows.
 struct CheckResult {
   size_t checked_rows = 0;
-  double max_abs_error = 0;      ///< over O
+  double max_abs_error = 0;  ///< over O
   double max_lse_error = 0;
-  size_t bad = 0;                ///< elements over tolerance, NaN included
-  size_t unwritten = 0;          ///< NaN/Inf outputs (from the poisoned buffer) in checked rows
+  size_t bad = 0;        ///< elements over tolerance, NaN included
+  size_t unwritten = 0;  ///< NaN/Inf outputs (from the poisoned buffer) in checked rows
   int worst_head = -1, worst_token = -1;
   bool passed() const { return bad == 0 && unwritten == 0; }
 };

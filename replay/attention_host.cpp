@@ -60,13 +60,13 @@ Status check_layout(const BlockSparseLayout& l, const std::string& name) {
     for (int32_t i = l.row_ptr[r]; i < l.row_ptr[r + 1]; ++i) {
       const int32_t b = l.kv_blocks[size_t(i)];
       if (b < 0 || b >= nkv)
-        return input_error(name, "/kv_blocks/" + std::to_string(i),
-                           "KV block " + std::to_string(b) + " out of range (" +
-                               std::to_string(nkv) + " blocks)");
+        return input_error(
+            name, "/kv_blocks/" + std::to_string(i),
+            "KV block " + std::to_string(b) + " out of range (" + std::to_string(nkv) + " blocks)");
       if (!seen.insert(b).second)
-        return input_error(name, "/kv_blocks/" + std::to_string(i),
-                           "KV block " + std::to_string(b) + " repeated in the list of row " +
-                               std::to_string(r));
+        return input_error(
+            name, "/kv_blocks/" + std::to_string(i),
+            "KV block " + std::to_string(b) + " repeated in the list of row " + std::to_string(r));
     }
   }
   return Ok{};
@@ -98,7 +98,8 @@ std::string to_string(const KernelConfig& c) {
 Tolerance derive_tolerance(int head_dim, double scale, double max_abs_q, double max_abs_k,
                            double max_abs_v) {
   const double u2 = std::ldexp(1.0, -7);  // 2u, u = 2^-8 (bf16)
-  const double ds = 2.0 * head_dim * std::ldexp(1.0, -24) * scale * head_dim * max_abs_q * max_abs_k;
+  const double ds =
+      2.0 * head_dim * std::ldexp(1.0, -24) * scale * head_dim * max_abs_q * max_abs_k;
   return Tolerance{u2 * max_abs_v + 2.0 * ds * max_abs_v, ds};
 }
 

@@ -24,23 +24,23 @@ namespace {
 
 int failures = 0;
 
-#define CHECK_OK(expr)                                                         \
-  do {                                                                         \
-    const auto& r_ = (expr);                                                   \
-    if (!r_) {                                                                 \
+#define CHECK_OK(expr)                                                          \
+  do {                                                                          \
+    const auto& r_ = (expr);                                                    \
+    if (!r_) {                                                                  \
       std::fprintf(stderr, "FAIL %s: %s\n", #expr, r_.error().message.c_str()); \
-      ++failures;                                                              \
-      return;                                                                  \
-    }                                                                          \
+      ++failures;                                                               \
+      return;                                                                   \
+    }                                                                           \
   } while (0)
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "FAIL %s: %s\n", #expr, cudaGetErrorString(e_));                \
-      ++failures;                                                                          \
-      return;                                                                              \
-    }                                                                                      \
+#define CHECK_CUDA(expr)                                                    \
+  do {                                                                      \
+    cudaError_t e_ = (expr);                                                \
+    if (e_ != cudaSuccess) {                                                \
+      std::fprintf(stderr, "FAIL %s: %s\n", #expr, cudaGetErrorString(e_)); \
+      ++failures;                                                           \
+      return;                                                               \
+    }                                                                       \
   } while (0)
 
 // Block offsets: `sizes` then a partial block of `tail` tokens (0: none).
@@ -116,14 +116,15 @@ void run_case(const std::string& name, const at::BlockSparseLayout& l, bool corr
     std::vector<float> lh(nrows);
     CHECK_CUDA(cudaMemcpy(oh.data(), o, nq * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lh.data(), lse, nrows * 4, cudaMemcpyDeviceToHost));
-    const at::CheckResult r = at::compare_with_reference(l.heads, l.q_tokens(), l.head_dim, oh, lh,
-                                                         o_ref, lse_ref, tol);
+    const at::CheckResult r =
+        at::compare_with_reference(l.heads, l.q_tokens(), l.head_dim, oh, lh, o_ref, lse_ref, tol);
     const bool ok = corrupt ? !r.passed() : r.passed();
-    std::printf("%s %-28s %-16s rows %zu max_abs_err %.3g (tol %.3g) max_lse_err %.3g bad %zu "
-                "unwritten %zu%s\n",
-                ok ? "ok  " : "FAIL", name.c_str(), at::to_string(c).c_str(), r.checked_rows,
-                r.max_abs_error, tol.output_abs, r.max_lse_error, r.bad, r.unwritten,
-                corrupt ? " (corrupted K: must fail)" : "");
+    std::printf(
+        "%s %-28s %-16s rows %zu max_abs_err %.3g (tol %.3g) max_lse_err %.3g bad %zu "
+        "unwritten %zu%s\n",
+        ok ? "ok  " : "FAIL", name.c_str(), at::to_string(c).c_str(), r.checked_rows,
+        r.max_abs_error, tol.output_abs, r.max_lse_error, r.bad, r.unwritten,
+        corrupt ? " (corrupted K: must fail)" : "");
     if (!ok) ++failures;
   }
   cudaFree(q);
@@ -145,7 +146,8 @@ int main() {
   }
   // Unsupported head_dim: an error value (exit 2) naming head_dim, never a launch.
   {
-    at::BlockSparseLayout bad = make_layout(1, 96, offsets({64}, 0), offsets({64}, 0), false, 1, -1, 1);
+    at::BlockSparseLayout bad =
+        make_layout(1, 96, offsets({64}, 0), offsets({64}, 0), false, 1, -1, 1);
     auto r = at::upload_layout(bad);
     const bool ok = !r && r.error().exit_code == 2 &&
                     r.error().message.find("head_dim 96 is not supported") != std::string::npos;
