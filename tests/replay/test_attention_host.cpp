@@ -67,7 +67,8 @@ TEST_CASE("attention layout: bad layouts are refused with the place named") {
 
 TEST_CASE("attention tolerance: the derived bf16 bound") {
   // head_dim 128, scale 1/sqrt(128), |Q|,|K| <= 2, |V| <= 1:
-  // dS = 2*128*2^-24*(1/sqrt(128))*128*2*2 = 131072 * 2^-24 / 11.3137 * ... = 6.9053e-4
+  // dS = 2 * 128 * 2^-24 * (1/sqrt(128)) * 128 * 2 * 2 = 131072 * 2^-24 / sqrt(128)
+  //    = 0.0078125 * 0.0883883 = 6.9053e-4
   const double s = 1.0 / std::sqrt(128.0);
   const at::Tolerance t = at::derive_tolerance(128, s, 2, 2, 1);
   const double ds = 2.0 * 128 * 128 * 4 * s / 16777216.0;
@@ -103,7 +104,8 @@ TEST_CASE("attention check: passes within tolerance, fails on a wrong, unwritten
   r = at::compare_with_reference(1, 2, 2, o, lse, oref, lref, tol);
   CHECK_FALSE(r.passed());
   CHECK(r.bad == 1);
-  // bf16 round trip: 1 + 2^-8 is a tie and rounds to even (1.0); 1 + 3*2^-8 rounds up.
+  // bf16 round trip (ulp at 1 is 2^-7): 1 + 2^-8 is a tie and rounds to even (1.0);
+  // 1 + 3*2^-8 is a tie too and rounds to the even 1 + 2^-6 = 1.015625.
   CHECK(at::bf16_to_float(at::float_to_bf16(1.00390625f)) == 1.0f);
   CHECK(at::bf16_to_float(at::float_to_bf16(1.01171875f)) == 1.015625f);
 }
