@@ -230,6 +230,7 @@ std::string to_json(const StudyResult& r) {
     o["busiest_utilization"] = r9(p.busiest_utilization);
     o["units"] = p.units;
     o["simulated"] = p.simulated;
+    o["compute_source"] = p.compute_source;
     arr.push_back(std::move(o));
   }
   // Absent when nothing was left out (so studies without skipped policies print as before).

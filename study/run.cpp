@@ -70,6 +70,7 @@ struct Group {
   std::vector<int> steps, layers;              ///< sorted selection
   bool dynamic = false;                        ///< masks change across the selected steps
   policy::ComputeModel compute;
+  std::string compute_source;  ///< policy::ResolvedCompute::source
   int min_sm_count = 0;  ///< smallest known SM count of the GPUs (0: none)
 };
 
@@ -227,9 +228,22 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
                              g.topo->gpu(i).model +
                              "') has sm_count 0, so its kernels cannot be simulated; give "
                              "sm_count >= 1 in the topology");
-  g.compute = policy::compute_model_for(g.topo->gpu(g.gpus[0]));
-  if (st.attention_efficiency > 0) g.compute.attention_efficiency = st.attention_efficiency;
-  if (st.gemm_efficiency > 0) g.compute.gemm_efficiency = st.gemm_efficiency;
+  // Compute figures by precedence (policy::resolve_compute): explicit efficiency, a measured
+  // entry of the topology, the chosen kernel's registry figure, generic.
+  policy::ComputeRequest rq;
+  rq.kernel = st.kernel;
+  rq.attention_efficiency = st.attention_efficiency;
+  rq.gemm_efficiency = st.gemm_efficiency;
+  rq.head_dim = model.head_dim;
+  rq.seq_tokens = model.tokens();
+  rq.block_tokens = st.pattern.block_tokens;
+  rq.file = st.source;
+  rq.kernel_place = st.kernel_place;
+  if (st.kernel_place.rfind("--", 0) == 0) rq.file = "<command line>";
+  auto rc = policy::resolve_compute(g.topo->gpu(g.gpus[0]), g.topo->options().measured_compute, rq);
+  if (!rc) return rc.error();
+  g.compute = rc->model;
+  g.compute_source = rc->source;
   for (int i : g.gpus) {
     const int c = g.topo->gpu(i).sm_count;
     if (c > 0) g.min_sm_count = g.min_sm_count > 0 ? std::min(g.min_sm_count, c) : c;
@@ -484,6 +498,7 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
   }
   r.units = a.units;
   r.simulated = a.simulated;
+  r.compute_source = g.compute_source;
   if (run.plan) {
     // What retime_plan needs to give the same step/e2e figures (policy/PLAN.md, policy params).
     run.plan->policy.params[std::string(kPlanOtherTimeKey)] = r.other_time_s;

@@ -37,6 +37,10 @@ struct Study {
   std::vector<int> layers;               ///< selected layers; empty: all
   double attention_efficiency = 0;       ///< 0: per-GPU default (compute_model_for)
   double gemm_efficiency = 0;            ///< 0: default
+  /// Attention kernel (policy::kernels(); JSON /compute/kernel, `--kernel`); empty: none chosen
+  /// (a measured_compute entry of any kernel, else `generic`). Precedence: policy::resolve_compute.
+  std::string kernel;
+  std::string kernel_place = "/compute/kernel";  ///< where it was given ("--kernel"), for errors
   sim::SimOptions sim;
 };
 
@@ -69,6 +73,10 @@ struct PolicyResult {
   double busiest_utilization = 0; ///< its bytes / (capacity * attention time)
   int64_t units = 0;              ///< (step, layer) pairs covered
   int64_t simulated = 0;          ///< distinct workloads simulated
+  /// Where the compute figures came from (policy::ResolvedCompute::source), e.g.
+  /// "generic (hopper, 0.5 of peak)", "kernel fa3 (hopper, 0.654 of peak)",
+  /// "measured_compute /measured_compute/0 (kernel sparsp)", "attention_efficiency given".
+  std::string compute_source;
   // Optional payloads (RunOptions):
   std::shared_ptr<policy::Plan> plan;     ///< keep_plans
   std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
