@@ -562,8 +562,13 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
     MeasuredCompute m;
     m.place = e.to_string();
     const std::string model = r.string(o, e, "gpu_model");
-    auto spec = lookup_gpu_model(model, r.file());
-    if (!spec) r.fail(e / "gpu_model", spec.error().message);
+    auto spec = lookup_gpu_model(model, "");
+    if (!spec) {  // lookup_gpu_model's message starts ": " with no file; drop its CLI hint
+      std::string why = spec.error().message.substr(spec.error().message.find(": ") + 2);
+      if (const size_t h = why.find(" (--gpu-model"); h != std::string::npos)
+        why = why.substr(0, h) + " (see `sparsp topo models`)";
+      r.fail(e / "gpu_model", why);
+    }
     m.gpu_model = spec->model;
     m.kernel = r.string(o, e, "kernel");
     if (m.kernel.empty()) r.fail(e / "kernel", "expected a kernel name, got \"\"");
