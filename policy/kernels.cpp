@@ -280,9 +280,19 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
   } else {
     m.launch_overhead_s = kernel->launch_overhead_s;
   }
+  std::string cont;
+  if (meas && meas->contention_ce_copy >= 0) {
+    out.contention_ce_copy = meas->contention_ce_copy;
+    cont = "measured";
+  }
+  if (meas && meas->contention_sm_copy_per_sm >= 0) {
+    out.contention_sm_copy_per_sm = meas->contention_sm_copy_per_sm;
+    cont = "measured";
+  }
   out.source = att;
   if (!gemm.empty()) out.source += "; gemm " + gemm;
   if (!launch.empty()) out.source += "; launch overhead " + launch;
+  if (!cont.empty()) out.source += "; contention " + cont;
   return out;
 }
 

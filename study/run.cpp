@@ -71,6 +71,8 @@ struct Group {
   bool dynamic = false;                        ///< masks change across the selected steps
   policy::ComputeModel compute;
   std::string compute_source;  ///< policy::ResolvedCompute::source
+  double contention_ce_copy = 0;          ///< sim::SimOptions::contention_ce_copy
+  double contention_sm_copy_per_sm = -1;  ///< sim::SimOptions::contention_sm_copy_per_sm
   int min_sm_count = 0;  ///< smallest known SM count of the GPUs (0: none)
 };
 
@@ -244,6 +246,8 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
   if (!rc) return rc.error();
   g.compute = rc->model;
   g.compute_source = rc->source;
+  g.contention_ce_copy = rc->contention_ce_copy;
+  g.contention_sm_copy_per_sm = rc->contention_sm_copy_per_sm;
   for (int i : g.gpus) {
     const int c = g.topo->gpu(i).sm_count;
     if (c > 0) g.min_sm_count = g.min_sm_count > 0 ? std::min(g.min_sm_count, c) : c;
@@ -393,6 +397,8 @@ Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const pattern
   auto work = policy::make_workload(spec.runtime, *cp, g.ranks, g.compute, spec.params, layer);
   if (!work) return at(st, place_of(st, run.index), work.error());
   sim::SimOptions so = st.sim;
+  so.contention_ce_copy = g.contention_ce_copy;
+  so.contention_sm_copy_per_sm = g.contention_sm_copy_per_sm;
   const bool trace_this = opt.keep_trace && run.trace.empty();
   so.record_resource_timeline = trace_this;
   auto res = sim::simulate(*g.topo, *work, so);

@@ -127,6 +127,10 @@ struct ComputeRequest {
 
 struct ResolvedCompute {
   ComputeModel model;
+  /// Contention factors (sim::SimOptions::contention_*): the measured entry's where it gives
+  /// them, else today's model (0: none beside copy-engine copies; -1: SM share only).
+  double contention_ce_copy = 0;
+  double contention_sm_copy_per_sm = -1;
   std::string source;  ///< which figures came from where, e.g. "kernel fa3 (hopper)"
 };
 

@@ -116,6 +116,7 @@ TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
   m.attention_flops_by_block = {{128, 500e12}, {512, 600e12}};
   m.gemm_flops = 692.3e12;
   m.launch_overhead_s = 7e-6;
+  m.contention_ce_copy = 0.03;
   m.place = "/measured_compute/0";
   const std::vector<topology::MeasuredCompute> meas{m};
   policy::ComputeRequest rq;
@@ -129,9 +130,13 @@ TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
     CHECK(r->model.attention_efficiency == doctest::Approx(0.55611729));
     CHECK(r->model.gemm_efficiency == doctest::Approx(692.3 / 989));  // 0.7
     CHECK(r->model.launch_overhead_s == 7e-6);
+    // Contention: ce_copy measured, sm_copy_per_sm not (-1: the SM share, today's model).
+    CHECK(r->model.launch_overhead_s == 7e-6);
+    CHECK(r->contention_ce_copy == 0.03);
+    CHECK(r->contention_sm_copy_per_sm == -1);
     CHECK(r->source ==
           "measured_compute /measured_compute/0 (kernel sparsp); gemm measured; launch overhead "
-          "measured");
+          "measured; contention measured");
   }
   SUBCASE("explicit efficiency beats the measurement (other figures still measured)") {
     rq.attention_efficiency = 0.3;
@@ -148,6 +153,8 @@ TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
     CHECK(r->model.attention_efficiency == doctest::Approx(0.65106499));
     CHECK(r->model.launch_overhead_s == 5e-6);
     CHECK(r->model.gemm_efficiency == 0.7);
+    CHECK(r->contention_ce_copy == 0);  // no entry for fa3: today's model
+    CHECK(r->contention_sm_copy_per_sm == -1);
   }
   SUBCASE("a measurement of the chosen kernel wins over its registry figure") {
     auto m2 = meas;
