@@ -36,6 +36,7 @@ struct SimulateArgs {
   std::string baseline;
   std::optional<int> steps, layers;
   std::optional<double> attention_efficiency;
+  std::string kernel;
   bool json = false, csv = false, list = false;
   std::string progress = "auto";
   std::string trace_dir, plan_dir, plan_in;
@@ -152,6 +153,11 @@ Result<study::Study> build_study(const SimulateArgs& a) {
       return input_error(cl, "--attention-efficiency", "expected a fraction in (0, 1]");
     s.attention_efficiency = *a.attention_efficiency;
   }
+  if (!a.kernel.empty()) {
+    if (auto k = policy::find_kernel(a.kernel, cl, "--kernel"); !k) return k.error();
+    s.kernel = a.kernel;
+    s.kernel_place = "--kernel";
+  }
   if (a.steps) {
     if (*a.steps < 1) return input_error(cl, "--steps", "expected a positive count");
     s.steps.clear();
@@ -211,6 +217,15 @@ int run(const SimulateArgs& a) {
       add("placements", policy::placements());
       add("schemes", policy::schemes());
       add("runtimes", policy::runtimes());
+      auto& ks = j["kernels"] = nlohmann::ordered_json::array();
+      for (const auto& k : policy::kernels()) {
+        nlohmann::ordered_json o{{"name", k.name},
+                                 {"description", k.description},
+                                 {"kind", k.block_sparse ? "block_sparse" : "dense"}};
+        auto& arch = o["architectures"] = nlohmann::ordered_json::array();
+        for (const auto& [arch_name, f] : k.architectures) arch.push_back(arch_name);
+        ks.push_back(std::move(o));
+      }
       std::cout << j.dump(2) << "\n";
       return 0;
     }
@@ -223,6 +238,13 @@ int run(const SimulateArgs& a) {
     std::cout << "runtimes:\n";
     for (const auto& p : policy::runtimes())
       std::cout << "  " << p.name << ": " << p.description << "\n";
+    std::cout << "kernels (--kernel; configs/kernels/kernels.json):\n";
+    for (const auto& k : policy::kernels()) {
+      std::string arch;
+      for (const auto& [name, f] : k.architectures) arch += (arch.empty() ? "" : ", ") + name;
+      std::cout << "  " << k.name << ": " << k.description << " ["
+                << (k.block_sparse ? "block_sparse" : "dense") << "; " << arch << "]\n";
+    }
     return 0;
   }
   if (a.json && a.csv)
@@ -338,6 +360,10 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--attention-efficiency", args->attention_efficiency,
                   "fraction of the GPU's dense bf16 peak reached by attention kernels")
       ->check(above_up_to(0, 1));
+  cmd->add_option("--kernel", args->kernel,
+                  "attention kernel whose published efficiency to use (fa2, fa3, cudnn, flex, "
+                  "sta, sage2, generic; see --list); default: a measured_compute entry of the "
+                  "topology, else generic");
   cmd->add_option("--max-memory-gib", args->max_memory_gib,
                   "refuse a study estimated to need more memory than this (GiB; default 16)")
       ->check(above_up_to(0, 1e6));
@@ -346,7 +372,8 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");
   cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
-  cmd->add_flag("--list", args->list, "list the placements, schemes and runtimes");
+  cmd->add_flag("--list", args->list,
+                "list the placements, schemes, runtimes and attention kernels");
   cmd->add_option("--progress", args->progress,
                   "progress on stderr: auto (a bar on a terminal, else none), bar, lines (every "
                   "10 s), off")

@@ -1,5 +1,6 @@
 // Model presets and model JSON parsing (schema in patterns/README.md).
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "presets.hpp"
@@ -27,6 +28,83 @@ Result<int> get_int(const json& j, const char* key, const std::string& src, int 
   return static_cast<int>(v);
 }
 
+bool finite_nonneg(const json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;
+}
+
+// "pipeline": {"cfg": {"mode", "source"}, "text_encoder" / "vae_decode": {"flops" | "time_s":
+// {GPU model: s}, "split" (vae only), "source"}, "scheduler": {"overhead_s", "source"}}.
+Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
+  const std::string at = "/pipeline";
+  if (!pj.is_object()) return input_error(src, at, "expected an object");
+  auto source_of = [&](const json& o, const std::string& place, std::string& dst) -> Status {
+    auto it = o.find("source");
+    if (it == o.end() || !it->is_string() || it->get<std::string>().empty())
+      return input_error(src, place + "/source", "every stage names its source");
+    dst = it->get<std::string>();
+    return Ok{};
+  };
+  for (auto it = pj.begin(); it != pj.end(); ++it) {
+    const std::string place = at + "/" + it.key();
+    const json& o = it.value();
+    if (!o.is_object()) return input_error(src, place, "expected an object");
+    if (it.key() == "cfg") {
+      for (auto k = o.begin(); k != o.end(); ++k)
+        if (k.key() != "mode" && k.key() != "source")
+          return input_error(src, place + "/" + k.key(), "unknown key (known: mode, source)");
+      auto m = o.find("mode");
+      static const char* const kModes[] = {"none", "distilled", "batch2", "sequential"};
+      if (m == o.end() || !m->is_string() ||
+          std::find(std::begin(kModes), std::end(kModes), m->get<std::string>()) ==
+              std::end(kModes))
+        return input_error(src, place + "/mode", "expected none, distilled, batch2 or sequential");
+      p.cfg = m->get<std::string>();
+      if (auto st = source_of(o, place, p.cfg_source); !st) return st;
+    } else if (it.key() == "scheduler") {
+      for (auto k = o.begin(); k != o.end(); ++k)
+        if (k.key() != "overhead_s" && k.key() != "source")
+          return input_error(src, place + "/" + k.key(), "unknown key (known: overhead_s, source)");
+      auto v = o.find("overhead_s");
+      if (v == o.end() || !finite_nonneg(*v) || v->get<double>() > 1e3)
+        return input_error(src, place + "/overhead_s", "expected seconds per step in [0, 1e3]");
+      p.scheduler_overhead_s = v->get<double>();
+      if (auto st = source_of(o, place, p.scheduler_source); !st) return st;
+    } else if (it.key() == "text_encoder" || it.key() == "vae_decode") {
+      PipelineStage& s = it.key() == "text_encoder" ? p.text_encoder : p.vae_decode;
+      const bool vae = it.key() == "vae_decode";
+      s.given = true;
+      for (auto k = o.begin(); k != o.end(); ++k) {
+        const std::string kp = place + "/" + k.key();
+        if (k.key() == "flops") {
+          if (!finite_nonneg(k.value()) || k.value().get<double>() > 1e21)
+            return input_error(src, kp, "expected FLOP in [0, 1e21]");
+          s.flops = k.value().get<double>();
+        } else if (k.key() == "time_s") {
+          if (!k.value().is_object()) return input_error(src, kp, "expected {GPU model: seconds}");
+          for (auto g = k.value().begin(); g != k.value().end(); ++g) {
+            if (!finite_nonneg(g.value()) || g.value().get<double>() > 1e6)
+              return input_error(src, kp + "/" + g.key(), "expected seconds in [0, 1e6]");
+            s.time_s.emplace_back(g.key(), g.value().get<double>());
+          }
+        } else if (vae && k.key() == "split") {
+          if (!k.value().is_boolean()) return input_error(src, kp, "expected true or false");
+          s.split = k.value().get<bool>();
+        } else if (k.key() != "source") {
+          return input_error(src, kp,
+                             std::string("unknown key (known: flops, time_s, ") +
+                                 (vae ? "split, " : "") + "source)");
+        }
+      }
+      if (auto st = source_of(o, place, s.source); !st) return st;
+    } else {
+      return input_error(
+          src, place,
+          "unknown stage '" + it.key() + "' (known: cfg, text_encoder, vae_decode, scheduler)");
+    }
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
@@ -36,16 +114,16 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
   // Unknown keys are errors: a typo ("mlp_hiden") would silently take the default.
   static const char* const kKeys[] = {
-      "schema_version", "name",        "description", "source",       "latent",
-      "text_tokens",    "heads",       "head_dim",    "layers",       "hidden",
-      "mlp_hidden",     "dtype_bytes", "steps",       "text_position"};
+      "schema_version", "name",        "description", "source",        "latent",
+      "text_tokens",    "heads",       "head_dim",    "layers",        "hidden",
+      "mlp_hidden",     "dtype_bytes", "steps",       "text_position", "pipeline"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys))
       return input_error(src, "/" + it.key(),
                          "unknown key '" + it.key() +
                              "' (known: schema_version, name, description, source, latent, "
                              "text_tokens, heads, head_dim, layers, hidden, mlp_hidden, "
-                             "dtype_bytes, steps, text_position)");
+                             "dtype_bytes, steps, text_position, pipeline)");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))
     return input_error(src, "/schema_version", "unsupported schema version (expected 1)");
   ModelSpec m;
@@ -106,6 +184,8 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (m.text_tokens > 0 && m.text_position == TextPosition::none)
     return input_error(src, "/text_position", "text_tokens > 0 needs start or end");
   if (m.text_tokens == 0) m.text_position = TextPosition::none;
+  if (auto it = j.find("pipeline"); it != j.end())
+    if (auto st = parse_pipeline(*it, src, m.pipeline); !st) return st.error();
   return m;
 }
 

@@ -18,17 +18,22 @@ namespace sparsp::policy {
 namespace {
 
 // Range of the parameters a study adds to an emitted plan (study::kPlan*Key in sparsp/study.hpp:
-// other_time_s, model_layers, model_steps, compute_imbalance); "" when `x` fits, else the
-// message. Other keys are policy parameters, checked against the policy's registry later.
+// other_time_s, model_layers, model_steps, compute_imbalance, pipeline_time_s, cfg_forwards); ""
+// when `x` fits, else the message. Other keys are policy parameters, checked against the policy's
+// registry later.
 std::string check_study_param(const std::string& key, double x) {
   char buf[96];
-  if (key == "other_time_s" && !(x >= 0 && x <= 1e6)) {
+  if ((key == "other_time_s" || key == "pipeline_time_s") && !(x >= 0 && x <= 1e6)) {
     std::snprintf(buf, sizeof buf, "expected seconds in [0, 1e6], got %.10g", x);
     return buf;
   }
   if ((key == "model_layers" || key == "model_steps") &&
       !(x >= 1 && x <= 1e6 && x == std::floor(x))) {
     std::snprintf(buf, sizeof buf, "expected an integer in [1, 1e6], got %.10g", x);
+    return buf;
+  }
+  if (key == "cfg_forwards" && !(x == 1 || x == 2)) {
+    std::snprintf(buf, sizeof buf, "expected 1 or 2 forwards per step, got %.10g", x);
     return buf;
   }
   // max/mean >= 1; a hair below 1 is rounding of an exactly balanced plan.

@@ -93,6 +93,8 @@ class Sim {
   void finish(int task);
   void advance_pipe(int task);
   void take_sms(int task, int sign);
+  void count_ce(int task, int sign);
+  void set_compute_capacity(int g);
   void release_ce(int gpu, int ce);
   void push(double t, int task, int stage) { events_.push(Event{t, seq_++, task, stage}); }
 
@@ -108,6 +110,7 @@ class Sim {
   std::vector<Pipe> pipes_;
   std::vector<int> compute_res_;
   std::vector<int> sms_taken_;
+  std::vector<int> ce_active_;  // copy-engine transfers running per GPU
   std::vector<std::vector<int>> ce_busy_;                       // per GPU per CE: task or -1
   std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;  // per GPU
   std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
@@ -123,10 +126,30 @@ void Sim::take_sms(int task, int sign) {
   for (int g : k.sm_gpus) {
     if (g < 0) continue;
     sms_taken_[g] += sign * k.comm_sms;
-    const int sm = std::max(1, p_.gpus[g].sm_count);
-    const int taken = std::clamp(sms_taken_[g], 0, sm - 1);  // at least one SM keeps computing
-    net_.set_capacity(compute_res_[g], static_cast<double>(sm - taken) / sm);
+    set_compute_capacity(g);
   }
+}
+
+void Sim::set_compute_capacity(int g) {
+  const GpuModel& m = p_.gpus[g];
+  const int sm = std::max(1, m.sm_count);
+  const int taken = std::clamp(sms_taken_[g], 0, sm - 1);  // at least one SM keeps computing
+  double cap = m.sm_copy_per_sm < 0 ? static_cast<double>(sm - taken) / sm
+                                    : 1.0 / (1.0 + m.sm_copy_per_sm * taken);
+  if (m.ce_copy > 0 && ce_active_[g] > 0) cap /= 1.0 + m.ce_copy;
+  net_.set_capacity(compute_res_[g], cap);
+}
+
+// Copy-engine transfers slow the attention of their GPU by its HBM share (GpuModel::ce_copy);
+// with ce_copy 0 nothing changes, so the capacity is not touched.
+void Sim::count_ce(int task, int sign) {
+  const Task& k = p_.tasks[task];
+  if (k.ce_gpu < 0 || k.comm_sms > 0) return;
+  const int g = k.ce_gpu;
+  if (!(p_.gpus[g].ce_copy > 0)) return;
+  const bool before = ce_active_[g] > 0;
+  ce_active_[g] += sign;
+  if (before != (ce_active_[g] > 0)) set_compute_capacity(g);
 }
 
 void Sim::ready(int task, double t, int pred) {
@@ -172,6 +195,7 @@ void Sim::start(int task, int pred) {
     return;
   }
   take_sms(task, +1);
+  count_ce(task, +1);
   Pipe& pp = pipes_[task];
   const bool staged = k.legs.size() == 2;
   double chunk = k.chunk_bytes;
@@ -237,6 +261,7 @@ void Sim::finish(int task) {
   const Task& k = p_.tasks[task];
   if (k.kind == Task::Kind::transfer) {
     take_sms(task, -1);
+    count_ce(task, -1);
     if (k.ce_gpu >= 0 && o.copy_engine >= 0) release_ce(k.ce_gpu, o.copy_engine);
   }
   for (int d : dependents_[task]) {
@@ -255,6 +280,7 @@ Outcome Sim::run() {
   compute_res_.resize(ngpu);
   for (int g = 0; g < ngpu; ++g) compute_res_[g] = net_.add_resource(1.0);
   sms_taken_.assign(ngpu, 0);
+  ce_active_.assign(ngpu, 0);
   ce_busy_.resize(ngpu);
   pin_q_.resize(ngpu);
   shared_q_.resize(ngpu);

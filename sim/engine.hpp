@@ -60,9 +60,15 @@ struct Task {
   int stream = -1;             ///< FIFO stream id (-1: none); order = task index order
 };
 
+/// Contention of attention with transfers on one GPU (issue 14; defaults: today's model).
+/// Compute capacity = sm_share * 1 / (1 + ce_copy * [a copy-engine transfer of this GPU runs]),
+/// sm_share = (sm - taken) / sm when sm_copy_per_sm < 0 (SMs only), else
+/// 1 / (1 + sm_copy_per_sm * taken) (SMs and the HBM share of SM-driven copies, measured).
 struct GpuModel {
   int copy_engines = 2;
   int sm_count = 1;
+  double ce_copy = 0;          ///< attention time ratio - 1 beside copy-engine copies
+  double sm_copy_per_sm = -1;  ///< attention time ratio - 1 per SM taken; < 0: SM share only
 };
 
 struct Problem {

@@ -69,7 +69,8 @@ void compile_machine(Compile& c) {
   for (const auto& r : c.topo.resources()) c.p.capacity_Bps.push_back(r.capacity_Bps);
   for (int g = 0; g < c.ngpu; ++g) {
     const auto& spec = c.topo.gpu(g);
-    c.p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)});
+    c.p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),
+                                c.options.contention_ce_copy, c.options.contention_sm_copy_per_sm});
   }
   c.p.tasks.reserve(c.nt + c.nc);
 }

@@ -339,14 +339,21 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
   if (j.contains("compute")) {
     const auto& c = j["compute"];
     if (!c.is_object()) return r.err("/compute", "expected an object");
-    if (auto st = check_keys(r, c, "/compute",
-                             {"attention_efficiency", "gemm_efficiency", "launch_overhead_us"});
+    if (auto st =
+            check_keys(r, c, "/compute",
+                       {"attention_efficiency", "gemm_efficiency", "launch_overhead_us", "kernel"});
         !st)
       return st.error();
     if (c.contains("attention_efficiency")) {
       auto v = get_num(r, c["attention_efficiency"], "/compute/attention_efficiency", 1e-6, 1);
       if (!v) return v.error();
       s.attention_efficiency = *v;
+    }
+    if (c.contains("kernel")) {
+      if (!c["kernel"].is_string())
+        return r.err("/compute/kernel", "expected a kernel name (`sparsp simulate --list`)");
+      s.kernel = c["kernel"].get<std::string>();
+      if (auto k = policy::find_kernel(s.kernel, s.source, "/compute/kernel"); !k) return k.error();
     }
     if (c.contains("gemm_efficiency")) {
       auto v = get_num(r, c["gemm_efficiency"], "/compute/gemm_efficiency", 1e-6, 1);

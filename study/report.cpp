@@ -141,7 +141,10 @@ std::string format_table(const StudyResult& r) {
          "/ "
          "the baseline's ('-' when the baseline moves none); attn: attention phase per layer; "
          "step: "
-         "one denoising step; e2e: all denoising steps; speedup: baseline e2e / this e2e; attn x: "
+         "one denoising step; e2e: the whole generation (denoising loop with CFG, text encoder, "
+         "VAE "
+         "decode, scheduler; '*': some stage not modelled, 0 s); speedup: baseline e2e / this e2e; "
+         "attn x: "
          "baseline attention / this attention; imbal: max over ranks of attention FLOPs / mean; "
          "LB: lower bound of the attention phase; sim/LB: simulated attention / LB (1.00 = at the "
          "bound)\n";
@@ -173,7 +176,8 @@ std::string format_table(const StudyResult& r) {
           buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
           vs.c_str(), bytes_str(p.control_bytes).c_str(),
           fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
-          fmt("%.2f s", p.step_time_s).c_str(), fmt("%.1f s", p.e2e_time_s).c_str(),
+          fmt("%.2f s", p.step_time_s).c_str(),
+          fmt(p.not_modelled.empty() ? "%.1f s" : "%.1f s*", p.e2e_time_s).c_str(),
           ratio_text("%.2fx", p.speedup).c_str(), ratio_text("%.2fx", p.attention_speedup).c_str(),
           fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
           fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
@@ -186,6 +190,11 @@ std::string format_table(const StudyResult& r) {
           << ratio_text("%.2fx", b.speedup) << " end to end, "
           << ratio_text("%.2fx", b.attention_speedup) << " attention"
           << " vs " << r.baseline << "\n";
+    }
+    if (!r.policies[i].not_modelled.empty()) {
+      out << "* e2e without (no figure for this GPU, 0 s):";
+      for (const auto& n : r.policies[i].not_modelled) out << " " << n;
+      out << "\n";
     }
     for (const auto& sk : r.skipped)
       if (sk.topology == topo) out << "left out: " << sk.policy << " (" << sk.reason << ")\n";
@@ -220,16 +229,20 @@ std::string to_json(const StudyResult& r) {
     o["attention_time_s"] = r9(p.attention_time_s);
     o["other_time_s"] = r9(p.other_time_s);
     o["step_time_s"] = r9(p.step_time_s);
+    o["denoise_time_s"] = r9(p.denoise_time_s);
     o["e2e_time_s"] = r9(p.e2e_time_s);
     o["lower_bound_s"] = r9(p.lower_bound_s);
     o["lower_bound_binding"] = p.lower_bound_binding;
     o["speedup"] = r9(p.speedup);
+    o["denoise_speedup"] = r9(p.denoise_speedup);
     o["attention_speedup"] = r9(p.attention_speedup);
     o["compute_imbalance"] = r9(p.compute_imbalance);
     o["busiest_link"] = p.busiest_link;
     o["busiest_utilization"] = r9(p.busiest_utilization);
     o["units"] = p.units;
     o["simulated"] = p.simulated;
+    o["compute_source"] = p.compute_source;
+    o["not_modelled"] = p.not_modelled;
     arr.push_back(std::move(o));
   }
   // Absent when nothing was left out (so studies without skipped policies print as before).

@@ -78,10 +78,14 @@ Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& o
   take(kPlanLayersKey, layers);
   take(kPlanStepsKey, steps);
   take(kPlanImbalanceKey, r.compute_imbalance);
+  double pipeline_s = 0, cfg = 1;
+  take(kPlanPipelineKey, pipeline_s);
+  take(kPlanCfgKey, cfg);
   out.baseline = policy_label(r.policy);
   r.volume_bytes = vol / u * layers;
   r.step_time_s = (r.attention_time_s + r.other_time_s) * layers;
-  r.e2e_time_s = r.step_time_s * steps;
+  r.denoise_time_s = r.step_time_s * steps * cfg;
+  r.e2e_time_s = r.denoise_time_s + pipeline_s;
   const auto& resources = topo->resources();
   for (size_t i = 0; i < res_bytes.size() && i < resources.size(); ++i) {
     if (resources[i].capacity_Bps <= 0 || att <= 0) continue;

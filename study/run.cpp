@@ -70,6 +70,9 @@ struct Group {
   std::vector<int> steps, layers;              ///< sorted selection
   bool dynamic = false;                        ///< masks change across the selected steps
   policy::ComputeModel compute;
+  std::string compute_source;  ///< policy::ResolvedCompute::source
+  double contention_ce_copy = 0;          ///< sim::SimOptions::contention_ce_copy
+  double contention_sm_copy_per_sm = -1;  ///< sim::SimOptions::contention_sm_copy_per_sm
   int min_sm_count = 0;  ///< smallest known SM count of the GPUs (0: none)
 };
 
@@ -227,9 +230,24 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
                              g.topo->gpu(i).model +
                              "') has sm_count 0, so its kernels cannot be simulated; give "
                              "sm_count >= 1 in the topology");
-  g.compute = policy::compute_model_for(g.topo->gpu(g.gpus[0]));
-  if (st.attention_efficiency > 0) g.compute.attention_efficiency = st.attention_efficiency;
-  if (st.gemm_efficiency > 0) g.compute.gemm_efficiency = st.gemm_efficiency;
+  // Compute figures by precedence (policy::resolve_compute): explicit efficiency, a measured
+  // entry of the topology, the chosen kernel's registry figure, generic.
+  policy::ComputeRequest rq;
+  rq.kernel = st.kernel;
+  rq.attention_efficiency = st.attention_efficiency;
+  rq.gemm_efficiency = st.gemm_efficiency;
+  rq.head_dim = model.head_dim;
+  rq.seq_tokens = model.tokens();
+  rq.block_tokens = st.pattern.block_tokens;
+  rq.file = st.source;
+  rq.kernel_place = st.kernel_place;
+  if (st.kernel_place.rfind("--", 0) == 0) rq.file = "<command line>";
+  auto rc = policy::resolve_compute(g.topo->gpu(g.gpus[0]), g.topo->options().measured_compute, rq);
+  if (!rc) return rc.error();
+  g.compute = rc->model;
+  g.compute_source = rc->source;
+  g.contention_ce_copy = rc->contention_ce_copy;
+  g.contention_sm_copy_per_sm = rc->contention_sm_copy_per_sm;
   for (int i : g.gpus) {
     const int c = g.topo->gpu(i).sm_count;
     if (c > 0) g.min_sm_count = g.min_sm_count > 0 ? std::min(g.min_sm_count, c) : c;
@@ -379,6 +397,8 @@ Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const pattern
   auto work = policy::make_workload(spec.runtime, *cp, g.ranks, g.compute, spec.params, layer);
   if (!work) return at(st, place_of(st, run.index), work.error());
   sim::SimOptions so = st.sim;
+  so.contention_ce_copy = g.contention_ce_copy;
+  so.contention_sm_copy_per_sm = g.contention_sm_copy_per_sm;
   const bool trace_this = opt.keep_trace && run.trace.empty();
   so.record_resource_timeline = trace_this;
   auto res = sim::simulate(*g.topo, *work, so);
@@ -466,7 +486,18 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
   const double max_tokens = *std::max_element(tok.begin(), tok.end());
   r.other_time_s = g.compute.other_time_s(model, max_tokens);
   r.step_time_s = (r.attention_time_s + r.other_time_s) * nlayers_model;
-  r.e2e_time_s = r.step_time_s * nsteps_model;
+  {
+    const auto pt =
+        pipeline_times(model.pipeline, r.step_time_s * nsteps_model, static_cast<int>(nsteps_model),
+                       g.topo->gpu(g.gpus[0]), g.compute.gemm_efficiency, g.ranks.ranks);
+    r.denoise_time_s = pt.denoise_s;
+    r.e2e_time_s = pt.e2e_s;
+    r.not_modelled = pt.not_modelled;
+    if (run.plan) {
+      run.plan->policy.params[std::string(kPlanPipelineKey)] = pt.e2e_s - pt.denoise_s;
+      run.plan->policy.params[std::string(kPlanCfgKey)] = pt.cfg_forwards;
+    }
+  }
   int64_t best = -1;
   for (const auto& [b, c] : a.binding_count)
     if (c > best) {
@@ -484,6 +515,7 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
   }
   r.units = a.units;
   r.simulated = a.simulated;
+  r.compute_source = g.compute_source;
   if (run.plan) {
     // What retime_plan needs to give the same step/e2e figures (policy/PLAN.md, policy params).
     run.plan->policy.params[std::string(kPlanOtherTimeKey)] = r.other_time_s;
@@ -500,17 +532,44 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
 void relate_to_baseline(std::vector<PolicyResult>& results, size_t first, size_t baseline_at) {
   const auto& base = results[baseline_at];
   const double be2e = base.e2e_time_s, batt = base.attention_time_s, bvol = base.volume_bytes;
+  const double bden = base.denoise_time_s;
   for (size_t i = first; i < results.size(); ++i) {
     auto& r = results[i];
     // x / 0 has no value: NaN, printed '-' (table), null (JSON), empty (CSV); never a made-up 1.
     constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
     r.speedup = r.e2e_time_s > 0 ? be2e / r.e2e_time_s : kNone;
+    r.denoise_speedup = r.denoise_time_s > 0 ? bden / r.denoise_time_s : kNone;
     r.attention_speedup = r.attention_time_s > 0 ? batt / r.attention_time_s : kNone;
     r.volume_vs_baseline = bvol > 0 ? r.volume_bytes / bvol : kNone;
   }
 }
 
 }  // namespace
+
+PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int steps,
+                             const topology::GpuSpec& gpu, double gemm_efficiency, int ranks) {
+  PipelineTimes t;
+  t.cfg_forwards = p.cfg_forwards();
+  if (p.cfg.empty()) t.not_modelled.push_back("cfg");
+  t.denoise_s = loop_s * t.cfg_forwards;
+  auto stage = [&](const patterns::PipelineStage& s, const char* name) {
+    for (const auto& [model, sec] : s.time_s)
+      if (model == gpu.model) return sec;
+    if (s.flops > 0 && gpu.peak_bf16_flops > 0 && gemm_efficiency > 0)
+      return s.flops / (gpu.peak_bf16_flops * gemm_efficiency);
+    t.not_modelled.push_back(name);
+    return 0.0;
+  };
+  t.text_encoder_s = stage(p.text_encoder, "text_encoder");
+  t.vae_decode_s = stage(p.vae_decode, "vae_decode");
+  if (p.vae_decode.split && ranks > 1) t.vae_decode_s /= ranks;
+  if (p.scheduler_overhead_s >= 0)
+    t.scheduler_s = p.scheduler_overhead_s * steps;
+  else
+    t.not_modelled.push_back("scheduler");
+  t.e2e_s = t.denoise_s + t.text_encoder_s + t.vae_decode_s + t.scheduler_s;
+  return t;
+}
 
 Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   auto model = patterns::load_model(st.model);

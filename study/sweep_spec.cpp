@@ -80,6 +80,7 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
       {"attention_efficiency", "/compute/attention_efficiency",
        "fraction of peak bf16 FLOP/s reached by attention"},
       {"gemm_efficiency", "/compute/gemm_efficiency", "fraction of peak reached by GEMMs"},
+      {"kernel", "/compute/kernel", "attention kernel (fa2, fa3, sta, ...; simulate --list)"},
   };
   return kAliases;
 }

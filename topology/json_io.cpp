@@ -1,5 +1,6 @@
 // Topology JSON: the full-graph format, the compact template, the canonical export and presets.
 // Format reference: topology/README.md.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -539,6 +540,75 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   }
 }
 
+// "measured_compute": measured compute figures per GPU model (configs/README.md). Strict: unknown
+// keys, an unknown GPU model, and negative, NaN or infinite figures are errors at their pointer.
+void parse_measured_compute(const Reader& r, const json& root, Topology::Options& options) {
+  const json* mc = r.find(root, "measured_compute");
+  if (!mc) return;
+  const Ptr at("/measured_compute");
+  if (!mc->is_array()) r.fail(at, std::string("expected an array, got ") + mc->type_name());
+  auto figure = [&](const json& v, const Ptr& p) {
+    const double d = r.number(v, p);  // finite
+    if (d < 0) r.fail(p, "must be >= 0, got " + v.dump());
+    return d;
+  };
+  for (size_t i = 0; i < mc->size(); ++i) {
+    const Ptr e = at / i;
+    const json& o = (*mc)[i];
+    r.expect_object(o, e);
+    r.allow_keys(o, e,
+                 {"gpu_model", "kernel", "head_dim", "attention_TFLOPs", "gemm_TFLOPs",
+                  "launch_overhead_us", "contention", "conditions"});
+    MeasuredCompute m;
+    m.place = e.to_string();
+    const std::string model = r.string(o, e, "gpu_model");
+    auto spec = lookup_gpu_model(model, "");
+    if (!spec) {  // lookup_gpu_model's message starts ": " with no file; drop its CLI hint
+      std::string why = spec.error().message.substr(spec.error().message.find(": ") + 2);
+      if (const size_t h = why.find(" (--gpu-model"); h != std::string::npos)
+        why = why.substr(0, h) + " (see `sparsp topo models`)";
+      r.fail(e / "gpu_model", why);
+    }
+    m.gpu_model = spec->model;
+    m.kernel = r.string(o, e, "kernel");
+    if (m.kernel.empty()) r.fail(e / "kernel", "expected a kernel name, got \"\"");
+    m.head_dim = r.integer(o, e, "head_dim");
+    if (m.head_dim < 1) r.fail(e / "head_dim", "expected a positive integer");
+    if (const json* a = r.find(o, "attention_TFLOPs")) {
+      const Ptr ap = e / "attention_TFLOPs";
+      r.expect_object(*a, ap);
+      for (auto it = a->begin(); it != a->end(); ++it) {
+        const std::string& k = it.key();
+        int block = 0;
+        if (k.empty() || k.size() > 7 || k.find_first_not_of("0123456789") != std::string::npos ||
+            (block = std::stoi(k)) < 1)
+          r.fail(ap / k, "expected a block size in tokens (a positive integer) as the key");
+        const double tf = figure(it.value(), ap / k);
+        if (tf <= 0) r.fail(ap / k, "attention TFLOP/s must be > 0");
+        m.attention_flops_by_block.emplace_back(block, tf * 1e12);
+      }
+      std::sort(m.attention_flops_by_block.begin(), m.attention_flops_by_block.end());
+    }
+    if (const json* g = r.find(o, "gemm_TFLOPs"))
+      m.gemm_flops = figure(*g, e / "gemm_TFLOPs") * 1e12;
+    if (const json* l = r.find(o, "launch_overhead_us")) {
+      const double us = figure(*l, e / "launch_overhead_us");
+      if (us > 1e6) r.fail(e / "launch_overhead_us", "must be at most 1e6 us (1 s)");
+      m.launch_overhead_s = us / 1e6;
+    }
+    if (const json* c = r.find(o, "contention")) {
+      const Ptr cp = e / "contention";
+      r.expect_object(*c, cp);
+      r.allow_keys(*c, cp, {"ce_copy", "sm_copy_per_sm"});
+      if (const json* v = r.find(*c, "ce_copy")) m.contention_ce_copy = figure(*v, cp / "ce_copy");
+      if (const json* v = r.find(*c, "sm_copy_per_sm"))
+        m.contention_sm_copy_per_sm = figure(*v, cp / "sm_copy_per_sm");
+    }
+    m.conditions = r.string(o, e, "conditions", std::string());
+    options.measured_compute.push_back(std::move(m));
+  }
+}
+
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return input_error(file, "1", "empty file");
@@ -555,7 +625,7 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     r.expect_object(root, Ptr());
     r.allow_keys(root, Ptr(),
                  {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
-                  "nccl", "nodes", "links", "template", "source_notes"});
+                  "nccl", "nodes", "links", "template", "source_notes", "measured_compute"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -653,6 +723,7 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         r.fail(at / "host_bidir_GBps", "both ways together must carry at least one way alone (" +
                                            std::to_string(f.host_Bps / 1e9) + " GB/s)");
     }
+    parse_measured_compute(r, root, p.options);
     return Topology::build(p.name, p.source, std::move(p.nodes), std::move(p.links), p.options,
                            file, std::move(p.node_places), std::move(p.link_places));
   } catch (const Fail& f) {
@@ -729,6 +800,30 @@ std::string Topology::to_json() const {
     if (f.p2p_latency_s > 0) nc["p2p_latency_s"] = f.p2p_latency_s;
     if (f.host_latency_s > 0) nc["host_latency_s"] = f.host_latency_s;
     root["nccl"] = nc;
+  }
+  if (!impl_->options.measured_compute.empty()) {
+    ojson arr = ojson::array();
+    for (const MeasuredCompute& m : impl_->options.measured_compute) {
+      ojson o;
+      o["gpu_model"] = m.gpu_model;
+      o["kernel"] = m.kernel;
+      o["head_dim"] = m.head_dim;
+      if (!m.attention_flops_by_block.empty()) {
+        ojson a = ojson::object();
+        for (const auto& [block, f] : m.attention_flops_by_block)
+          a[std::to_string(block)] = f / 1e12;
+        o["attention_TFLOPs"] = a;
+      }
+      if (m.gemm_flops > 0) o["gemm_TFLOPs"] = m.gemm_flops / 1e12;
+      if (m.launch_overhead_s >= 0) o["launch_overhead_us"] = m.launch_overhead_s * 1e6;
+      ojson c = ojson::object();
+      if (m.contention_ce_copy >= 0) c["ce_copy"] = m.contention_ce_copy;
+      if (m.contention_sm_copy_per_sm >= 0) c["sm_copy_per_sm"] = m.contention_sm_copy_per_sm;
+      if (!c.empty()) o["contention"] = c;
+      if (!m.conditions.empty()) o["conditions"] = m.conditions;
+      arr.push_back(o);
+    }
+    root["measured_compute"] = arr;
   }
   ojson nodes = ojson::array();
   for (const Node& n : impl_->nodes) {

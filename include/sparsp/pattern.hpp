@@ -22,6 +22,27 @@ enum class TextPosition { none, start, end };
 
 /// A video DiT as far as attention is concerned. Every number carries its source in the preset
 /// JSON (configs/models/*.json, field "source").
+/// One stage of a generation outside the denoising loop (model JSON "pipeline", issue 14).
+struct PipelineStage {
+  bool given = false;  ///< the model describes this stage
+  double flops = 0;    ///< its work, FLOP (0: not given); timed at the GPU's peak x gemm efficiency
+  std::vector<std::pair<std::string, double>> time_s;  ///< measured seconds per GPU model name
+  bool split = false;  ///< vae_decode: split evenly across the sequence-parallel group
+  std::string source;
+};
+
+/// The whole generation around the denoising loop. `cfg`: "" (not given), "none", "distilled"
+/// (guidance folded into one forward), "batch2" (cond + uncond in one batch of 2) or
+/// "sequential" (two forwards per step); batch2 and sequential double the loop's work.
+struct Pipeline {
+  std::string cfg;
+  std::string cfg_source;
+  PipelineStage text_encoder, vae_decode;
+  double scheduler_overhead_s = -1;  ///< per step; < 0: not given
+  std::string scheduler_source;
+  int cfg_forwards() const { return cfg == "batch2" || cfg == "sequential" ? 2 : 1; }
+};
+
 struct ModelSpec {
   std::string name;
   std::array<int, 3> latent{};  ///< [T, H, W] video tokens after VAE and patchify
@@ -34,6 +55,7 @@ struct ModelSpec {
   int mlp_hidden = 0;  ///< MLP inner width (0: 4 * hidden)
   int dtype_bytes = 2;
   int steps = 0;  ///< denoising steps
+  Pipeline pipeline;  ///< stages around the loop (JSON "pipeline"; all "not given" by default)
   int video_tokens() const { return latent[0] * latent[1] * latent[2]; }
   int tokens() const { return video_tokens() + text_tokens; }
 };

@@ -59,6 +59,88 @@ struct ComputeModel {
 /// Default compute model for a GPU (uses its peak_bf16_flops when known).
 ComputeModel compute_model_for(const topology::GpuSpec& gpu);
 
+// ---- attention kernels (policy/kernels.cpp; data: configs/kernels/kernels.json, embedded) ----
+//
+// Attention efficiency of a kernel on a GPU (fraction of the GPU's dense bf16 peak):
+//   dense(arch, head_dim, N) = e_hd * N / (N + n_half)
+// where e_hd is the figure for the GPU model (if the kernel lists one) else for its architecture,
+// taken at the model's head_dim when listed (by_head_dim) else long_seq, N = tokens of one
+// sequence and n_half the sequence length at which the kernel reaches half its long-sequence
+// figure (fitted to the kernel's published short-sequence point; 0: no dependence).
+// Block-sparse kernels then keep sparse(block) of it, piecewise linear in log2(block tokens)
+// between the listed points, flat above the largest, and below the smallest b0 scaled by
+// block / b0 (a block smaller than the kernel's tile fills a tile partly).
+// `generic` is today's figure (0.45; 0.5 on Hopper) and the default.
+
+/// One efficiency figure of a kernel on one architecture or GPU model.
+struct KernelFigure {
+  double long_seq = 0;  ///< fraction of dense bf16 peak at long sequences
+  std::vector<std::pair<int, double>> by_head_dim;  ///< head_dim -> fraction (sorted)
+  double seq_half_tokens = 0;                       ///< n_half above; 0: no sequence dependence
+};
+
+struct KernelSpec {
+  std::string name;  ///< "fa3", "sta", ...
+  std::string description;
+  bool block_sparse = false;     ///< kind "block_sparse" (else "dense")
+  std::vector<int> head_dims;    ///< supported head dims; empty: any
+  std::vector<int> block_sizes;  ///< native block sizes (tokens); empty: any
+  std::vector<std::pair<std::string, KernelFigure>> architectures;  ///< "hopper", ..., "default"
+  std::vector<std::pair<std::string, KernelFigure>> gpu_models;     ///< full model name
+  std::vector<std::pair<int, double>> sparse_by_block;  ///< block tokens -> fraction of dense
+  double launch_overhead_s = 5e-6;                      ///< per kernel launch
+};
+
+/// The registry, in file order (generic first). Parsed once; a malformed embedded file aborts
+/// with its JSON pointer (a build defect, tested).
+const std::vector<KernelSpec>& kernels();
+/// The kernel called `name`; error (exit 2, at `file`:`place`) naming the valid ones.
+Result<const KernelSpec*> find_kernel(const std::string& name, const std::string& file,
+                                      const std::string& place);
+/// dense() above for one figure. REQUIRES: seq_tokens > 0.
+double kernel_dense_efficiency(const KernelFigure& f, int head_dim, double seq_tokens);
+/// sparse() above; 1 for a dense kernel or an empty table. REQUIRES: block_tokens > 0.
+double kernel_sparse_efficiency(const KernelSpec& k, int block_tokens);
+/// The figure of `k` for `gpu` (its model, else its architecture, else "default"); null if none.
+/// The architecture of a GPU with none recorded is "hopper" when its model name has H100, H200
+/// or H800 in it (sparsp's rule before the architecture field), else unknown.
+const KernelFigure* kernel_figure(const KernelSpec& k, const topology::GpuSpec& gpu);
+/// The GPU's architecture as used above ("" if unknown).
+std::string gpu_architecture(const topology::GpuSpec& gpu);
+
+/// What a study asks of the compute model; each figure is picked in this order (issue 14):
+/// 1. an explicit efficiency (--attention-efficiency, /compute/attention_efficiency);
+/// 2. a topology `measured_compute` entry for this GPU model and head_dim whose kernel is the
+///    chosen kernel (any kernel when none is chosen; the first in file order);
+/// 3. the chosen kernel's registry figure for the GPU (none there: an error naming both);
+/// 4. `generic`, when no kernel is chosen.
+struct ComputeRequest {
+  std::string kernel;               ///< empty: none chosen
+  double attention_efficiency = 0;  ///< > 0: given explicitly
+  double gemm_efficiency = 0;       ///< > 0: given explicitly
+  int head_dim = 128;
+  double seq_tokens = 0;         ///< tokens of one sequence (N above)
+  int block_tokens = 0;          ///< the pattern's block (sparse() above)
+  std::string file = "<study>";  ///< names the input in errors
+  std::string kernel_place = "/compute/kernel";
+};
+
+struct ResolvedCompute {
+  ComputeModel model;
+  /// Contention factors (sim::SimOptions::contention_*): the measured entry's where it gives
+  /// them, else today's model (0: none beside copy-engine copies; -1: SM share only).
+  double contention_ce_copy = 0;
+  double contention_sm_copy_per_sm = -1;
+  std::string source;  ///< which figures came from where, e.g. "kernel fa3 (hopper)"
+};
+
+/// The compute model of `gpu` per the precedence above. `measured` is the topology's list.
+/// Errors (exit 2): unknown kernel, a kernel with no figure for the GPU (naming both), a head_dim
+/// the kernel does not support.
+Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
+                                        const std::vector<topology::MeasuredCompute>& measured,
+                                        const ComputeRequest& request);
+
 /// What placement and the schemes need to know of the machine, per rank of the group.
 struct RankTopology {
   int ranks = 0;

@@ -70,6 +70,12 @@ struct SimOptions {
   double staging_chunk_overhead_s = 6.25e-6;
   double compute_efficiency = 0.6;       ///< fraction of peak bf16 FLOP/s reached by attention
   bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
+  /// Attention slowdown beside transfers, on every GPU (sim/engine.hpp GpuModel): time ratio - 1
+  /// while a copy-engine transfer of the GPU runs (0: none, today's model), and per SM taken by
+  /// SM-driven transfers (< 0: the SM share only, (sm - taken) / sm, today's model). Set from a
+  /// topology measured_compute entry's `contention` (study/run.cpp).
+  double contention_ce_copy = 0;
+  double contention_sm_copy_per_sm = -1;
 };
 
 struct ActivityResult {

@@ -37,6 +37,10 @@ struct Study {
   std::vector<int> layers;               ///< selected layers; empty: all
   double attention_efficiency = 0;       ///< 0: per-GPU default (compute_model_for)
   double gemm_efficiency = 0;            ///< 0: default
+  /// Attention kernel (policy::kernels(); JSON /compute/kernel, `--kernel`); empty: none chosen
+  /// (a measured_compute entry of any kernel, else `generic`). Precedence: policy::resolve_compute.
+  std::string kernel;
+  std::string kernel_place = "/compute/kernel";  ///< where it was given ("--kernel"), for errors
   sim::SimOptions sim;
 };
 
@@ -58,10 +62,16 @@ struct PolicyResult {
   double attention_time_s = 0;    ///< attention phase per layer (mean over layers and steps)
   double other_time_s = 0;        ///< non-attention work per layer (slowest rank)
   double step_time_s = 0;         ///< one denoising step, all layers
-  double e2e_time_s = 0;          ///< all denoising steps
+  double denoise_time_s = 0;      ///< the denoising loop: step_time_s x steps x CFG forwards
+  /// The whole generation: denoise_time_s + text encoder + VAE decode (/ ranks when split) +
+  /// scheduler overhead x steps (the model's "pipeline"; stages in not_modelled count 0 s).
+  /// Before issue 14 this was the loop alone; a model without pipeline figures still gives that.
+  double e2e_time_s = 0;
+  std::vector<std::string> not_modelled;  ///< stages with no figure for this GPU (0 s)
   double lower_bound_s = 0;       ///< attention-phase lower bound per layer (mean)
   std::string lower_bound_binding;  ///< resource setting it (most frequent)
   double speedup = 1;             ///< baseline e2e / this e2e
+  double denoise_speedup = 1;     ///< baseline denoise / this denoise
   double attention_speedup = 1;   ///< baseline attention / this attention
   double volume_vs_baseline = 1;  ///< this volume / baseline volume
   double compute_imbalance = 1;   ///< max over ranks of attention FLOPs / mean, averaged over layers
@@ -69,6 +79,10 @@ struct PolicyResult {
   double busiest_utilization = 0; ///< its bytes / (capacity * attention time)
   int64_t units = 0;              ///< (step, layer) pairs covered
   int64_t simulated = 0;          ///< distinct workloads simulated
+  /// Where the compute figures came from (policy::ResolvedCompute::source), e.g.
+  /// "generic (hopper, 0.5 of peak)", "kernel fa3 (hopper, 0.654 of peak)",
+  /// "measured_compute /measured_compute/0 (kernel sparsp)", "attention_efficiency given".
+  std::string compute_source;
   // Optional payloads (RunOptions):
   std::shared_ptr<policy::Plan> plan;     ///< keep_plans
   std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
@@ -126,6 +140,23 @@ inline constexpr const char* kPlanOtherTimeKey = "other_time_s";
 inline constexpr const char* kPlanLayersKey = "model_layers";
 inline constexpr const char* kPlanStepsKey = "model_steps";
 inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
+/// Pipeline stages outside the loop (seconds, the not-modelled ones 0) and CFG forwards per step.
+inline constexpr const char* kPlanPipelineKey = "pipeline_time_s";
+inline constexpr const char* kPlanCfgKey = "cfg_forwards";
+
+/// The whole generation around a denoising loop (issue 14). `loop_s`: all steps, one forward
+/// each. Text encoder / VAE decode: the measured time for `gpu.model` if the model gives one,
+/// else flops / (gpu peak x gemm_efficiency), else not modelled (0 s, listed). A split VAE
+/// decode is divided by `ranks`.
+struct PipelineTimes {
+  int cfg_forwards = 1;
+  double denoise_s = 0;  ///< loop_s x cfg_forwards
+  double text_encoder_s = 0, vae_decode_s = 0, scheduler_s = 0;
+  double e2e_s = 0;                       ///< the sum
+  std::vector<std::string> not_modelled;  ///< "cfg", "text_encoder", "vae_decode", "scheduler"
+};
+PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int steps,
+                             const topology::GpuSpec& gpu, double gemm_efficiency, int ranks);
 
 /// Re-times a plan (its topology, compute and transfers as written). Deterministic.
 /// With keep_trace, the first policy result's trace_json holds a Chrome trace of the plan's first

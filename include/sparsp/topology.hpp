@@ -143,6 +143,25 @@ struct NcclFigures {
   }
 };
 
+/// One measured compute figure set of a GPU model (topology JSON "measured_compute", one array
+/// entry each; configs/README.md). Written by `sparsp calibrate`, by hand or by the PyTorch
+/// bridge. Every figure is >= 0 and finite; 0 / empty: not measured.
+struct MeasuredCompute {
+  std::string gpu_model;  ///< the registry's full name (lookup_gpu_model of the file's value)
+  std::string kernel;     ///< kernel that was timed ("sparsp" = the replay's own, "fa3", ...)
+  int head_dim = 0;       ///< head dimension it was timed at
+  /// Block size (tokens) -> attention FLOP/s over active block pairs (file: TFLOP/s).
+  std::vector<std::pair<int, double>> attention_flops_by_block;  ///< sorted by block
+  double gemm_flops = 0;          ///< large bf16 GEMMs, FLOP/s (file: gemm_TFLOPs)
+  double launch_overhead_s = -1;  ///< per kernel (file: launch_overhead_us); < 0: not measured
+  /// Attention slowdown factors (time ratio - 1; file: contention.ce_copy, .sm_copy_per_sm);
+  /// < 0: not measured.
+  double contention_ce_copy = -1;         ///< beside copy-engine copies
+  double contention_sm_copy_per_sm = -1;  ///< per SM taken by SM-driven copies
+  std::string conditions;                 ///< free text: tokens, density, ... it was measured at
+  std::string place;                      ///< JSON pointer of the entry ("/measured_compute/0")
+};
+
 class Topology {
  public:
   Topology();
@@ -227,6 +246,8 @@ class Topology {
     NcclFigures nccl;  ///< measured NCCL throughput (JSON "nccl"), if any
     /// What an importer assumed or dropped (JSON "source_notes"), one line each.
     std::vector<std::string> notes;
+    /// Measured compute figures (JSON "measured_compute"), in file order.
+    std::vector<MeasuredCompute> measured_compute;
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,

@@ -303,6 +303,34 @@ TEST_CASE("engine: compute slowed by SM-driven communication") {
   CHECK(o.tasks[1].end_s == doctest::Approx(1.5));
 }
 
+TEST_CASE("engine: contention factors (measured_compute.contention) slow attention") {
+  // 100 SMs, compute of 1.0 s, a 5 GB transfer at 10 GB/s (0.5 s).
+  Problem p;
+  p.capacity_Bps = {10 * kGB};
+  p.gpus = {GpuModel{2, 100, 0.25, -1}};
+  Task t = transfer({{0, 1}}, 5 * kGB);
+  t.ce_gpu = 0;
+  p.tasks.push_back(t);
+  p.tasks.push_back(compute(0, 1.0));
+  // Copy engine, ce_copy 0.25: during [0, 0.5] compute runs at 1 / 1.25 = 0.8 -> 0.4 s of work;
+  // 0.6 s left at full speed -> 1.1 s.
+  Outcome o = run(p);
+  CHECK(o.tasks[0].end_s == doctest::Approx(0.5));
+  CHECK(o.tasks[1].end_s == doctest::Approx(1.1));
+  // SM-driven, 20 SMs, sm_copy_per_sm 0.0125 (SM share plus HBM): 1 / (1 + 0.0125 * 20) = 0.8,
+  // the same 1.1 s; ce_copy does not apply to an SM-driven copy.
+  p.gpus = {GpuModel{2, 100, 0.25, 0.0125}};
+  p.tasks[0].ce_gpu = -1;
+  p.tasks[0].sm_gpus[0] = 0;
+  p.tasks[0].comm_sms = 20;
+  o = run(p);
+  CHECK(o.tasks[1].end_s == doctest::Approx(1.1));
+  // sm_copy_per_sm 0.025: 1 / 1.5 = 2/3 -> 1/3 s of work in [0, 0.5]; 2/3 s left -> 1.1667 s.
+  p.gpus = {GpuModel{2, 100, 0, 0.025}};
+  o = run(p);
+  CHECK(o.tasks[1].end_s == doctest::Approx(0.5 + 2.0 / 3.0));
+}
+
 TEST_CASE("engine: DAG with a critical path, streams are FIFO") {
   // a (0.1 s compute) -> b (0.2 s) and c (0.5 s, on GPU 1) -> d (0.1 s) after b and c.
   // b and c run in parallel on different GPUs: d starts at 0.1 + 0.5 = 0.6, ends 0.7.

@@ -1,0 +1,195 @@
+// Kernel registry (configs/kernels/kernels.json) and compute precedence (policy::resolve_compute).
+// Every expected number is worked from the registry's published figures (shared/e2e).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "sparsp/policy.hpp"
+#include "sparsp/topology.hpp"
+
+using namespace sparsp;
+
+namespace {
+topology::GpuSpec gpu(const char* name) {
+  auto g = topology::find_gpu_model(name);
+  REQUIRE(g);
+  return *g;
+}
+const policy::KernelSpec& kernel(const char* name) {
+  auto k = policy::find_kernel(name, "<t>", "/k");
+  REQUIRE(k.ok());
+  return **k;
+}
+}  // namespace
+
+TEST_CASE("kernel registry: the required kernels, generic first, every one with a figure") {
+  const auto& ks = policy::kernels();
+  REQUIRE(ks.size() >= 7);
+  CHECK(ks[0].name == "generic");
+  for (const char* n : {"fa2", "fa3", "cudnn", "flex", "sta", "sage2"}) CHECK(kernel(n).name == n);
+  for (const auto& k : ks) CHECK(!k.architectures.empty());
+  auto bad = policy::find_kernel("fa4", "f.json", "/compute/kernel");
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().exit_code == 2);
+  CHECK(bad.error().message ==
+        "f.json:/compute/kernel: unknown kernel 'fa4' (valid: generic, fa2, fa3, cudnn, flex, sta, "
+        "sage2; `sparsp simulate --list`)");
+}
+
+TEST_CASE("generic reproduces the figures before the registry exactly") {
+  // 0.45 of peak, 0.5 on Hopper, 5 us per launch, whatever the shape.
+  CHECK(policy::compute_model_for(gpu("NVIDIA H200")).attention_efficiency == 0.5);
+  CHECK(policy::compute_model_for(gpu("NVIDIA H100 SXM")).attention_efficiency == 0.5);
+  CHECK(policy::compute_model_for(gpu("NVIDIA A100 80GB PCIe")).attention_efficiency == 0.45);
+  CHECK(policy::compute_model_for(gpu("NVIDIA GeForce RTX 4090")).attention_efficiency == 0.45);
+  CHECK(policy::compute_model_for(gpu("NVIDIA H200")).launch_overhead_s == 5e-6);
+  // A GPU without an architecture: Hopper by name (the old rule), else default.
+  topology::GpuSpec custom;
+  custom.model = "My H800 box";
+  custom.peak_bf16_flops = 1e15;
+  CHECK(policy::gpu_architecture(custom) == "hopper");
+  CHECK(policy::compute_model_for(custom).attention_efficiency == 0.5);
+  custom.model = "Mystery";
+  CHECK(policy::gpu_architecture(custom).empty());
+  CHECK(policy::compute_model_for(custom).attention_efficiency == 0.45);
+}
+
+TEST_CASE("kernel efficiency: head_dim figure times N / (N + n_half)") {
+  const auto& fa3 = kernel("fa3");
+  const auto* f = policy::kernel_figure(fa3, gpu("NVIDIA H100 SXM"));
+  REQUIRE(f);
+  // d128: 0.655 * 115200 / (115200 + 198) = 0.655 * 0.99828420 = 0.65387615.
+  CHECK(policy::kernel_dense_efficiency(*f, 128, 115200) == doctest::Approx(0.65387615));
+  // d64: 0.502 * 16384 / (16384 + 198) = 0.502 * 0.98805934 = 0.49600579.
+  CHECK(policy::kernel_dense_efficiency(*f, 64, 16384) == doctest::Approx(0.49600579));
+  // At 512 tokens the fit gives back the published short-sequence point within rounding:
+  // 0.655 * 512 / 710 = 0.47234 -> 467.3 TFLOP/s of 989.4 (published 467).
+  CHECK(policy::kernel_dense_efficiency(*f, 128, 512) * 989.4 ==
+        doctest::Approx(467.3).epsilon(1e-3));
+  // Per GPU model before the architecture: H20 FA3 141 of 148 TOPS = 0.953, no n_half.
+  const auto* h20 = policy::kernel_figure(fa3, gpu("NVIDIA H20"));
+  REQUIRE(h20);
+  CHECK(policy::kernel_dense_efficiency(*h20, 128, 75600) == 0.953);
+  // No Ampere figure for FA3 (Hopper only).
+  CHECK(policy::kernel_figure(fa3, gpu("NVIDIA A100 80GB PCIe")) == nullptr);
+}
+
+TEST_CASE("block-sparse efficiency by block size") {
+  const auto& sta = kernel("sta");  // {64: 0.90, 384: 0.94}
+  CHECK(policy::kernel_sparse_efficiency(sta, 384) == 0.94);
+  CHECK(policy::kernel_sparse_efficiency(sta, 64) == 0.90);
+  CHECK(policy::kernel_sparse_efficiency(sta, 1024) == 0.94);  // flat above
+  // 128: log2 128 = 7 between 6 and log2 384 = 8.5849625: t = 1 / 2.5849625 = 0.3868528,
+  // 0.90 + 0.3868528 * 0.04 = 0.9154741.
+  CHECK(policy::kernel_sparse_efficiency(sta, 128) == doctest::Approx(0.9154741));
+  // Below the smallest tile: 0.90 * 32 / 64 = 0.45.
+  CHECK(policy::kernel_sparse_efficiency(sta, 32) == doctest::Approx(0.45));
+  // FlexAttention {128: 1.0}: 64-token blocks half-fill its 128 tiles.
+  CHECK(policy::kernel_sparse_efficiency(kernel("flex"), 64) == doctest::Approx(0.5));
+  // Dense kernels and generic: 1.
+  CHECK(policy::kernel_sparse_efficiency(kernel("fa3"), 32) == 1.0);
+  CHECK(policy::kernel_sparse_efficiency(kernel("generic"), 32) == 1.0);
+}
+
+TEST_CASE("STA-TK at the HunyuanVideo shape reproduces the published kernel time") {
+  // shared/e2e/10: 14.76 TFLOP of active work at 91% sparsity, 25.38 ms on H100.
+  // sta: 0.625 (no n_half) * 0.94 (tile 384) = 0.5875 of 989.4 = 581.27 TFLOP/s ->
+  // 14.76e12 / 581.27e12 = 25.393 ms (+0.05%).
+  policy::ComputeRequest rq;
+  rq.kernel = "sta";
+  rq.head_dim = 128;
+  rq.seq_tokens = 115200;
+  rq.block_tokens = 384;
+  auto r = policy::resolve_compute(gpu("NVIDIA H100 SXM"), {}, rq);
+  REQUIRE(r.ok());
+  CHECK(r->model.attention_efficiency == doctest::Approx(0.5875));
+  CHECK(r->model.attention_time_s(14.76e12) == doctest::Approx(25.393e-3 + 5e-6).epsilon(1e-4));
+  CHECK(r->source == "kernel sta (hopper, 0.5875 of peak)");
+}
+
+TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
+  const auto h200 = gpu("NVIDIA H200");  // 989 TFLOP/s
+  topology::MeasuredCompute m;
+  m.gpu_model = "NVIDIA H200";
+  m.kernel = "sparsp";
+  m.head_dim = 128;
+  m.attention_flops_by_block = {{128, 500e12}, {512, 600e12}};
+  m.gemm_flops = 692.3e12;
+  m.launch_overhead_s = 7e-6;
+  m.contention_ce_copy = 0.03;
+  m.place = "/measured_compute/0";
+  const std::vector<topology::MeasuredCompute> meas{m};
+  policy::ComputeRequest rq;
+  rq.head_dim = 128;
+  rq.seq_tokens = 32760;
+  rq.block_tokens = 256;
+  SUBCASE("no kernel chosen: a measured entry of any kernel") {
+    auto r = policy::resolve_compute(h200, meas, rq);
+    REQUIRE(r.ok());
+    // Block 256 halfway (in log2) between 128 and 512: 550 TFLOP/s / 989 = 0.55611729.
+    CHECK(r->model.attention_efficiency == doctest::Approx(0.55611729));
+    CHECK(r->model.gemm_efficiency == doctest::Approx(692.3 / 989));  // 0.7
+    CHECK(r->model.launch_overhead_s == 7e-6);
+    // Contention: ce_copy measured, sm_copy_per_sm not (-1: the SM share, today's model).
+    CHECK(r->model.launch_overhead_s == 7e-6);
+    CHECK(r->contention_ce_copy == 0.03);
+    CHECK(r->contention_sm_copy_per_sm == -1);
+    CHECK(r->source ==
+          "measured_compute /measured_compute/0 (kernel sparsp); gemm measured; launch overhead "
+          "measured; contention measured");
+  }
+  SUBCASE("explicit efficiency beats the measurement (other figures still measured)") {
+    rq.attention_efficiency = 0.3;
+    auto r = policy::resolve_compute(h200, meas, rq);
+    REQUIRE(r.ok());
+    CHECK(r->model.attention_efficiency == 0.3);
+    CHECK(r->model.launch_overhead_s == 7e-6);
+  }
+  SUBCASE("a chosen kernel skips measurements of other kernels") {
+    rq.kernel = "fa3";
+    auto r = policy::resolve_compute(h200, meas, rq);
+    REQUIRE(r.ok());
+    // 0.655 * 32760 / (32760 + 198) = 0.65106499.
+    CHECK(r->model.attention_efficiency == doctest::Approx(0.65106499));
+    CHECK(r->model.launch_overhead_s == 5e-6);
+    CHECK(r->model.gemm_efficiency == 0.7);
+    CHECK(r->contention_ce_copy == 0);  // no entry for fa3: today's model
+    CHECK(r->contention_sm_copy_per_sm == -1);
+  }
+  SUBCASE("a measurement of the chosen kernel wins over its registry figure") {
+    auto m2 = meas;
+    m2[0].kernel = "fa3";
+    rq.kernel = "fa3";
+    auto r = policy::resolve_compute(h200, m2, rq);
+    REQUIRE(r.ok());
+    CHECK(r->model.attention_efficiency == doctest::Approx(0.55611729));
+  }
+  SUBCASE("a measurement at another head_dim or GPU model does not apply") {
+    auto m2 = meas;
+    m2[0].head_dim = 64;
+    auto r = policy::resolve_compute(h200, m2, rq);
+    REQUIRE(r.ok());
+    CHECK(r->model.attention_efficiency == 0.5);  // generic, Hopper
+    CHECK(r->source == "generic (hopper, 0.5 of peak)");
+    auto r2 = policy::resolve_compute(gpu("NVIDIA H100 SXM"), meas, rq);
+    REQUIRE(r2.ok());
+    CHECK(r2->model.attention_efficiency == 0.5);
+  }
+  SUBCASE("a kernel with no figure for the GPU is an error naming both, never a fallback") {
+    rq.kernel = "fa3";
+    auto r = policy::resolve_compute(gpu("NVIDIA A100 80GB PCIe"), meas, rq);
+    REQUIRE(!r.ok());
+    CHECK(r.error().exit_code == 2);
+    CHECK(r.error().message ==
+          "<study>:/compute/kernel: kernel fa3 has no efficiency figure for ampere (NVIDIA A100 "
+          "80GB PCIe); it has figures for hopper");
+  }
+  SUBCASE("an unsupported head_dim is an error") {
+    rq.kernel = "sta";
+    rq.head_dim = 64;
+    auto r = policy::resolve_compute(h200, {}, rq);
+    REQUIRE(!r.ok());
+    CHECK(r.error().message ==
+          "<study>:/compute/kernel: kernel sta supports head_dim 128; the model's is 64");
+  }
+}
