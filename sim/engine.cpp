@@ -140,7 +140,7 @@ void Sim::ready(int task, double t, int pred) {
   ready_s_[task] = t;
   last_done_pred_[task] = pred;
   const Task& k = p_.tasks[task];
-  if (k.kind == Task::Kind::transfer && k.ce_gpu >= 0 && p_.gpus[k.ce_gpu].ce_shared) {
+  if (k.kind == Task::Kind::transfer && k.ce_gpu >= 0 && k.ce_shared) {
     const int g = k.ce_gpu;
     const int n = static_cast<int>(ce_busy_[g].size());
     int* act = &ce_active_[ce_active_base_[g]];
@@ -274,7 +274,7 @@ void Sim::finish(int task) {
     take_sms(task, -1);
     count_peers(task, -1);
     if (k.ce_gpu >= 0 && o.copy_engine >= 0) {
-      if (p_.gpus[k.ce_gpu].ce_shared)
+      if (k.ce_shared)
         --ce_active_[ce_active_base_[k.ce_gpu] + o.copy_engine];
       else
         release_ce(k.ce_gpu, o.copy_engine);

@@ -81,7 +81,6 @@ void compile_machine(Compile& c) {
   for (int g = 0; g < c.ngpu; ++g) {
     const auto& spec = c.topo.gpu(g);
     GpuModel m{std::max(1, spec.copy_engines), std::max(1, spec.sm_count)};
-    m.ce_shared = c.options.copy_engines_shared;
     const double bidir = gpu_pcie_bidir_Bps(c.topo, g);
     if (c.options.peer_concurrency_cost > 0 && bidir > 0) {
       m.peer_resource = static_cast<int>(c.p.capacity_Bps.size());
@@ -163,8 +162,10 @@ Status compile_route(const Compile& c, size_t i, int se, int de, Task& k) {
     return input_error(c.file, ptr("transfers", i, ""),
                        "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
   const topology::Route& route = rr.value();
-  k.pcie_peer = !route.host_staged && route.legs.size() == 1 && se < c.ngpu && de < c.ngpu &&
-                se != de && route.path_class != topology::PathClass::nvlink;
+  const bool gpu_to_gpu = !route.host_staged && route.legs.size() == 1 && se < c.ngpu &&
+                          de < c.ngpu && se != de;
+  k.pcie_peer = gpu_to_gpu && route.path_class != topology::PathClass::nvlink;
+  k.ce_shared = gpu_to_gpu && c.options.copy_engines_shared;
   if (route.legs.empty() || route.legs.size() > 2)
     return input_error(c.file, ptr("transfers", i, ""),
                        "no route from " + t.src + " to " + t.dst + " (route has no legs)");

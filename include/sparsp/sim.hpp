@@ -92,9 +92,12 @@ struct SimOptions {
   /// (22.3 GB/s, 30 us) cases (sim/README.md "Driver staging").
   double driver_staging_chunk_bytes = 4.0 * 1024 * 1024;
   double driver_staging_chunk_overhead_s = 32e-6;
-  /// How concurrent copies of one GPU share its copy engines. true (default): all run at once
-  /// and share the links (the shared cases' many-flow rows, sim/README.md "Many concurrent
-  /// flows"); false: each copy holds one of the GPU's copy_engines, first come first served.
+  /// How concurrent direct GPU-to-GPU copies (P2P, NVLink) share the driving GPU's copy
+  /// engines. true (default): all run at once and share the links (the RTX PRO 6000 many-flow
+  /// rows, sim/README.md "Many concurrent flows"); false: each holds one of the GPU's
+  /// copy_engines, first come first served. Host copies (H2D, D2H, host-staged legs) always hold
+  /// one engine each, FIFO: the H200 serves same-direction host copies one at a time
+  /// (replay/RESULTS.md, "Copy-engine concurrency").
   bool copy_engines_shared = true;
   /// Peer concurrency cost: a GPU that sends and receives m >= 2 PCIe peer copies at once moves
   /// at most 2 * duplex * link / (1 + cost * (m - 1)) in and out together. 0.2: fitted to the

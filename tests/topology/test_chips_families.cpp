@@ -23,7 +23,8 @@ std::string two_switches(const std::string& extra_template, const std::string& e
          extra_template + "}}";
 }
 
-double rate_GBps(const Topology& t, const std::vector<std::pair<std::string, std::string>>& flows, size_t k) {
+double rate_GBps(const Topology& t, const std::vector<std::pair<std::string, std::string>>& flows,
+                 size_t k) {
   std::vector<std::vector<ResourceUse>> uses;
   for (const auto& [s, d] : flows) {
     auto r = t.route(s, d);
@@ -47,10 +48,12 @@ TEST_CASE("chips: peer traffic between two partitions of one chip skips the upli
   CHECK_FALSE(chip.same_switch_chip(0, 1));  // same partition: plain PIX
   CHECK(rate_GBps(chip, {{"gpu0", "gpu2"}}, 0) == doctest::Approx(20));
   const auto r = chip.route("gpu0", "gpu2");
-  for (const auto& u : r->legs[0].uses) CHECK(chip.resources()[u.resource].name.find("cpu0") == std::string::npos);
+  for (const auto& u : r->legs[0].uses)
+    CHECK(chip.resources()[u.resource].name.find("cpu0") == std::string::npos);
   // Fabric capped at 30 GB/s (both directions summed): two flows 0->2 and 1->3 share it, 15 each
   // (links allow 20); one alone gets 20.
-  const auto capped = load(two_switches(R"(, "switch_chips": ["a", "a"])", R"("chips": {"a": {"fabric_GBps": 30}}, )"));
+  const auto capped = load(
+      two_switches(R"(, "switch_chips": ["a", "a"])", R"("chips": {"a": {"fabric_GBps": 30}}, )"));
   CHECK(rate_GBps(capped, {{"gpu0", "gpu2"}}, 0) == doctest::Approx(20));
   CHECK(rate_GBps(capped, {{"gpu0", "gpu2"}, {"gpu1", "gpu3"}}, 0) == doctest::Approx(15));
   CHECK(rate_GBps(capped, {{"gpu0", "gpu2"}, {"gpu3", "gpu1"}}, 1) == doctest::Approx(15));
@@ -64,7 +67,8 @@ TEST_CASE("chips: peer traffic between two partitions of one chip skips the upli
   // Errors name the place.
   auto bad = Topology::from_json_text(two_switches(R"(, "switch_chips": ["a"])"), "t.json");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message == "t.json:/template/switch_chips: expected one chip id per switch (2), got 1");
+  CHECK(bad.error().message ==
+        "t.json:/template/switch_chips: expected one chip id per switch (2), got 1");
 }
 
 TEST_CASE("families: duplex factor and cross-socket P2P per CPU family") {
@@ -88,7 +92,8 @@ TEST_CASE("families: duplex factor and cross-socket P2P per CPU family") {
   CHECK(rep.h2d_bidir_Bps[0] == doctest::Approx(2 * 0.98 * link));
   // No family: the default duplex (0.894) and no cross-socket penalty.
   std::string plain = tmpl;
-  plain.replace(plain.find(R"(, "family": "amd-genoa")"), std::string(R"(, "family": "amd-genoa")").size(), "");
+  plain.replace(plain.find(R"(, "family": "amd-genoa")"),
+                std::string(R"(, "family": "amd-genoa")").size(), "");
   const auto rp = single_flow_report(load(plain));
   CHECK(rp.bandwidth_Bps[0][1] == doctest::Approx(link));
   CHECK(rp.h2d_bidir_Bps[0] == doctest::Approx(2 * pcie_default_duplex_factor() * link));
