@@ -420,11 +420,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string tp = ptr_index(lp + "/transfers", ti);
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
-        if (auto ke = check_keys(
-                rd, tj, tp,
-                {"id", "src", "dst", "bytes", "after", "engine", "stream", "route", "rate_cap_Bps",
-                 "chunk_bytes", "staging_buffers", "comm_sms", "layer", "kv_blocks", "driver",
-                 "staging"}))
+        if (auto ke = check_keys(rd, tj, tp,
+                                 {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
+                                  "rate_cap_Bps", "chunk_bytes", "staging_buffers", "comm_sms",
+                                  "layer", "kv_blocks", "driver", "staging"}))
           return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))

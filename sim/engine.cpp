@@ -117,9 +117,9 @@ class Sim {
   std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
   std::vector<double> ready_s_;
   std::vector<int> leg_route_;  // task * 2 + leg -> route id
-  std::vector<int> ce_active_;                    // per GPU per CE (shared mode): copies drawn on it
-  std::vector<int> ce_active_base_;               // per GPU: offset into ce_active_
-  std::vector<int> peer_in_, peer_out_;           // per GPU: copies received / sent (peer model)
+  std::vector<int> ce_active_;  // per GPU per CE (shared mode): copies drawn on it
+  std::vector<int> ce_active_base_;      // per GPU: offset into ce_active_
+  std::vector<int> peer_in_, peer_out_;  // per GPU: copies received / sent (peer model)
   uint64_t ready_seq_ = 0;
   int done_ = 0;
 };
@@ -239,7 +239,8 @@ void Sim::count_peers(int task, int sign) {
     const GpuModel& m = p_.gpus[g];
     if (m.peer_resource < 0) continue;
     const int pairs = std::min(peer_in_[g], peer_out_[g]);
-    const double cap = pairs <= 1 ? kUnbounded_Bps : m.peer_bidir_Bps / (1.0 + m.peer_cost * (pairs - 1));
+    const double cap =
+        pairs <= 1 ? kUnbounded_Bps : m.peer_bidir_Bps / (1.0 + m.peer_cost * (pairs - 1));
     net_.set_capacity(m.peer_resource, cap);
   }
 }

@@ -77,9 +77,9 @@ struct Task {
 struct GpuModel {
   int copy_engines = 2;
   int sm_count = 1;
-  int peer_resource = -1;       ///< Problem resource capped by peer concurrency; -1: none
-  double peer_bidir_Bps = 0;    ///< that resource's capacity at m = 1 (both directions summed)
-  double peer_cost = 0;         ///< capacity divisor growth per concurrent peer pair beyond one
+  int peer_resource = -1;     ///< Problem resource capped by peer concurrency; -1: none
+  double peer_bidir_Bps = 0;  ///< that resource's capacity at m = 1 (both directions summed)
+  double peer_cost = 0;       ///< capacity divisor growth per concurrent peer pair beyond one
 };
 
 struct Problem {

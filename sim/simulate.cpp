@@ -162,8 +162,8 @@ Status compile_route(const Compile& c, size_t i, int se, int de, Task& k) {
     return input_error(c.file, ptr("transfers", i, ""),
                        "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
   const topology::Route& route = rr.value();
-  const bool gpu_to_gpu = !route.host_staged && route.legs.size() == 1 && se < c.ngpu &&
-                          de < c.ngpu && se != de;
+  const bool gpu_to_gpu =
+      !route.host_staged && route.legs.size() == 1 && se < c.ngpu && de < c.ngpu && se != de;
   k.pcie_peer = gpu_to_gpu && route.path_class != topology::PathClass::nvlink;
   k.ce_shared = gpu_to_gpu && c.options.copy_engines_shared;
   if (route.legs.empty() || route.legs.size() > 2)

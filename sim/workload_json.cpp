@@ -96,7 +96,8 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
                         {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
                          "rate_cap_GBps", "chunk_bytes", "staging_buffers", "comm_sms",
                          "copy_engine", "layer", "kv_blocks", "driver", "staging", "comment"}) &&
-          rd.string_field(o, place, "id", t.id, true) && rd.string_field(o, place, "src", t.src, true) &&
+          rd.string_field(o, place, "id", t.id, true) &&
+          rd.string_field(o, place, "src", t.src, true) &&
           rd.string_field(o, place, "dst", t.dst, true) &&
           rd.number_field(o, place, "bytes", t.bytes, true) && rd.after_field(o, place, t.after) &&
           rd.string_field(o, place, "engine", engine, false) &&
@@ -122,12 +123,20 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       else return input_error(source_name, place + "/route", "expected \"auto\", \"p2p\" or \"host_staged\", got \"" + route + "\"");
       if (driver.empty() && o.contains("driver"))
         return input_error(source_name, place + "/driver", "expected \"src\" or \"dst\", got \"\"");
-      if (driver == "src") t.driver = Driver::src;
-      else if (driver == "dst") t.driver = Driver::dst;
-      else if (!driver.empty()) return input_error(source_name, place + "/driver", "expected \"src\" or \"dst\", got \"" + driver + "\"");
-      if (staging == "pipelined") t.staging = Staging::pipelined;
-      else if (staging == "driver") t.staging = Staging::driver;
-      else return input_error(source_name, place + "/staging", "expected \"pipelined\" or \"driver\", got \"" + staging + "\"");
+      if (driver == "src")
+        t.driver = Driver::src;
+      else if (driver == "dst")
+        t.driver = Driver::dst;
+      else if (!driver.empty())
+        return input_error(source_name, place + "/driver",
+                           "expected \"src\" or \"dst\", got \"" + driver + "\"");
+      if (staging == "pipelined")
+        t.staging = Staging::pipelined;
+      else if (staging == "driver")
+        t.staging = Staging::driver;
+      else
+        return input_error(source_name, place + "/staging",
+                           "expected \"pipelined\" or \"driver\", got \"" + staging + "\"");
       if (auto kv = o.find("kv_blocks"); kv != o.end()) {
         if (!kv->is_array()) return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
         for (size_t j = 0; j < kv->size(); ++j) {

@@ -48,7 +48,8 @@ void Builder::build_resources() {
   for (size_t i = 0; i < t_.gpu_nodes.size(); ++i)
     for (size_t j = 0; j < t_.gpu_nodes.size(); ++j) {
       const int ni = t_.gpu_nodes[i], nj = t_.gpu_nodes[j];
-      const int ci = t_.node_cpu[static_cast<size_t>(ni)], cj = t_.node_cpu[static_cast<size_t>(nj)];
+      const int ci = t_.node_cpu[static_cast<size_t>(ni)],
+                cj = t_.node_cpu[static_cast<size_t>(nj)];
       if (i == j || ci == cj || ci < 0 || cj < 0) continue;
       double e = 1.0;
       for (int c : {ci, cj})
@@ -58,10 +59,9 @@ void Builder::build_resources() {
       if (e >= 1.0 || ui < 0 || uj < 0) continue;
       const double link = std::min(t_.links[static_cast<size_t>(ui)].capacity_Bps,
                                    t_.links[static_cast<size_t>(uj)].capacity_Bps);
-      t_.res_xsocket[{ni, nj}] =
-          add_resource(t_.nodes[static_cast<size_t>(ni)].id + "=>" +
-                           t_.nodes[static_cast<size_t>(nj)].id + ".xsocket",
-                       ResourceKind::root_complex, e * link);
+      t_.res_xsocket[{ni, nj}] = add_resource(t_.nodes[static_cast<size_t>(ni)].id + "=>" +
+                                                  t_.nodes[static_cast<size_t>(nj)].id + ".xsocket",
+                                              ResourceKind::root_complex, e * link);
     }
   t_.res_host_memory.assign(t_.cpu_of_numa.size(), -1);
   for (size_t k = 0; k < t_.cpu_of_numa.size(); ++k) {

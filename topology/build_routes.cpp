@@ -57,9 +57,9 @@ void Builder::build_gpu_matrices() {
   for (size_t i = 0; i < g; ++i)
     for (size_t j = 0; j < g; ++j) {
       const int pi = chip_partition(t_.gpu_nodes[i]), pj = chip_partition(t_.gpu_nodes[j]);
-      t_.same_chip[i][j] = pi >= 0 && pj >= 0 && pi != pj &&
-                           t_.nodes[static_cast<size_t>(pi)].chip ==
-                               t_.nodes[static_cast<size_t>(pj)].chip;
+      t_.same_chip[i][j] =
+          pi >= 0 && pj >= 0 && pi != pj &&
+          t_.nodes[static_cast<size_t>(pi)].chip == t_.nodes[static_cast<size_t>(pj)].chip;
     }
   count_nvlinks();
   classify_gpu_pairs();
@@ -350,7 +350,8 @@ void Builder::pcie_path(LegBuilder& leg, int ni, int nj) const {
     descend(leg, chain(nj), pj);
     return;
   }
-  if (auto it = t_.res_xsocket.find({ni, nj}); it != t_.res_xsocket.end()) use(leg, it->second, 1.0);
+  if (auto it = t_.res_xsocket.find({ni, nj}); it != t_.res_xsocket.end())
+    use(leg, it->second, 1.0);
   const int turn = pcie_turn(ni, nj);
   climb(leg, ni, turn);
   const NodeKind tk = t_.nodes[static_cast<size_t>(turn)].kind;

@@ -223,15 +223,15 @@ struct Parsed {
 void parse_chip_and_family(const Reader& r, const json& o, const Ptr& at, Node& n) {
   if (r.find(o, "chip")) {
     if (n.kind != NodeKind::pcie_switch)
-      r.fail(at / "chip", "\"chip\" is only for pcie_switch nodes (this node is a " +
-                              to_string(n.kind) + ")");
+      r.fail(at / "chip",
+             "\"chip\" is only for pcie_switch nodes (this node is a " + to_string(n.kind) + ")");
     n.chip = r.string(o, at, "chip");
     if (n.chip.empty()) r.fail(at / "chip", "expected a non-empty chip id");
   }
   if (r.find(o, "family")) {
     if (n.kind != NodeKind::cpu)
-      r.fail(at / "family", "\"family\" is only for cpu nodes (this node is a " +
-                                to_string(n.kind) + ")");
+      r.fail(at / "family",
+             "\"family\" is only for cpu nodes (this node is a " + to_string(n.kind) + ")");
     n.family = r.string(o, at, "family");
     if (!find_cpu_family(n.family)) {
       std::string names;
@@ -250,8 +250,11 @@ void parse_chips(const Reader& r, const json& root, Parsed& out) {
   for (auto it = chips->begin(); it != chips->end(); ++it) {
     const Ptr cat = at / it.key();
     bool used = false;
-    for (const Node& n : out.nodes) used = used || (n.kind == NodeKind::pcie_switch && n.chip == it.key());
-    if (!used) r.fail(cat, "unknown chip id '" + it.key() + "' (no pcie_switch has \"chip\": \"" + it.key() + "\")");
+    for (const Node& n : out.nodes)
+      used = used || (n.kind == NodeKind::pcie_switch && n.chip == it.key());
+    if (!used)
+      r.fail(cat, "unknown chip id '" + it.key() + "' (no pcie_switch has \"chip\": \"" + it.key() +
+                      "\")");
     r.expect_object(*it, cat);
     r.allow_keys(*it, cat, {"fabric_GBps", "fabric_Bps"});
     const auto bw = r.bandwidth(*it, cat, "fabric");

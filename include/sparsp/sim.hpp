@@ -33,7 +33,7 @@ enum class Driver {
 enum class Staging {
   pipelined,  ///< sparsp's own staging: chunks through pinned buffers, both legs overlapped
   driver,     ///< the CUDA driver's cudaMemcpyPeer fallback without peer access (what
-              ///< p2pBandwidthLatencyTest's P2P=Disabled rows measure); SimOptions::driver_staging_*
+           ///< p2pBandwidthLatencyTest's P2P=Disabled rows measure); SimOptions::driver_staging_*
 };
 
 struct Transfer {

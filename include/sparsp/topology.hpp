@@ -301,10 +301,10 @@ std::optional<GpuSpec> find_gpu_model_by_pci_id(int device_id);
 
 /// Per-platform PCIe figures of a CPU family (topology/cpu_families.cpp, each with its source).
 struct CpuFamily {
-  std::string name;                 ///< e.g. "amd-genoa"
-  double duplex_factor = 0;         ///< PCIe links below it; 0: not published (link default)
-  double cross_socket_p2p = 1.0;    ///< PCIe P2P across sockets reaches this fraction of a link
-  std::string source;               ///< where the figures come from
+  std::string name;               ///< e.g. "amd-genoa"
+  double duplex_factor = 0;       ///< PCIe links below it; 0: not published (link default)
+  double cross_socket_p2p = 1.0;  ///< PCIe P2P across sockets reaches this fraction of a link
+  std::string source;             ///< where the figures come from
 };
 /// The family table, in name order.
 const std::vector<CpuFamily>& cpu_families();

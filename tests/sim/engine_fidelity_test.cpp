@@ -97,17 +97,18 @@ double host_test_GBps(const topology::Topology& t, int g, bool h2d) {
 }
 
 /// All flows at once, each a stream of 50 back-to-back 16 MiB copies (so every flow stays active
-/// while the others run, as in the tools, which repeat each copy), on the default engine. Total = sum over flows of the first copy's bandwidth, taken while all
-/// flows are active (the tools report per-flow bandwidth x flows).
+/// while the others run, as in the tools, which repeat each copy), on the default engine. Total =
+/// sum over flows of the first copy's bandwidth, taken while all flows are active (the tools report
+/// per-flow bandwidth x flows).
 double concurrent_GBps(const topology::Topology& t, const std::vector<std::pair<int, int>>& flows) {
   constexpr double kBytes = 16.0 * 1024 * 1024;
   constexpr int kCopies = 50;
   sim::Workload w;
   for (size_t k = 0; k < flows.size(); ++k)
     for (int c = 0; c < kCopies; ++c) {
-      w.transfers.push_back(copy("x" + std::to_string(k) + "_" + std::to_string(c), gpu(flows[k].first),
-                                 gpu(flows[k].second), kBytes, topology::RouteMode::automatic,
-                                 "s" + std::to_string(k)));
+      w.transfers.push_back(copy("x" + std::to_string(k) + "_" + std::to_string(c),
+                                 gpu(flows[k].first), gpu(flows[k].second), kBytes,
+                                 topology::RouteMode::automatic, "s" + std::to_string(k)));
     }
   auto r = sim::simulate(t, w);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
@@ -130,8 +131,8 @@ double copy_set_GBps(const topology::Topology& t, const std::vector<std::pair<in
                      double bytes, sim::Driver driver) {
   sim::Workload w;
   for (size_t k = 0; k < flows.size(); ++k) {
-    w.transfers.push_back(copy("m" + std::to_string(k), gpu(flows[k].first), gpu(flows[k].second), bytes,
-                               topology::RouteMode::automatic, ""));
+    w.transfers.push_back(copy("m" + std::to_string(k), gpu(flows[k].first), gpu(flows[k].second),
+                               bytes, topology::RouteMode::automatic, ""));
     w.transfers.back().driver = driver;
   }
   return static_cast<double>(flows.size()) * bytes / makespan(t, w) / 1e9;
@@ -143,10 +144,12 @@ double driver_staged_GBps(const topology::Topology& t, int i, int j, bool bidire
   constexpr int kRepeat = 5;
   sim::Workload w;
   for (int k = 0; k < kRepeat; ++k) {
-    w.transfers.push_back(copy("f" + std::to_string(k), gpu(i), gpu(j), kBytes, topology::RouteMode::host_staged, "fwd"));
+    w.transfers.push_back(copy("f" + std::to_string(k), gpu(i), gpu(j), kBytes,
+                               topology::RouteMode::host_staged, "fwd"));
     w.transfers.back().staging = sim::Staging::driver;
     if (bidirectional) {
-      w.transfers.push_back(copy("b" + std::to_string(k), gpu(j), gpu(i), kBytes, topology::RouteMode::host_staged, "bwd"));
+      w.transfers.push_back(copy("b" + std::to_string(k), gpu(j), gpu(i), kBytes,
+                                 topology::RouteMode::host_staged, "bwd"));
       w.transfers.back().staging = sim::Staging::driver;
     }
   }
@@ -218,8 +221,9 @@ void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-sta
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
   tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStaging,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
-  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)", m["p2p_disabled_unidirectional_GBps"],
-             kDriverSerial, [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
+  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
+             m["p2p_disabled_unidirectional_GBps"], kDriverSerial,
+             [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
   tab.matrix(c, "p2p_disabled_bidirectional (staging driver)", m["p2p_disabled_bidirectional_GBps"],
              kDriverSerial, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
   tab.add(c, "h2d (bandwidthTest)", m["h2d_GBps"].get<double>(), host_test_GBps(t, 0, true), kTol);
@@ -243,10 +247,11 @@ void fidelity_case_2() {  // fidelity: 6x RTX 4090, PHB/SYS, host-staged (import
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
   tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStagingBidir,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
-  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)", m["p2p_disabled_unidirectional_GBps"], kDriver,
+  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
+             m["p2p_disabled_unidirectional_GBps"], kDriver,
              [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
-  tab.matrix(c, "p2p_disabled_bidirectional (staging driver)", m["p2p_disabled_bidirectional_GBps"], kDriverBidir,
-             [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
+  tab.matrix(c, "p2p_disabled_bidirectional (staging driver)", m["p2p_disabled_bidirectional_GBps"],
+             kDriverBidir, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
 }
 
 void fidelity_case_3() {  // fidelity: 8x RTX PRO 6000, Gen5 direct attach, two sockets
@@ -293,7 +298,9 @@ void fidelity_case_4() {  // fidelity: 8x RTX PRO 6000, two Gen5 switches, one s
   const json& f = m["flows_GBps"];
   REQUIRE(f.size() == sets.size());
   for (size_t k = 0; k < sets.size(); ++k)
-    tab.add(c, "flows: " + f[k]["config"].get<std::string>() + " x" + std::to_string(sets[k].size()) + " total",
+    tab.add(c,
+            "flows: " + f[k]["config"].get<std::string>() + " x" + std::to_string(sets[k].size()) +
+                " total",
             f[k]["total"].get<double>(), concurrent_GBps(t, sets[k]), kTol);
 }
 
@@ -308,7 +315,8 @@ void fidelity_case_5() {  // fidelity: 8x H100 SXM, NVSwitch
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, topology::RouteMode::p2p); });
   tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, topology::RouteMode::host_staged); });
-  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)", m["p2p_disabled_unidirectional_GBps"], kDriver,
+  tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
+             m["p2p_disabled_unidirectional_GBps"], kDriver,
              [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
 }
 
@@ -328,24 +336,34 @@ void fidelity_many_flows() {
     const std::string c = "8x-gen5-two-switches-one-socket";
     const auto t = case_topology(c);
     const json m = measured(c);
-    const std::vector<std::vector<std::pair<int, int>>> sets = {
-        {{0, 1}}, {{0, 1}, {2, 3}}, {{0, 4}}, {{0, 4}, {1, 5}}, {{0, 4}, {1, 5}, {2, 6}, {3, 7}},
-        all_pairs(s0, s0), all_pairs(s0, s1), all_pairs(all, all)};
+    const std::vector<std::vector<std::pair<int, int>>> sets = {{{0, 1}},
+                                                                {{0, 1}, {2, 3}},
+                                                                {{0, 4}},
+                                                                {{0, 4}, {1, 5}},
+                                                                {{0, 4}, {1, 5}, {2, 6}, {3, 7}},
+                                                                all_pairs(s0, s0),
+                                                                all_pairs(s0, s1),
+                                                                all_pairs(all, all)};
     const json& f = m["flows_GBps"];
     REQUIRE(f.size() == sets.size());
     for (size_t k = 0; k < sets.size(); ++k)
-      tab.add(c, "copy set (sim run): " + f[k]["config"].get<std::string>() + " x" + std::to_string(sets[k].size()),
+      tab.add(c,
+              "copy set (sim run): " + f[k]["config"].get<std::string>() + " x" +
+                  std::to_string(sets[k].size()),
               f[k]["total"].get<double>(), copy_set_GBps(t, sets[k], mib256, push), kManyFlow);
-    tab.add(c, "copy set (sim run): p2pmark 4-GPU all-read-all", m["p2pmark"]["gpus4"]["all_to_all_GBps"].get<double>(),
+    tab.add(c, "copy set (sim run): p2pmark 4-GPU all-read-all",
+            m["p2pmark"]["gpus4"]["all_to_all_GBps"].get<double>(),
             copy_set_GBps(t, all_pairs(s0, s0), mb64, pull), kManyFlow);
-    tab.add(c, "copy set (sim run): p2pmark 8-GPU all-read-all", m["p2pmark"]["gpus8"]["all_to_all_GBps"].get<double>(),
+    tab.add(c, "copy set (sim run): p2pmark 8-GPU all-read-all",
+            m["p2pmark"]["gpus8"]["all_to_all_GBps"].get<double>(),
             copy_set_GBps(t, all_pairs(all, all), mb64, pull), kManyFlow);
   }
   {
     const std::string c = "8x-gen5-direct-attach-dual-socket";
     const auto t = case_topology(c);
     const json m = measured(c);
-    tab.add(c, "copy set (sim run): p2pmark all-read-all x56", m["p2pmark"]["all_to_all_GBps"].get<double>(),
+    tab.add(c, "copy set (sim run): p2pmark all-read-all x56",
+            m["p2pmark"]["all_to_all_GBps"].get<double>(),
             copy_set_GBps(t, all_pairs(all, all), mb64, pull), kManyFlow);
     const json& single = m["p2pmark"]["single_reader_7_peers_GBps"];
     for (int g = 0; g < 8; ++g) {
@@ -353,12 +371,15 @@ void fidelity_many_flows() {
       for (int p = 0; p < 8; ++p)
         if (p != g) flows.emplace_back(p, g);
       tab.add(c, "copy set (sim run): p2pmark single reader gpu" + std::to_string(g) + " x7",
-              single[static_cast<size_t>(g)].get<double>(), copy_set_GBps(t, flows, mb64, pull), kManyFlow);
+              single[static_cast<size_t>(g)].get<double>(), copy_set_GBps(t, flows, mb64, pull),
+              kManyFlow);
     }
   }
 }
 
-TEST_CASE("fidelity: many concurrent flows, sim run of each copy set (issue 17)") { fidelity_many_flows(); }
+TEST_CASE("fidelity: many concurrent flows, sim run of each copy set (issue 17)") {
+  fidelity_many_flows();
+}
 
 TEST_CASE("fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged") { fidelity_case_1(); }
 TEST_CASE("fidelity: 6x RTX 4090, PHB/SYS, host-staged (imported from nvidia-smi topo -m)") { fidelity_case_2(); }

@@ -176,7 +176,8 @@ TEST_CASE("simulate: streams are FIFO and copy engines serve in order (per-engin
   auto r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
-      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})", fifo);
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})",
+               fifo);
   CHECK(r.activities[0].end_s == doctest::Approx(0.100003).epsilon(1e-12));
   CHECK(r.activities[2].start_s == doctest::Approx(0.100003).epsilon(1e-12));
   CHECK(r.activities[2].end_s == doctest::Approx(0.150006).epsilon(1e-12));
@@ -186,7 +187,8 @@ TEST_CASE("simulate: streams are FIFO and copy engines serve in order (per-engin
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
-      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"}]})", fifo);
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"}]})",
+          fifo);
   CHECK(r.activities[2].end_s == doctest::Approx(0.150009).epsilon(1e-12));
   CHECK(r.critical_path == std::vector<std::string>{"a", "b", "c"});
 }
@@ -282,11 +284,13 @@ TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several
       {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9},
       {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9}]})";
   auto r = run(t, w);
-  for (int k = 0; k < 4; ++k) CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
   sim::SimOptions off;
   off.peer_concurrency_cost = 0;
   r = run(t, w, off);
-  for (int k = 0; k < 4; ++k) CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
   // One copy each way (m = 1): no cap; the duplex bound 2 r <= 32 gives 16 GB/s: 0.0625 + 3e-6.
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
@@ -318,10 +322,19 @@ TEST_CASE("simulate: push vs pull (driver src / dst)") {
   for (int k = 0; k < 4; ++k)
     CHECK(r.activities[k].end_s == doctest::Approx(1.0 / 6 + 3e-6).epsilon(1e-12));
   // A driver end without a copy engine, and a driver that is not src/dst, are input errors.
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "host0", "dst": "gpu0", "bytes": 1, "driver": "src"}]})") ==
-        "w.json:/transfers/0/driver: driver \"src\" is host0, which has no copy engine");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "driver": "both"}]})") ==
-        "w.json:/transfers/0/driver: expected \"src\" or \"dst\", got \"both\"");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "staging": "fast"}]})") ==
-        "w.json:/transfers/0/staging: expected \"pipelined\" or \"driver\", got \"fast\"");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "host0", "dst": "gpu0", "bytes": 1, "driver": "src"}]})") ==
+      "w.json:/transfers/0/driver: driver \"src\" is host0, which has no copy engine");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "driver": "both"}]})") ==
+      "w.json:/transfers/0/driver: expected \"src\" or \"dst\", got \"both\"");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "staging": "fast"}]})") ==
+      "w.json:/transfers/0/staging: expected \"pipelined\" or \"driver\", got \"fast\"");
 }
