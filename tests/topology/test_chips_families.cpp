@@ -61,6 +61,11 @@ TEST_CASE("chips: peer traffic between two partitions of one chip skips the upli
   const auto two = load(two_switches(R"(, "switch_chips": ["a", "b"])"));
   CHECK_FALSE(two.same_switch_chip(0, 2));
   CHECK(rate_GBps(two, {{"gpu0", "gpu2"}}, 0) == doctest::Approx(10));
+  // topo show: same-chip pairs carry "^" after the path class, and the legend line says why.
+  const std::string shown = show_text(chip);
+  CHECK(shown.find("NODE^") != std::string::npos);
+  CHECK(shown.find("^ = two partitions of one switch chip") != std::string::npos);
+  CHECK(show_text(plain).find("^ = two partitions") == std::string::npos);
   // Round trip through the canonical JSON keeps chips.
   const auto back = load(capped.to_json());
   CHECK(rate_GBps(back, {{"gpu0", "gpu2"}, {"gpu1", "gpu3"}}, 0) == doctest::Approx(15));
