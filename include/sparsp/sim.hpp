@@ -17,7 +17,9 @@ namespace sparsp::sim {
 
 /// What drives a transfer.
 enum class Engine {
-  ce,           ///< a copy engine of the source GPU (destination GPU for host->GPU); no SMs taken
+  ce,           ///< a copy engine of the driving GPU (Transfer::driver; default the source GPU,
+                ///< the destination for host->GPU); no SMs taken. Demand-directed schemes'
+                ///< messages go from the block's owner, so by default the owner pushes
   sm,           ///< an SM-driven copy kernel (NCCL-style); takes `comm_sms` SMs while it runs
   host,         ///< host-driven memcpy (CPU threads); no GPU resources
 };
