@@ -425,10 +425,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string tp = ptr_index(lp + "/transfers", ti);
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
-        if (auto ke = check_keys(
-                rd, tj, tp,
-                {"id", "src", "dst", "bytes", "after", "engine", "stream", "route", "rate_cap_Bps",
-                 "chunk_bytes", "staging_buffers", "comm_sms", "layer", "kv_blocks"}))
+        if (auto ke = check_keys(rd, tj, tp,
+                                 {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
+                                  "rate_cap_Bps", "chunk_bytes", "staging_buffers", "comm_sms",
+                                  "layer", "kv_blocks", "driver", "staging"}))
           return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
@@ -466,6 +466,25 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           else
             return rd.err(tp + "/route",
                           "expected \"automatic\", \"p2p\" or \"host_staged\", got \"" + s + "\"");
+        }
+        if (auto* v = rd.member(tj, tp, "driver", false, is_str, "string", e)) {
+          const auto s = v->get<std::string>();
+          if (s == "src")
+            t.driver = sim::Driver::src;
+          else if (s == "dst")
+            t.driver = sim::Driver::dst;
+          else
+            return rd.err(tp + "/driver", "expected \"src\" or \"dst\", got \"" + s + "\"");
+        }
+        if (auto* v = rd.member(tj, tp, "staging", false, is_str, "string", e)) {
+          const auto s = v->get<std::string>();
+          if (s == "pipelined")
+            t.staging = sim::Staging::pipelined;
+          else if (s == "driver")
+            t.staging = sim::Staging::driver;
+          else
+            return rd.err(tp + "/staging",
+                          "expected \"pipelined\" or \"driver\", got \"" + s + "\"");
         }
         if (auto* v = rd.member(tj, tp, "rate_cap_Bps", false, is_num, "number", e))
           t.rate_cap_Bps = v->get<double>();
@@ -660,6 +679,9 @@ std::string to_json(const Plan& plan) {
       tj["engine"] = engine_name(t.engine);
       tj["stream"] = t.stream;
       tj["route"] = route_name(t.route);
+      if (t.driver != sim::Driver::automatic)
+        tj["driver"] = t.driver == sim::Driver::src ? "src" : "dst";
+      if (t.staging == sim::Staging::driver) tj["staging"] = "driver";
       if (t.rate_cap_Bps != 0) tj["rate_cap_Bps"] = t.rate_cap_Bps;
       if (t.chunk_bytes != 0) tj["chunk_bytes"] = t.chunk_bytes;
       if (t.staging_buffers != 0) tj["staging_buffers"] = t.staging_buffers;

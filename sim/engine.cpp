@@ -60,6 +60,9 @@ int find_cycle(const Problem& p, std::vector<int>* cycle) {
 
 namespace {
 
+// Capacity of a peer resource while it does not bind (finite: the solver compares products).
+constexpr double kUnbounded_Bps = 1e30;
+
 constexpr int kStages = 4;  // tag = task * kStages + stage; stage 3 = compute
 
 struct Event {
@@ -96,6 +99,7 @@ class Sim {
   void count_ce(int task, int sign);
   void set_compute_capacity(int g);
   void release_ce(int gpu, int ce);
+  void count_peers(int task, int sign);
   void push(double t, int task, int stage) { events_.push(Event{t, seq_++, task, stage}); }
 
   const Problem& p_;
@@ -116,6 +120,9 @@ class Sim {
   std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
   std::vector<double> ready_s_;
   std::vector<int> leg_route_;  // task * 2 + leg -> route id
+  std::vector<int> ce_active_;  // per GPU per CE (shared mode): copies drawn on it
+  std::vector<int> ce_active_base_;      // per GPU: offset into ce_active_
+  std::vector<int> peer_in_, peer_out_;  // per GPU: copies received / sent (peer model)
   uint64_t ready_seq_ = 0;
   int done_ = 0;
 };
@@ -156,6 +163,19 @@ void Sim::ready(int task, double t, int pred) {
   ready_s_[task] = t;
   last_done_pred_[task] = pred;
   const Task& k = p_.tasks[task];
+  if (k.kind == Task::Kind::transfer && k.ce_gpu >= 0 && k.ce_shared) {
+    const int g = k.ce_gpu;
+    const int n = static_cast<int>(ce_busy_[g].size());
+    int* act = &ce_active_[ce_active_base_[g]];
+    int ce = k.copy_engine >= 0 ? k.copy_engine % n : 0;
+    if (k.copy_engine < 0)
+      for (int e = 1; e < n; ++e)
+        if (act[e] < act[ce]) ce = e;
+    ++act[ce];
+    out_.tasks[task].copy_engine = ce;
+    start(task, pred);
+    return;
+  }
   if (k.kind == Task::Kind::transfer && k.ce_gpu >= 0) {
     const int g = k.ce_gpu;
     auto& busy = ce_busy_[g];
@@ -196,6 +216,7 @@ void Sim::start(int task, int pred) {
   }
   take_sms(task, +1);
   count_ce(task, +1);
+  count_peers(task, +1);
   Pipe& pp = pipes_[task];
   const bool staged = k.legs.size() == 2;
   double chunk = k.chunk_bytes;
@@ -233,6 +254,21 @@ void Sim::advance_pipe(int task) {
   }
 }
 
+void Sim::count_peers(int task, int sign) {
+  const Task& k = p_.tasks[task];
+  if (k.peer_gpus[0] < 0 || k.peer_gpus[1] < 0) return;
+  peer_out_[k.peer_gpus[0]] += sign;
+  peer_in_[k.peer_gpus[1]] += sign;
+  for (int g : {k.peer_gpus[0], k.peer_gpus[1]}) {
+    const GpuModel& m = p_.gpus[g];
+    if (m.peer_resource < 0) continue;
+    const int pairs = std::min(peer_in_[g], peer_out_[g]);
+    const double cap =
+        pairs <= 1 ? kUnbounded_Bps : m.peer_bidir_Bps / (1.0 + m.peer_cost * (pairs - 1));
+    net_.set_capacity(m.peer_resource, cap);
+  }
+}
+
 void Sim::release_ce(int g, int ce) {
   auto& busy = ce_busy_[g];
   const int freed_by = busy[ce];
@@ -262,7 +298,13 @@ void Sim::finish(int task) {
   if (k.kind == Task::Kind::transfer) {
     take_sms(task, -1);
     count_ce(task, -1);
-    if (k.ce_gpu >= 0 && o.copy_engine >= 0) release_ce(k.ce_gpu, o.copy_engine);
+    count_peers(task, -1);
+    if (k.ce_gpu >= 0 && o.copy_engine >= 0) {
+      if (k.ce_shared)
+        --ce_active_[ce_active_base_[k.ce_gpu] + o.copy_engine];
+      else
+        release_ce(k.ce_gpu, o.copy_engine);
+    }
   }
   for (int d : dependents_[task]) {
     last_done_pred_[d] = task;
@@ -288,6 +330,14 @@ Outcome Sim::run() {
     ce_busy_[g].assign(std::max(1, p_.gpus[g].copy_engines), -1);
     pin_q_[g].resize(ce_busy_[g].size());
   }
+  ce_active_base_.assign(ngpu, 0);
+  for (int g = 0, off = 0; g < ngpu; off += static_cast<int>(ce_busy_[g].size()), ++g)
+    ce_active_base_[g] = off;
+  ce_active_.assign(ngpu == 0 ? 0 : ce_active_base_.back() + ce_busy_.back().size(), 0);
+  peer_in_.assign(ngpu, 0);
+  peer_out_.assign(ngpu, 0);
+  for (int g = 0; g < ngpu; ++g)
+    if (p_.gpus[g].peer_resource >= 0) net_.set_capacity(p_.gpus[g].peer_resource, kUnbounded_Bps);
   pipes_.assign(n, Pipe{});
   ready_s_.assign(n, 0);
   leg_route_.assign(static_cast<size_t>(n) * 2, -1);

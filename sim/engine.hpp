@@ -18,9 +18,20 @@
 //  - compute: `work_s` seconds of work at full GPU capacity, a flow on its GPU's compute resource
 //    (capacity 1 work-second per second, times the fraction of SMs not taken by SM-driven
 //    communication); concurrent compute on one GPU shares that capacity max-min (equally).
-// Lanes: a transfer with ce_gpu >= 0 holds one copy engine of that GPU from start to end; a GPU's
-// copy engines serve waiting transfers in the order they became ready (a transfer pinned to a CE
-// waits for that CE). Streams are FIFO: a task starts after its stream predecessor ends.
+// Lanes: a transfer with ce_gpu >= 0 is driven by that GPU's copy engines. Task::ce_shared
+// picks how it shares them:
+//  - false (per-engine FIFO): it holds one copy engine from start to end; a GPU's copy engines
+//    serve waiting transfers in the order they became ready (a transfer pinned to a CE waits for
+//    that CE);
+//  - true (shared; simulate() sets it for direct GPU-to-GPU copies by default): it starts as
+//    soon as it is ready, whatever else runs, and shares the links max-min; the lane it is drawn
+//    on is the GPU's CE with the fewest shared copies at its start (lowest index on ties), or its
+//    pinned CE. Shared copies do not hold the FIFO engines.
+// Peer concurrency (GpuModel::peer_resource >= 0): tasks with peer_gpus set count, per GPU, the
+// copies it sends (n_out) and receives (n_in) from start to end; the GPU's peer resource has
+// capacity peer_bidir_Bps / (1 + peer_cost * (m - 1)) with m = min(n_in, n_out) >= 2, and is
+// unbounded while m <= 1 (derivation and source: sim/README.md, "Many concurrent flows").
+// Streams are FIFO: a task starts after its stream predecessor ends.
 // SM-driven transfers take comm_sms SMs on each GPU in sm_gpus from start to end.
 #include <cstdint>
 #include <string>
@@ -51,6 +62,9 @@ struct Task {
   int copy_engine = -1;        ///< pinned CE index, -1 = any free one
   int sm_gpus[2] = {-1, -1};   ///< GPUs whose SMs it takes (Engine::sm)
   int comm_sms = 0;
+  int peer_gpus[2] = {-1, -1};  ///< (sender, receiver) counted for peer concurrency; -1 none
+  bool pcie_peer = false;       ///< compile-time note: a direct GPU-to-GPU route over PCIe
+  bool ce_shared = false;       ///< shares the copy engines (true) or holds one, FIFO (false)
   // compute
   int gpu = -1;
   double work_s = 0;
@@ -69,6 +83,9 @@ struct GpuModel {
   int sm_count = 1;
   double ce_copy = 0;          ///< attention time ratio - 1 beside copy-engine copies
   double sm_copy_per_sm = -1;  ///< attention time ratio - 1 per SM taken; < 0: SM share only
+  int peer_resource = -1;     ///< Problem resource capped by peer concurrency; -1: none
+  double peer_bidir_Bps = 0;  ///< that resource's capacity at m = 1 (both directions summed)
+  double peer_cost = 0;       ///< capacity divisor growth per concurrent peer pair beyond one
 };
 
 struct Problem {

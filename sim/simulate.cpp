@@ -64,13 +64,32 @@ struct Compile {
   std::vector<int> owner_gpu = std::vector<int>(nt + nc, -1);
 };
 
-// The machine: one engine resource per topology resource, and each GPU's copy engines and SMs.
+// Both directions of GPU g's PCIe link to its parent together (2 * duplex * capacity), bytes/s;
+// 0 when it has none (NVLink-C2C host link).
+double gpu_pcie_bidir_Bps(const topology::Topology& t, int g) {
+  const std::string& id = t.nodes()[t.gpu_node(g)].id;
+  for (const auto& l : t.links())
+    if (l.kind == topology::LinkKind::pcie && (l.b == id || l.a == id))
+      return 2 * l.duplex_factor * l.capacity_Bps;
+  return 0;
+}
+
+// The machine: one engine resource per topology resource, and each GPU's copy engines, SMs and
+// (peer concurrency on) its peer resource.
 void compile_machine(Compile& c) {
   for (const auto& r : c.topo.resources()) c.p.capacity_Bps.push_back(r.capacity_Bps);
   for (int g = 0; g < c.ngpu; ++g) {
     const auto& spec = c.topo.gpu(g);
-    c.p.gpus.push_back(GpuModel{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),
-                                c.options.contention_ce_copy, c.options.contention_sm_copy_per_sm});
+    GpuModel m{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),
+               c.options.contention_ce_copy, c.options.contention_sm_copy_per_sm};
+    const double bidir = gpu_pcie_bidir_Bps(c.topo, g);
+    if (c.options.peer_concurrency_cost > 0 && bidir > 0) {
+      m.peer_resource = static_cast<int>(c.p.capacity_Bps.size());
+      c.p.capacity_Bps.push_back(1e30);  // set by the engine as copies start and end
+      m.peer_bidir_Bps = bidir;
+      m.peer_cost = c.options.peer_concurrency_cost;
+    }
+    c.p.gpus.push_back(m);
   }
   c.p.tasks.reserve(c.nt + c.nc);
 }
@@ -125,6 +144,13 @@ Status check_transfer(const Compile& c, size_t i, int se, int de) {
     return input_error(file, ptr("transfers", i, "bytes"),
                        "bytes must be at most 2^50 (1 PiB), got " + fmt_g(t.bytes));
   if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
+  if (t.engine == Engine::ce && t.driver != Driver::automatic) {
+    const bool src = t.driver == Driver::src;
+    if ((src ? se : de) >= c.ngpu)
+      return input_error(file, ptr("transfers", i, "driver"),
+                         std::string("driver \"") + (src ? "src" : "dst") + "\" is " +
+                             (src ? t.src : t.dst) + ", which has no copy engine");
+  }
   return Ok{};
 }
 
@@ -137,6 +163,10 @@ Status compile_route(const Compile& c, size_t i, int se, int de, Task& k) {
     return input_error(c.file, ptr("transfers", i, ""),
                        "no route from " + t.src + " to " + t.dst + ": " + rr.error().message);
   const topology::Route& route = rr.value();
+  const bool gpu_to_gpu =
+      !route.host_staged && route.legs.size() == 1 && se < c.ngpu && de < c.ngpu && se != de;
+  k.pcie_peer = gpu_to_gpu && route.path_class != topology::PathClass::nvlink;
+  k.ce_shared = gpu_to_gpu && c.options.copy_engines_shared;
   if (route.legs.empty() || route.legs.size() > 2)
     return input_error(c.file, ptr("transfers", i, ""),
                        "no route from " + t.src + " to " + t.dst + " (route has no legs)");
@@ -155,7 +185,11 @@ Status compile_chunking(const Compile& c, size_t i, Task& k) {
   const Transfer& t = c.work.transfers[i];
   k.bytes = t.bytes;
   k.cap_Bps = t.rate_cap_Bps;
-  if (k.legs.size() == 2) {
+  if (k.legs.size() == 2 && t.staging == Staging::driver) {
+    k.chunk_bytes = c.options.driver_staging_chunk_bytes;
+    k.buffers = 2;
+    k.chunk_overhead_s = c.options.driver_staging_chunk_overhead_s;
+  } else if (k.legs.size() == 2) {
     k.chunk_bytes = t.chunk_bytes > 0 ? t.chunk_bytes : c.options.default_chunk_bytes;
     k.buffers = t.staging_buffers > 0 ? t.staging_buffers : c.options.default_staging_buffers;
     k.chunk_overhead_s = c.options.staging_chunk_overhead_s;
@@ -198,7 +232,24 @@ Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
   const Transfer& t = c.work.transfers[i];
   switch (t.engine) {
     case Engine::ce:
+      if (t.driver == Driver::src) c.owner_gpu[i] = src_gpu;
+      if (t.driver == Driver::dst) c.owner_gpu[i] = dst_gpu;
       k.ce_gpu = c.owner_gpu[i];
+      if (k.pcie_peer) {
+        // Peer concurrency: counted at both ends; a pull costs 1 / read efficiency there.
+        const bool pull = k.ce_gpu == dst_gpu;
+        const double coef = pull ? 1.0 / c.options.contended_read_efficiency : 1.0;
+        bool any = false;
+        for (const int g : {src_gpu, dst_gpu})
+          if (c.p.gpus[g].peer_resource >= 0) {
+            k.legs[0].uses.push_back(lmm::Use{c.p.gpus[g].peer_resource, coef});
+            any = true;
+          }
+        if (any) {
+          k.peer_gpus[0] = src_gpu;
+          k.peer_gpus[1] = dst_gpu;
+        }
+      }
       k.copy_engine = t.copy_engine;
       if (k.ce_gpu >= 0 && t.copy_engine >= c.p.gpus[k.ce_gpu].copy_engines)
         return input_error(c.file, ptr("transfers", i, "copy_engine"),

@@ -90,18 +90,21 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       const std::string place = "/transfers/" + std::to_string(i);
       Transfer t;
       double cap_GBps = 0;
-      std::string engine = "ce", route = "auto";
+      std::string engine = "ce", route = "auto", driver, staging = "pipelined";
       const bool ok =
           rd.check_keys(o, place,
                         {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
                          "rate_cap_GBps", "chunk_bytes", "staging_buffers", "comm_sms",
-                         "copy_engine", "layer", "kv_blocks", "comment"}) &&
-          rd.string_field(o, place, "id", t.id, true) && rd.string_field(o, place, "src", t.src, true) &&
+                         "copy_engine", "layer", "kv_blocks", "driver", "staging", "comment"}) &&
+          rd.string_field(o, place, "id", t.id, true) &&
+          rd.string_field(o, place, "src", t.src, true) &&
           rd.string_field(o, place, "dst", t.dst, true) &&
           rd.number_field(o, place, "bytes", t.bytes, true) && rd.after_field(o, place, t.after) &&
           rd.string_field(o, place, "engine", engine, false) &&
           rd.string_field(o, place, "stream", t.stream, false) &&
           rd.string_field(o, place, "route", route, false) &&
+          rd.string_field(o, place, "driver", driver, false) &&
+          rd.string_field(o, place, "staging", staging, false) &&
           rd.number_field(o, place, "rate_cap_GBps", cap_GBps, false) &&
           rd.number_field(o, place, "chunk_bytes", t.chunk_bytes, false) &&
           rd.int_field(o, place, "staging_buffers", t.staging_buffers, 1) &&
@@ -118,6 +121,22 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       else if (route == "p2p") t.route = topology::RouteMode::p2p;
       else if (route == "host_staged") t.route = topology::RouteMode::host_staged;
       else return input_error(source_name, place + "/route", "expected \"auto\", \"p2p\" or \"host_staged\", got \"" + route + "\"");
+      if (driver.empty() && o.contains("driver"))
+        return input_error(source_name, place + "/driver", "expected \"src\" or \"dst\", got \"\"");
+      if (driver == "src")
+        t.driver = Driver::src;
+      else if (driver == "dst")
+        t.driver = Driver::dst;
+      else if (!driver.empty())
+        return input_error(source_name, place + "/driver",
+                           "expected \"src\" or \"dst\", got \"" + driver + "\"");
+      if (staging == "pipelined")
+        t.staging = Staging::pipelined;
+      else if (staging == "driver")
+        t.staging = Staging::driver;
+      else
+        return input_error(source_name, place + "/staging",
+                           "expected \"pipelined\" or \"driver\", got \"" + staging + "\"");
       if (auto kv = o.find("kv_blocks"); kv != o.end()) {
         if (!kv->is_array()) return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
         for (size_t j = 0; j < kv->size(); ++j) {

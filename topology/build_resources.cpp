@@ -1,5 +1,7 @@
 // Builder phase that lists the shared capacities: both directions (and the duplex sum) of every
 // link, each cpu's root complex and each NUMA node's host memory.
+#include <algorithm>
+
 #include "builder.hpp"
 
 namespace sparsp::topology::detail {
@@ -35,6 +37,32 @@ void Builder::build_resources() {
           add_resource(n.id + ".rc", ResourceKind::root_complex, n.root_complex_Bps);
     }
   }
+  t_.res_chip.clear();
+  for (const auto& [chip, bps] : t_.options.chip_fabric_Bps)
+    t_.res_chip[chip] = add_resource("chip:" + chip, ResourceKind::switch_fabric, bps);
+  // Cross-socket PCIe P2P (CPU families): per ordered GPU pair on two sockets, at most the lower
+  // cross_socket_p2p of the two families times the slower of the two GPUs' links. A per-pair cap,
+  // not a per-byte link cost: one reader of 7 peers across sockets still fills its link (p2pmark
+  // single reader, 55 GB/s on the direct-attach Genoa case), while one pair alone runs at 43.
+  t_.res_xsocket.clear();
+  for (size_t i = 0; i < t_.gpu_nodes.size(); ++i)
+    for (size_t j = 0; j < t_.gpu_nodes.size(); ++j) {
+      const int ni = t_.gpu_nodes[i], nj = t_.gpu_nodes[j];
+      const int ci = t_.node_cpu[static_cast<size_t>(ni)],
+                cj = t_.node_cpu[static_cast<size_t>(nj)];
+      if (i == j || ci == cj || ci < 0 || cj < 0) continue;
+      double e = 1.0;
+      for (int c : {ci, cj})
+        if (auto f = find_cpu_family(t_.nodes[static_cast<size_t>(c)].family))
+          e = std::min(e, f->cross_socket_p2p);
+      const int ui = t_.up_link[static_cast<size_t>(ni)], uj = t_.up_link[static_cast<size_t>(nj)];
+      if (e >= 1.0 || ui < 0 || uj < 0) continue;
+      const double link = std::min(t_.links[static_cast<size_t>(ui)].capacity_Bps,
+                                   t_.links[static_cast<size_t>(uj)].capacity_Bps);
+      t_.res_xsocket[{ni, nj}] = add_resource(t_.nodes[static_cast<size_t>(ni)].id + "=>" +
+                                                  t_.nodes[static_cast<size_t>(nj)].id + ".xsocket",
+                                              ResourceKind::root_complex, e * link);
+    }
   t_.res_host_memory.assign(t_.cpu_of_numa.size(), -1);
   for (size_t k = 0; k < t_.cpu_of_numa.size(); ++k) {
     const Node& n = t_.nodes[static_cast<size_t>(t_.cpu_of_numa[k])];
@@ -42,6 +70,20 @@ void Builder::build_resources() {
       t_.res_host_memory[k] = add_resource("host" + std::to_string(k) + ".mem",
                                            ResourceKind::host_memory, n.host_memory_Bps);
     }
+  }
+}
+
+// CPU families (cpu_families()): a family with a published duplex factor sets it on every PCIe
+// link of its tree that still has the default factor (a link's own duplex_factor wins).
+void Builder::apply_cpu_families() {
+  for (size_t li = 0; li < t_.links.size(); ++li) {
+    Link& l = t_.links[li];
+    if (l.kind != LinkKind::pcie || l.duplex_factor != pcie_default_duplex_factor()) continue;
+    const int below = t_.index.at(l.b);
+    const int cpu = t_.node_cpu[static_cast<size_t>(below)];
+    if (cpu < 0) continue;
+    const auto fam = find_cpu_family(t_.nodes[static_cast<size_t>(cpu)].family);
+    if (fam && fam->duplex_factor > 0) l.duplex_factor = fam->duplex_factor;
   }
 }
 

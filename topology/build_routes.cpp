@@ -52,6 +52,15 @@ PathClass Builder::pcie_class(int gi, int gj) const {
 }
 
 void Builder::build_gpu_matrices() {
+  const size_t g = t_.gpu_nodes.size();
+  t_.same_chip.assign(g, std::vector<bool>(g, false));
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = 0; j < g; ++j) {
+      const int pi = chip_partition(t_.gpu_nodes[i]), pj = chip_partition(t_.gpu_nodes[j]);
+      t_.same_chip[i][j] =
+          pi >= 0 && pj >= 0 && pi != pj &&
+          t_.nodes[static_cast<size_t>(pi)].chip == t_.nodes[static_cast<size_t>(pj)].chip;
+    }
   count_nvlinks();
   classify_gpu_pairs();
   apply_p2p_overrides();
@@ -313,10 +322,36 @@ int Builder::pcie_turn(int ni, int nj) const {
   return turn;
 }
 
+// The lowest pcie_switch above node n that is a partition of a chip (Node::chip), -1 if none.
+int Builder::chip_partition(int n) const {
+  for (int v = t_.parent[static_cast<size_t>(n)]; v >= 0; v = t_.parent[static_cast<size_t>(v)]) {
+    const Node& x = t_.nodes[static_cast<size_t>(v)];
+    if (x.kind != NodeKind::pcie_switch) return -1;
+    if (!x.chip.empty()) return v;
+  }
+  return -1;
+}
+
 // Up from GPU node ni to the turn, the root complex there, across sockets if need be, and down
-// to GPU node nj.
+// to GPU node nj. Between two partitions of one switch chip: up to ni's partition, across the
+// chip's fabric (its resource when capped), down from nj's partition. Across sockets of a CPU
+// family with a cross-socket P2P efficiency below 1, the pair's own cap (res_xsocket).
 void Builder::pcie_path(LegBuilder& leg, int ni, int nj) const {
   const int ci = t_.node_cpu[static_cast<size_t>(ni)], cj = t_.node_cpu[static_cast<size_t>(nj)];
+  const int pi = chip_partition(ni), pj = chip_partition(nj);
+  if (pi >= 0 && pj >= 0 && pi != pj &&
+      t_.nodes[static_cast<size_t>(pi)].chip == t_.nodes[static_cast<size_t>(pj)].chip &&
+      !t_.nodes[static_cast<size_t>(pi)].acs_redirect &&
+      !t_.nodes[static_cast<size_t>(pj)].acs_redirect) {
+    climb(leg, ni, pi);
+    if (auto it = t_.res_chip.find(t_.nodes[static_cast<size_t>(pi)].chip); it != t_.res_chip.end())
+      use(leg, it->second, 1.0);
+    leg.hops.push_back(t_.nodes[static_cast<size_t>(pj)].id);
+    descend(leg, chain(nj), pj);
+    return;
+  }
+  if (auto it = t_.res_xsocket.find({ni, nj}); it != t_.res_xsocket.end())
+    use(leg, it->second, 1.0);
   const int turn = pcie_turn(ni, nj);
   climb(leg, ni, turn);
   const NodeKind tk = t_.nodes[static_cast<size_t>(turn)].kind;

@@ -97,6 +97,8 @@ class Builder {
   void nvlink_path(LegBuilder& leg, int ni, int nj) const;
   std::vector<NvSwitchVia> nvswitch_vias(int ni, int nj) const;
   int pcie_turn(int ni, int nj) const;
+  int chip_partition(int n) const;
+  void apply_cpu_families();
   void pcie_path(LegBuilder& leg, int ni, int nj) const;
   Result<Route> make_route(int s, int d, RouteMode mode) const;
   std::string why_no_p2p(int i, int j) const;

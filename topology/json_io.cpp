@@ -218,6 +218,53 @@ struct Parsed {
   Ptr overrides_at;
 };
 
+// ---- partitioned switch chips and CPU families (issue 17) ----
+
+// A node's "chip" (pcie_switch only, a non-empty id) and "family" (cpu only, a known family).
+void parse_chip_and_family(const Reader& r, const json& o, const Ptr& at, Node& n) {
+  if (r.find(o, "chip")) {
+    if (n.kind != NodeKind::pcie_switch)
+      r.fail(at / "chip",
+             "\"chip\" is only for pcie_switch nodes (this node is a " + to_string(n.kind) + ")");
+    n.chip = r.string(o, at, "chip");
+    if (n.chip.empty()) r.fail(at / "chip", "expected a non-empty chip id");
+  }
+  if (r.find(o, "family")) {
+    if (n.kind != NodeKind::cpu)
+      r.fail(at / "family",
+             "\"family\" is only for cpu nodes (this node is a " + to_string(n.kind) + ")");
+    n.family = r.string(o, at, "family");
+    if (!find_cpu_family(n.family)) {
+      std::string names;
+      for (const CpuFamily& f : cpu_families()) names += (names.empty() ? "" : ", ") + f.name;
+      r.fail(at / "family", "unknown CPU family '" + n.family + "' (known: " + names + ")");
+    }
+  }
+}
+
+// Top-level "chips": {"<id>": {"fabric_GBps": N}}; every id must be a chip of some switch.
+void parse_chips(const Reader& r, const json& root, Parsed& out) {
+  const json* chips = r.find(root, "chips");
+  if (!chips) return;
+  const Ptr at("/chips");
+  r.expect_object(*chips, at);
+  for (auto it = chips->begin(); it != chips->end(); ++it) {
+    const Ptr cat = at / it.key();
+    bool used = false;
+    for (const Node& n : out.nodes)
+      used = used || (n.kind == NodeKind::pcie_switch && n.chip == it.key());
+    if (!used)
+      r.fail(cat, "unknown chip id '" + it.key() + "' (no pcie_switch has \"chip\": \"" + it.key() +
+                      "\")");
+    r.expect_object(*it, cat);
+    r.allow_keys(*it, cat, {"fabric_GBps", "fabric_Bps"});
+    const auto bw = r.bandwidth(*it, cat, "fabric");
+    if (!bw) r.fail(cat / "fabric_GBps", "missing required key 'fabric_GBps'");
+    if (!(*bw > 0)) r.fail(cat / "fabric_GBps", "must be > 0");
+    out.options.chip_fabric_Bps.emplace_back(it.key(), *bw);
+  }
+}
+
 void parse_graph(const Reader& r, const json& root, Parsed& out) {
   const Ptr nodes_at = Ptr("/nodes");
   const json& nodes = r.require(root, Ptr(), "nodes");
@@ -230,6 +277,7 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
     Node n;
     n.id = r.string(o, at, "id");
     n.kind = parse_node_kind(r, r.string(o, at, "kind"), at / "kind");
+    parse_chip_and_family(r, o, at, n);
     switch (n.kind) {
       case NodeKind::gpu:
         r.allow_keys(o, at,
@@ -238,13 +286,13 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         n.gpu = parse_gpu_spec(r, o, at);
         break;
       case NodeKind::pcie_switch:
-        r.allow_keys(o, at, {"id", "kind", "acs_redirect"});
+        r.allow_keys(o, at, {"id", "kind", "acs_redirect", "chip"});
         n.acs_redirect = r.boolean(o, at, "acs_redirect", false);
         break;
       case NodeKind::cpu:
         r.allow_keys(o, at,
                      {"id", "kind", "numa_node", "numa_id", "host_memory_Bps", "host_memory_GBps",
-                      "root_complex_Bps", "root_complex_GBps", "peer_coefficient"});
+                      "root_complex_Bps", "root_complex_GBps", "peer_coefficient", "family"});
         n.numa_node = r.integer(o, at, "numa_node", -1);
         if (r.find(o, "numa_node") && n.numa_node < 0) r.fail(at / "numa_node", "must be >= 0");
         n.numa_id = r.integer(o, at, "numa_id", -1);
@@ -348,7 +396,8 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
                        "inter_socket",     "inter_socket_GBps",
                        "host_memory_GBps", "root_complex_GBps",
                        "peer_coefficient", "pcie_latency_us",
-                       "gpu_link_GBps",    "uplink_GBps"});
+                       "gpu_link_GBps",    "uplink_GBps",
+                       "switch_chips",     "family"});
   const int sockets = r.integer(t, at, "sockets", 1);
   if (sockets < 1 || sockets > 16) r.fail(at / "sockets", "must be 1..16");
   const int sw_per_socket = r.integer(t, at, "switches_per_socket", 0);
@@ -409,6 +458,22 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
   const double rc_Bps = r.bandwidth(t, at, "root_complex", true).value_or(0);
   const double peer_coefficient = r.opt_number(t, at, "peer_coefficient").value_or(1.0);
   if (peer_coefficient < 1) r.fail(at / "peer_coefficient", "must be >= 1");
+  Node family_probe;
+  family_probe.kind = NodeKind::cpu;
+  parse_chip_and_family(r, t, at, family_probe);  // "family" (the template has no "chip")
+  std::vector<std::string> switch_chips;
+  if (const json* sc = r.find(t, "switch_chips")) {
+    const Ptr sat = at / "switch_chips";
+    if (!sc->is_array()) r.fail(sat, std::string("expected an array, got ") + sc->type_name());
+    if (static_cast<long>(sc->size()) != static_cast<long>(sockets) * sw_per_socket)
+      r.fail(sat, "expected one chip id per switch (" + std::to_string(sockets * sw_per_socket) +
+                      "), got " + std::to_string(sc->size()));
+    for (size_t i = 0; i < sc->size(); ++i) {
+      if (!(*sc)[i].is_string() || (*sc)[i].get<std::string>().empty())
+        r.fail(sat / i, "expected a non-empty chip id string");
+      switch_chips.push_back((*sc)[i].get<std::string>());
+    }
+  }
 
   const std::string place = at.to_string();
   auto add_node = [&](Node n) {
@@ -440,6 +505,7 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
     cpu.host_memory_Bps = host_memory_Bps;
     cpu.root_complex_Bps = rc_Bps;
     cpu.peer_coefficient = peer_coefficient;
+    cpu.family = family_probe.family;
     add_node(std::move(cpu));
   }
   int gpu = 0, sw = 0;
@@ -466,6 +532,7 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
         n.id = "sw" + std::to_string(sw);
         n.kind = NodeKind::pcie_switch;
         n.acs_redirect = acs;
+        if (!switch_chips.empty()) n.chip = switch_chips[static_cast<size_t>(sw)];
         add_node(std::move(n));
         add_pcie(top, "sw" + std::to_string(sw), up_gen, up_width, uplink_Bps);
         for (int g = 0; g < gpus_per_switch; ++g, ++gpu) {
@@ -625,7 +692,8 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     r.expect_object(root, Ptr());
     r.allow_keys(root, Ptr(),
                  {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
-                  "nccl", "nodes", "links", "template", "source_notes", "measured_compute"});
+                  "nccl", "nodes", "links", "template", "source_notes", "measured_compute",
+                  "chips"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -657,6 +725,7 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
       p.options.p2p = r.boolean(root, Ptr(), "p2p", true);
       p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
     }
+    parse_chips(r, root, p);
     if (const json* ov = r.find(root, "p2p_overrides")) {
       const Ptr at("/p2p_overrides");
       if (!ov->is_array()) r.fail(at, std::string("expected an array, got ") + ov->type_name());
@@ -842,6 +911,7 @@ std::string Topology::to_json() const {
         break;
       case NodeKind::pcie_switch:
         o["acs_redirect"] = n.acs_redirect;
+        if (!n.chip.empty()) o["chip"] = n.chip;
         break;
       case NodeKind::cpu:
         o["numa_node"] = n.numa_node;
@@ -849,6 +919,7 @@ std::string Topology::to_json() const {
         o["host_memory_Bps"] = n.host_memory_Bps;
         o["root_complex_Bps"] = n.root_complex_Bps;
         o["peer_coefficient"] = n.peer_coefficient;
+        if (!n.family.empty()) o["family"] = n.family;
         break;
       case NodeKind::nic:
         if (n.ports > 1) o["ports"] = n.ports;
@@ -878,6 +949,11 @@ std::string Topology::to_json() const {
     links.push_back(std::move(o));
   }
   root["links"] = std::move(links);
+  if (!impl_->options.chip_fabric_Bps.empty()) {
+    ojson chips = ojson::object();
+    for (const auto& [id, bps] : impl_->options.chip_fabric_Bps) chips[id]["fabric_Bps"] = bps;
+    root["chips"] = std::move(chips);
+  }
   return root.dump(2) + "\n";
 }
 

@@ -191,14 +191,21 @@ std::string show_text(const Topology& topo) {
   };
   out << "\nPath classes (nvidia-smi topo -m legend):\n";
   header(6);
+  bool any_chip = false;
   for (int i = 0; i < g; ++i) {
     out << pad("gpu" + std::to_string(i), 6);
     for (int j = 0; j < g; ++j) {
       const auto ii = static_cast<size_t>(i), jj = static_cast<size_t>(j);
-      out << pad(to_string(rep.path_class[ii][jj], rep.nvlink_count[ii][jj]), 6);
+      const bool chip = i != j && topo.same_switch_chip(i, j);
+      any_chip = any_chip || chip;
+      out << pad(to_string(rep.path_class[ii][jj], rep.nvlink_count[ii][jj]) + (chip ? "^" : ""),
+                 6);
     }
     out << "\n";
   }
+  if (any_chip)
+    out << "^ = two partitions of one switch chip: peer traffic crosses the chip's fabric, not "
+           "the uplinks and the CPU\n";
   auto matrix = [&](const char* title, const std::vector<std::vector<double>>& m) {
     out << "\n" << title << "\n";
     header(8);

@@ -78,6 +78,9 @@ const std::string& Topology::source() const { return impl_->source; }
 const std::vector<Node>& Topology::nodes() const { return impl_->nodes; }
 const std::vector<Link>& Topology::links() const { return impl_->links; }
 const Topology::Options& Topology::options() const { return impl_->options; }
+bool Topology::same_switch_chip(int i, int j) const {
+  return impl_->same_chip[static_cast<size_t>(i)][static_cast<size_t>(j)];
+}
 bool Topology::p2p_enabled() const { return impl_->options.p2p; }
 bool Topology::p2p_cross_socket() const { return impl_->options.p2p_cross_socket; }
 int Topology::num_gpus() const { return static_cast<int>(impl_->gpu_nodes.size()); }
@@ -198,6 +201,7 @@ std::optional<Error> detail::Builder::run() {
   if (auto e = check_links()) return e;
   if (auto e = build_tree()) return e;
   if (auto e = check_sockets()) return e;
+  apply_cpu_families();
   build_resources();
   build_gpu_matrices();
   build_routes();

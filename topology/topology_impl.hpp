@@ -28,6 +28,10 @@ struct Topology::Impl {
   std::vector<int> res_duplex;                     ///< link -> duplex resource or -1
   std::vector<int> res_root_complex;               ///< node -> root complex resource or -1
   std::vector<int> res_host_memory;                ///< NUMA node -> host memory resource or -1
+  std::map<std::string, int> res_chip;             ///< capped switch chip id -> fabric resource
+  /// (src GPU node, dst GPU node) across sockets -> that pair's cross-socket P2P cap resource
+  std::map<std::pair<int, int>, int> res_xsocket;
+  std::vector<std::vector<bool>> same_chip;        ///< GPU x GPU: below two partitions of a chip
   std::vector<std::vector<int>> nvlinks;           ///< GPU x GPU bonded NVLink count
   std::vector<std::vector<PathClass>> path_class;  ///< GPU x GPU
   std::vector<std::vector<bool>> p2p;              ///< GPU x GPU direct peer access allowed

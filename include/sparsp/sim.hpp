@@ -17,9 +17,25 @@ namespace sparsp::sim {
 
 /// What drives a transfer.
 enum class Engine {
-  ce,           ///< a copy engine of the source GPU (destination GPU for host->GPU); no SMs taken
+  ce,           ///< a copy engine of the driving GPU (Transfer::driver; default the source GPU,
+                ///< the destination for host->GPU); no SMs taken. Demand-directed schemes'
+                ///< messages go from the block's owner, so by default the owner pushes
   sm,           ///< an SM-driven copy kernel (NCCL-style); takes `comm_sms` SMs while it runs
   host,         ///< host-driven memcpy (CPU threads); no GPU resources
+};
+
+/// Which GPU's copy engine drives a copy-engine transfer (Engine::ce only; sm and host ignore it).
+enum class Driver {
+  automatic,  ///< today's rule: the source GPU, or the destination for host->GPU
+  src,        ///< push: the source GPU's engine writes to the destination
+  dst,        ///< pull: the destination GPU's engine reads from the source
+};
+
+/// How a host-staged GPU-to-GPU transfer runs.
+enum class Staging {
+  pipelined,  ///< sparsp's own staging: chunks through pinned buffers, both legs overlapped
+  driver,     ///< the CUDA driver's cudaMemcpyPeer fallback without peer access (what
+           ///< p2pBandwidthLatencyTest's P2P=Disabled rows measure); SimOptions::driver_staging_*
 };
 
 struct Transfer {
@@ -36,6 +52,8 @@ struct Transfer {
   int comm_sms = 0;                      ///< SMs taken while it runs, for Engine::sm (on the
                                          ///< source and destination GPU)
   int copy_engine = -1;                  ///< pin to this copy engine (-1: first free one)
+  Driver driver = Driver::automatic;     ///< JSON "driver": "src" | "dst" (absent: automatic)
+  Staging staging = Staging::pipelined;  ///< JSON "staging": "pipelined" | "driver"
   // Plan metadata (carried, not interpreted by the engine):
   int layer = -1;
   std::vector<int32_t> kv_blocks;        ///< KV block ids carried
@@ -69,6 +87,29 @@ struct SimOptions {
   /// 1-16 MiB, `sparsp calibrate`, replay/RESULTS.md "staged:0"). Model and derivation: sim/README.
   double staging_chunk_overhead_s = 6.25e-6;
   double compute_efficiency = 0.6;       ///< fraction of peak bf16 FLOP/s reached by attention
+  /// Staging "driver" (the driver's cudaMemcpyPeer fallback without peer access): chunks of
+  /// driver_staging_chunk_bytes through 2 buffers, each chunk holding its first leg
+  /// driver_staging_chunk_overhead_s longer. 32 us per 4 MiB: fitted to p2pBandwidthLatencyTest's
+  /// P2P=Disabled unidirectional means of the H100 SXM (37.1 GB/s, 34 us) and RTX 4090 SYS pairs
+  /// (22.3 GB/s, 30 us) cases (sim/README.md "Driver staging").
+  double driver_staging_chunk_bytes = 4.0 * 1024 * 1024;
+  double driver_staging_chunk_overhead_s = 32e-6;
+  /// How concurrent direct GPU-to-GPU copies (P2P, NVLink) share the driving GPU's copy
+  /// engines. true (default): all run at once and share the links (the RTX PRO 6000 many-flow
+  /// rows, sim/README.md "Many concurrent flows"); false: each holds one of the GPU's
+  /// copy_engines, first come first served. Host copies (H2D, D2H, host-staged legs) always hold
+  /// one engine each, FIFO: the H200 serves same-direction host copies one at a time
+  /// (replay/RESULTS.md, "Copy-engine concurrency").
+  bool copy_engines_shared = true;
+  /// Peer concurrency cost: a GPU that sends and receives m >= 2 PCIe peer copies at once moves
+  /// at most 2 * duplex * link / (1 + cost * (m - 1)) in and out together. 0.2: fitted to the
+  /// two-switch RTX PRO 6000 case's 12- and 56-flow rows (../shared/cases, sim/README.md);
+  /// 0 turns it off.
+  double peer_concurrency_cost = 0.2;
+  /// Pull (driver "dst") copies under peer contention: each byte costs 1 / this of the peer
+  /// capacity. Fitted to p2pmark's 4-GPU all-read-all (121 GB/s) against the same set written
+  /// (148.9 GB/s) on the two-switch case (sim/README.md); 1 turns it off.
+  double contended_read_efficiency = 0.9;
   bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
   /// Attention slowdown beside transfers, on every GPU (sim/engine.hpp GpuModel): time ratio - 1
   /// while a copy-engine transfer of the GPU runs (0: none, today's model), and per SM taken by

@@ -75,6 +75,14 @@ struct Node {
   double root_complex_Bps = 0;    ///< cpu: aggregate root-complex capacity, 0 = unlimited
   double peer_coefficient = 1.0;  ///< cpu: cost per byte of peer traffic turning at this root
                                   ///< complex (NCCL charges Intel root complexes 1.2x)
+  /// pcie_switch: id of the physical switch chip this (virtual) switch is a partition of; ""
+  /// none. Peer traffic between two partitions of one chip crosses the chip's internal fabric
+  /// (Options::chip_fabric_Bps), not their uplinks and the CPU.
+  std::string chip;
+  /// cpu: platform family (find_cpu_family: "amd-genoa", "amd-turin", "amd-trpro-7000",
+  /// "intel-spr", "intel-emr"); "" unknown. Sets the duplex factor of the PCIe links below it
+  /// and the cross-socket P2P efficiency, where published (topology/README.md).
+  std::string family;
 };
 
 struct Link {
@@ -91,7 +99,14 @@ struct Link {
   bool capacity_measured = false;  ///< capacity_Bps is a measured override, not derived
 };
 
-enum class ResourceKind { link_direction, link_duplex, root_complex, inter_socket, host_memory };
+enum class ResourceKind {
+  link_direction,
+  link_duplex,
+  root_complex,
+  inter_socket,
+  host_memory,
+  switch_fabric,  ///< a partitioned switch chip's internal fabric ("chip:<id>")
+};
 
 /// One shared capacity: sum over flows f using it of coefficient_f * rate_f <= capacity_Bps.
 struct Resource {
@@ -248,6 +263,10 @@ class Topology {
     std::vector<std::string> notes;
     /// Measured compute figures (JSON "measured_compute"), in file order.
     std::vector<MeasuredCompute> measured_compute;
+    /// Switch chips with a capped internal fabric (JSON "chips": {"<id>": {"fabric_GBps": N}}):
+    /// (chip id, bytes/s for peer traffic between its partitions, both directions summed). A
+    /// chip not listed has an unlimited fabric.
+    std::vector<std::pair<std::string, double>> chip_fabric_Bps;
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,
@@ -255,6 +274,9 @@ class Topology {
                                 std::vector<std::string> node_places = {},
                                 std::vector<std::string> link_places = {});
   const Options& options() const;
+  /// Whether GPUs i and j hang below two different partitions of one switch chip (their peer
+  /// traffic crosses the chip's fabric; `topo show` marks such pairs).
+  bool same_switch_chip(int i, int j) const;
 
   /// Opaque implementation state (topology/topology_impl.hpp).
   struct Impl;
@@ -297,6 +319,18 @@ std::optional<GpuSpec> find_gpu_model(std::string_view name);
 Result<GpuSpec> lookup_gpu_model(std::string_view name, const std::string& file);
 /// The registry entry with this PCI device id (NVIDIA vendor 0x10de); nullopt if none.
 std::optional<GpuSpec> find_gpu_model_by_pci_id(int device_id);
+
+/// Per-platform PCIe figures of a CPU family (topology/cpu_families.cpp, each with its source).
+struct CpuFamily {
+  std::string name;               ///< e.g. "amd-genoa"
+  double duplex_factor = 0;       ///< PCIe links below it; 0: not published (link default)
+  double cross_socket_p2p = 1.0;  ///< PCIe P2P across sockets reaches this fraction of a link
+  std::string source;             ///< where the figures come from
+};
+/// The family table, in name order.
+const std::vector<CpuFamily>& cpu_families();
+/// The family with this exact name; nullopt if unknown.
+std::optional<CpuFamily> find_cpu_family(std::string_view name);
 
 /// Names of the built-in presets (file stems of configs/topologies/*.json), sorted.
 std::vector<std::string> preset_names();

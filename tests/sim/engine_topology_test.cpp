@@ -29,10 +29,11 @@ topology::Topology topo(const std::string& json) {
   return std::move(t).value();
 }
 
-sim::SimResult run(const topology::Topology& t, const std::string& workload) {
+sim::SimResult run(const topology::Topology& t, const std::string& workload,
+                   const sim::SimOptions& options = {}) {
   auto w = sim::parse_workload(workload, "<w>");
   REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
-  auto r = sim::simulate(t, *w);
+  auto r = sim::simulate(t, *w, options);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   return std::move(r).value();
 }
@@ -163,7 +164,9 @@ TEST_CASE("simulate: SM-driven transfer slows compute on its GPUs; DAG and criti
   CHECK(r.critical_path == std::vector<std::string>{"c0"});
 }
 
-TEST_CASE("simulate: streams are FIFO and copy engines serve in order") {
+TEST_CASE("simulate: streams are FIFO and copy engines serve in order (per-engine FIFO model)") {
+  sim::SimOptions fifo;
+  fifo.copy_engines_shared = false;
   // L40S have 2 copy engines (preset table). Three 1 GB gpu0 -> gpu1 copies ready at 0: two run
   // together (10 GB/s each: both share gpu0->sw0 at 20 GB/s), the third waits for a CE:
   // first two end at 3e-6 + 1e9 / 10e9 = 0.100003 s; the third then runs alone at 20 GB/s:
@@ -173,7 +176,8 @@ TEST_CASE("simulate: streams are FIFO and copy engines serve in order") {
   auto r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
-      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})");
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})",
+               fifo);
   CHECK(r.activities[0].end_s == doctest::Approx(0.100003).epsilon(1e-12));
   CHECK(r.activities[2].start_s == doctest::Approx(0.100003).epsilon(1e-12));
   CHECK(r.activities[2].end_s == doctest::Approx(0.150006).epsilon(1e-12));
@@ -183,9 +187,29 @@ TEST_CASE("simulate: streams are FIFO and copy engines serve in order") {
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"},
-      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"}]})");
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "stream": "s"}]})",
+          fifo);
   CHECK(r.activities[2].end_s == doctest::Approx(0.150009).epsilon(1e-12));
   CHECK(r.critical_path == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("simulate: shared copy engines run every ready copy at once (default model)") {
+  // The same three 1 GB copies with the default (shared) model: all start at 0 and share
+  // gpu0->sw0 (20 GB/s) three ways, 6.67 GB/s each: each ends at 3e-6 + 3e9 / 20e9 = 0.150003 s
+  // (FIFO: 0.100003 for two and 0.150006 for the third). Lanes: the CE with fewest copies,
+  // ce0, ce1, ce0.
+  const auto t = topo(switch_topology("L40S"));
+  auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "c", "src": "gpu0", "dst": "gpu1", "bytes": 1e9}]})");
+  for (int k = 0; k < 3; ++k) {
+    CHECK(r.activities[k].start_s == 0);
+    CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
+  }
+  CHECK(r.activities[0].lane == "ce0");
+  CHECK(r.activities[1].lane == "ce1");
+  CHECK(r.activities[2].lane == "ce0");
 }
 
 TEST_CASE("simulate: bad workloads give one-line errors naming the place") {
@@ -245,4 +269,72 @@ TEST_CASE("simulate: a number too large for a double is an input error, not a cr
   const auto t = topo(switch_topology("L40S"));
   CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e999}]})")
             .find("w.json: invalid JSON: number overflow") == 0);
+}
+
+TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several copies") {
+  // Two 1 GB copies gpu0 -> gpu1 and two gpu1 -> gpu0 at once: each GPU sends 2 and receives 2,
+  // m = min(2, 2) = 2, so its peer capacity is 2 * 0.8 * 20 / (1 + 0.2 * (2 - 1)) = 26.67 GB/s,
+  // which all four copies cross (each touches both GPUs): 4 r <= 26.67 -> r = 6.667 GB/s, below
+  // the duplex bound 4 r <= 32 (r = 8). End: 1 us path + 2 us launch + 1e9 / 6.667e9 = 0.150003 s
+  // (0.125003 s with the cost off).
+  const auto t = topo(switch_topology("L40S"));
+  const std::string w = R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9},
+      {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9}]})";
+  auto r = run(t, w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
+  sim::SimOptions off;
+  off.peer_concurrency_cost = 0;
+  r = run(t, w, off);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
+  // One copy each way (m = 1): no cap; the duplex bound 2 r <= 32 gives 16 GB/s: 0.0625 + 3e-6.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9},
+      {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
+}
+
+TEST_CASE("simulate: push vs pull (driver src / dst)") {
+  const auto t = topo(switch_topology("L40S"));
+  // Pull: gpu1's engine drives gpu0 -> gpu1 (drawn under gpu1, on its CE).
+  auto r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "driver": "dst"},
+      {"id": "b", "src": "host0", "dst": "gpu0", "bytes": 1e9},
+      {"id": "c", "src": "gpu0", "dst": "host0", "bytes": 1e9, "driver": "src"}]})");
+  CHECK(r.activities[0].gpu == 1);
+  CHECK(r.activities[1].gpu == 0);  // default for host -> GPU: the destination
+  CHECK(r.activities[2].gpu == 0);
+  // Alone, a pull moves at the link rate: 1e9 / 20e9 + 3e-6.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "driver": "dst"}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.050003).epsilon(1e-12));
+  // Under peer contention a pull costs 1 / 0.9 of the peer capacity: the four copies of the test
+  // above, all pulled: 4 r / 0.9 <= 26.67 -> r = 6 GB/s -> 1e9 / 6e9 + 3e-6 = 0.1666697 s.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "driver": "dst"},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "driver": "dst"},
+      {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "driver": "dst"},
+      {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "driver": "dst"}]})");
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(1.0 / 6 + 3e-6).epsilon(1e-12));
+  // A driver end without a copy engine, and a driver that is not src/dst, are input errors.
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "host0", "dst": "gpu0", "bytes": 1, "driver": "src"}]})") ==
+      "w.json:/transfers/0/driver: driver \"src\" is host0, which has no copy engine");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "driver": "both"}]})") ==
+      "w.json:/transfers/0/driver: expected \"src\" or \"dst\", got \"both\"");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "staging": "fast"}]})") ==
+      "w.json:/transfers/0/staging: expected \"pipelined\" or \"driver\", got \"fast\"");
 }
