@@ -114,7 +114,7 @@ class Sim {
   std::vector<Pipe> pipes_;
   std::vector<int> compute_res_;
   std::vector<int> sms_taken_;
-  std::vector<int> ce_active_;  // copy-engine transfers running per GPU
+  std::vector<int> ce_transfers_per_gpu_;  // copy-engine transfers running per GPU (contention)
   std::vector<std::vector<int>> ce_busy_;                       // per GPU per CE: task or -1
   std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;  // per GPU
   std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
@@ -143,7 +143,7 @@ void Sim::set_compute_capacity(int g) {
   const int taken = std::clamp(sms_taken_[g], 0, sm - 1);  // at least one SM keeps computing
   double cap = m.sm_copy_per_sm < 0 ? static_cast<double>(sm - taken) / sm
                                     : 1.0 / (1.0 + m.sm_copy_per_sm * taken);
-  if (m.ce_copy > 0 && ce_active_[g] > 0) cap /= 1.0 + m.ce_copy;
+  if (m.ce_copy > 0 && ce_transfers_per_gpu_[g] > 0) cap /= 1.0 + m.ce_copy;
   net_.set_capacity(compute_res_[g], cap);
 }
 
@@ -154,9 +154,9 @@ void Sim::count_ce(int task, int sign) {
   if (k.ce_gpu < 0 || k.comm_sms > 0) return;
   const int g = k.ce_gpu;
   if (!(p_.gpus[g].ce_copy > 0)) return;
-  const bool before = ce_active_[g] > 0;
-  ce_active_[g] += sign;
-  if (before != (ce_active_[g] > 0)) set_compute_capacity(g);
+  const bool before = ce_transfers_per_gpu_[g] > 0;
+  ce_transfers_per_gpu_[g] += sign;
+  if (before != (ce_transfers_per_gpu_[g] > 0)) set_compute_capacity(g);
 }
 
 void Sim::ready(int task, double t, int pred) {
@@ -322,7 +322,7 @@ Outcome Sim::run() {
   compute_res_.resize(ngpu);
   for (int g = 0; g < ngpu; ++g) compute_res_[g] = net_.add_resource(1.0);
   sms_taken_.assign(ngpu, 0);
-  ce_active_.assign(ngpu, 0);
+  ce_transfers_per_gpu_.assign(ngpu, 0);
   ce_busy_.resize(ngpu);
   pin_q_.resize(ngpu);
   shared_q_.resize(ngpu);
