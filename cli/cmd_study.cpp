@@ -76,7 +76,16 @@ int run_sweep_command(const SweepArgs& a) {
         static_cast<long long>(sum->evaluated_points), static_cast<long long>(sum->skipped_points),
         static_cast<long long>(sum->rows_written), a.output.c_str(), sum->wall_s);
   }
-  return sum->complete ? 0 : 1;
+  if (!sum->complete) return 1;
+  if (sum->total_points > 0 && sum->evaluated_points == sum->total_points &&
+      sum->skipped_points == sum->total_points) {
+    // Nothing was simulated: an output of reasons only is not a success.
+    std::fflush(stdout);
+    std::cerr << "sparsp: sweep: every one of the " << sum->total_points
+              << " points was skipped (see the reason column in " << a.output << ")\n";
+    return 1;
+  }
+  return 0;
 }
 
 int run_tune_command(const TuneArgs& a) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparsp/output_file.hpp"
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
 #include "internal.hpp"
@@ -54,14 +55,24 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
   });
 }
 
-Status check_writable(const std::string& path) {
+Status check_writable(const std::string& path_given) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (path.empty()) return input_error("<output>", "", "cannot write: empty path");
-  if (fs::is_directory(path, ec)) return input_error(path, "", "cannot write: is a folder");
+  // A device or FIFO is written in place, a symbolic link followed (sparsp/output_file.hpp).
+  auto target = output_target(path_given);
+  if (!target) return target.error();
+  if (target->in_place) {
+    const int fd = ::open(target->path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    // A FIFO without a reader yet (ENXIO) is fine: the reader may come later.
+    if (fd < 0 && errno != ENXIO)
+      return input_error(path_given, "", std::string("cannot write: ") + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return Ok{};
+  }
+  const std::string& path = target->path;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
-    return input_error(path, "",
+    return input_error(path_given, "",
                        fs::exists(parent, ec)
                            ? "cannot write: " + parent.string() + " is not a folder"
                            : "cannot write: folder " + parent.string() + " does not exist");
@@ -69,24 +80,28 @@ Status check_writable(const std::string& path) {
   const bool existed = fs::exists(probe, ec);
   {
     std::ofstream out(probe, std::ios::binary | std::ios::app);
-    if (!out) return input_error(path, "", "cannot write: cannot create " + probe);
+    if (!out) return input_error(path_given, "", "cannot write: cannot create " + probe);
   }
   if (!existed) fs::remove(probe, ec);
   return Ok{};
 }
 
-Status write_text_atomic(const std::string& path, const std::string& text) {
+Status write_text_atomic(const std::string& path_given, const std::string& text) {
+  auto target = output_target(path_given);
+  if (!target) return target.error();
+  if (target->in_place) return write_in_place(target->path, text);
+  const std::string& path = target->path;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write (" + tmp + ")", 2};
+    if (!out) return Error{path_given + ": cannot write (" + tmp + ")", 2};
     out << text;
     out.flush();
     if (!out) {
       out.close();
       std::error_code ec;
       std::filesystem::remove(tmp, ec);  // no .tmp left behind after an error
-      return Error{path + ": write failed", 1};
+      return Error{path_given + ": write failed", 1};
     }
   }
   std::error_code ec;
@@ -94,7 +109,7 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
   if (ec) {
     const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    return Error{path + ": cannot rename from " + tmp + ": " + why, 2};
+    return Error{path_given + ": cannot rename from " + tmp + ": " + why, 2};
   }
   return Ok{};
 }
