@@ -124,6 +124,9 @@ Status check_transfer(const Compile& c, size_t i, int se, int de) {
     return input_error(file, ptr("transfers", i, "bytes"),
                        "bytes must be at most 2^50 (1 PiB), got " + fmt_g(t.bytes));
   if (t.comm_sms < 0) return input_error(file, ptr("transfers", i, "comm_sms"), "must be >= 0");
+  if (t.comm_sms > 0 && t.engine != Engine::sm)
+    return input_error(file, ptr("transfers", i, "comm_sms"),
+                       "applies to engine \"sm\" only (this transfer runs on the copy engines)");
   return Ok{};
 }
 

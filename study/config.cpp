@@ -247,6 +247,9 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
     if (!v) return v.error();
     s.name = *v;
   }
+  // One of the two: both used to run their union (the same topology twice ran twice).
+  if (j.contains("topology") && j.contains("topologies"))
+    return r.err("/topologies", "give either /topology or /topologies, not both");
   for (const char* key : {"topology", "topologies"}) {
     if (!j.contains(key)) continue;
     const auto& t = j[key];
@@ -257,6 +260,8 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
       for (size_t i = 0; i < t.size(); ++i) {
         auto v = get_str(r, t[i], ptr + "/" + std::to_string(i));
         if (!v) return v.error();
+        if (std::find(s.topologies.begin(), s.topologies.end(), *v) != s.topologies.end())
+          return r.err(ptr + "/" + std::to_string(i), "\"" + *v + "\" is listed twice");
         s.topologies.push_back(*v);
       }
     } else {
