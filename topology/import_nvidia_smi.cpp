@@ -574,6 +574,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
 
   Topology::Options topt;
   topt.p2p = options.p2p.value_or(spec->p2p_capable);
+  detail::note_compute_figures(gb, file, *spec);
   topt.notes = gb.notes;
   auto t = Topology::build(detail::import_name(file), "imported from nvidia-smi topo -m: " + file,
                            std::move(gb.nodes), std::move(gb.links), topt, file,

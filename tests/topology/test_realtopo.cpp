@@ -282,7 +282,11 @@ TEST_CASE("GPU model registry") {
   CHECK(find_gpu_model("H100 SXM")->pcie_gen == 5);
   // nvidia-smi's exact names and short aliases.
   CHECK(find_gpu_model("NVIDIA RTX 6000 Ada Generation")->sm_count == 142);
-  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->model == "Tesla V100-SXM2-32GB");
+  // The 16 GB cards are their own entries (16 GiB, their own PCI ids), not the 32 GB ones.
+  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->model == "Tesla V100-SXM2-16GB");
+  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->memory_bytes == 16.0 * (1ull << 30));
+  CHECK(find_gpu_model("Tesla V100-PCIE-16GB")->model == "Tesla V100-PCIE-16GB");
+  CHECK(find_gpu_model("V100")->model == "Tesla V100-SXM2-32GB");
   CHECK(find_gpu_model("B200")->nvlink_per_link_Bps == doctest::Approx(50e9));
   CHECK(find_gpu_model("B200")->nvlink_links == 18);
   // PCI device ids (PCI ID database): 10de:2330 H100 SXM5, 10de:20b0 A100-SXM4-40GB.
@@ -350,6 +354,22 @@ TEST_CASE("NCCL XML: placeholder links, graph dumps, bad --nvlink") {
       "d.xml", direct);
   REQUIRE_MESSAGE(two.ok(), (two.ok() ? "" : two.error().message));
   CHECK(two->nvlink_count(0, 1) == 6);
+  // More links per GPU than the model has is refused: an H100 SXM has 18 NVLinks (registry,
+  // H100 whitepaper), an L40S none.
+  const std::string two_gpus =
+      "<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"/><pci "
+      "busid=\"0000:02:00.0\" class=\"0x030200\"/></cpu></system>";
+  ImportOptions too_many;
+  too_many.gpu_model = "H100 SXM";
+  too_many.nvlink = "nvswitch:19";
+  CHECK(err(two_gpus, too_many) ==
+        "v.xml:1: --nvlink nvswitch:19: GPU model 'NVIDIA H100 SXM' has 18 NVLinks per GPU");
+  too_many.nvlink = "nvswitch:18";
+  CHECK(import_nccl_xml(two_gpus, "v.xml", too_many).ok());
+  ImportOptions none;
+  none.gpu_model = "L40S";
+  none.nvlink = "direct:1";
+  CHECK(err(two_gpus, none) == "v.xml:1: --nvlink direct:1: GPU model 'NVIDIA L40S' has no NVLink");
 }
 
 TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
