@@ -267,11 +267,13 @@ std::string cell(int64_t v) { return std::to_string(v); }
 
 bool study_runner_available() { return true; }
 
-Result<PointEvaluator> study_point_evaluator() {
+Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
   auto scratch = std::make_shared<ScratchDir>();
   PointEvaluator ev;
   ev.columns = study_columns();
-  ev.evaluate = [scratch](const SweepPoint& p) -> PointOutcome {
+  RunOptions run_options;
+  if (max_memory_bytes > 0) run_options.max_memory_bytes = max_memory_bytes;
+  ev.evaluate = [scratch, run_options](const SweepPoint& p) -> PointOutcome {
     PointOutcome out;
     json doc;
     try {
@@ -285,7 +287,7 @@ Result<PointEvaluator> study_point_evaluator() {
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study)
       return PointOutcome{true, without_scratch_paths(study.error().message, files), {}, {}};
-    auto res = run_study(*study);
+    auto res = run_study(*study, run_options);
     if (!res) return PointOutcome{true, without_scratch_paths(res.error().message, files), {}, {}};
     // One row per (topology, study policy), in study order: results and left-out policies are
     // both topology-major in study order, so they merge back into place.
@@ -333,7 +335,8 @@ Result<PointEvaluator> study_point_evaluator() {
   return ev;
 }
 
-Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer) {
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer,
+                            double max_memory_bytes) {
   size_t row = 0;
   const std::string prefix = "/policies/";
   if (policy_pointer.compare(0, prefix.size(), prefix) == 0 &&
@@ -353,17 +356,17 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
                          "\"" + objective +
                              "\" is higher-is-better and tune minimises; use e2e_time_s or "
                              "attention_time_s");
-  auto ev = study_point_evaluator();
+  auto ev = study_point_evaluator(max_memory_bytes);
   if (!ev) return ev.error();
   return score_from_evaluator(std::move(ev.value()), objective, row);
 }
 
 #else
 bool study_runner_available() { return false; }
-Result<PointEvaluator> study_point_evaluator() {
+Result<PointEvaluator> study_point_evaluator(double) {
   return Error{"sweep: this build has no `simulate` study runner", 1};
 }
-Result<ScoreFn> study_score(const std::string&, const std::string&) {
+Result<ScoreFn> study_score(const std::string&, const std::string&, double) {
   return Error{"tune: this build has no `simulate` study runner", 1};
 }
 #endif

@@ -132,3 +132,32 @@ TEST_CASE("a sweep whose every point is skipped exits 1 saying so") {
                      out + ")\n");
   CHECK(lines(slurp(out)) == 3);  // the reasons are still written: header + 2 skipped rows
 }
+
+TEST_CASE("sweep and tune take --max-memory-gib, as simulate does") {
+  // Block 384 on HunyuanVideo-STA: 301 blocks, 10 B per block pair -> 0.9 MB, over a limit of
+  // 0.0001 GiB (107 KB), under the default 16 GiB.
+  const fs::path d = fresh_dir("sparsp_outputs_memory");
+  const std::string study = R"({"schema_version": 1, "topology": {"schema_version": 1,
+      "name": "t2", "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
+                                 "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
+      "model": "hunyuanvideo-sta",
+      "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+      "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]})";
+  std::ofstream(d / "sweep.json") << R"({"schema_version": 1, "study": )" << study
+                                  << R"(, "axes": [{"name": "pcie_gen", "values": [4]}]})";
+  const std::string sweep = "sweep -c " + (d / "sweep.json").string() + " -j 1 --progress off -o ";
+  Run r = run(sweep + (d / "a.csv").string());
+  CHECK(r.rc == 0);
+  r = run(sweep + (d / "b.csv").string() + " --max-memory-gib 0.0001");
+  CHECK(r.rc == 1);  // its only point skipped
+  CHECK(slurp(d / "b.csv").find("block 384 gives 301 blocks") != std::string::npos);
+  std::ofstream(d / "tune.json")
+      << R"({"schema_version": 1, "study": )" << study
+      << R"(, "parameters": [{"name": "chunk_bytes", "values": [1048576]}],
+      "objective": "e2e_time_s"})";
+  r = run("tune -c " + (d / "tune.json").string() + " --max-memory-gib 0.0001");
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("no valid configuration among 1 evaluated") != std::string::npos);
+  CHECK(r.err.find("block 384 gives 301 blocks") != std::string::npos);
+  CHECK(run("tune -c " + (d / "tune.json").string()).rc == 0);
+}
