@@ -1,9 +1,13 @@
 // The `simulate` study runner as the evaluator of sweep and tune points, and small helpers.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -210,10 +214,46 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// Documents of one point that the study loader only takes as files (an inline topology or
+// model object), held as in-memory files (memfd) named /proc/self/fd/N: nothing is written to
+// disk, so nothing is left behind whatever ends the process (SIGINT, SIGTERM, SIGKILL). Closed
+// when the point is done. Where memfd or /proc is unavailable, the shared ScratchDir is used.
+class PointDocs {
+ public:
+  explicit PointDocs(ScratchDir& fallback) : fallback_(fallback) {}
+  ~PointDocs() {
+    for (int fd : fds_) ::close(fd);
+  }
+  PointDocs(const PointDocs&) = delete;
+  PointDocs& operator=(const PointDocs&) = delete;
+
+  Result<std::string> file_for(const json& doc) {
+    static const bool proc_fd = std::filesystem::is_directory("/proc/self/fd");
+    const int fd = proc_fd ? ::memfd_create("sparsp-sweep-doc", MFD_CLOEXEC) : -1;
+    if (fd < 0) return fallback_.file_for(doc);
+    fds_.push_back(fd);
+    const std::string text = doc.dump(2) + "\n";
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Error{std::string("in-memory study document: ") + std::strerror(errno), 1};
+      done += static_cast<size_t>(n);
+    }
+    return "/proc/self/fd/" + std::to_string(fd);
+  }
+
+ private:
+  ScratchDir& fallback_;
+  std::vector<int> fds_;
+};
+
 // A message about a point with the scratch files' names taken out, so that it names the place
 // in the sweep, not a per-process temporary file: "<point 0>:/topology: /tmp/sparsp-sweep-7-0/
 // doc-1.json:/template/x: what" -> "<point 0>:/topology/template/x: what".
-std::string without_scratch_paths(std::string msg, const std::vector<std::string>& paths) {
+std::string without_scratch_paths(std::string msg, std::vector<std::string> paths) {
+  // Longest first: /proc/self/fd/12 must not eat the start of /proc/self/fd/123.
+  std::stable_sort(paths.begin(), paths.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   for (const std::string& p : paths) {
     for (size_t at; (at = msg.find(": " + p + ":/")) != std::string::npos;)
       msg.replace(at, p.size() + 3, "");
@@ -224,7 +264,7 @@ std::string without_scratch_paths(std::string msg, const std::vector<std::string
 
 // Study fields that name files: inline objects become scratch files; relative paths resolve
 // against the point's base folder (where they exist there).
-Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch,
+Status materialize(json& study, const std::string& base_dir, PointDocs& scratch,
                    std::vector<std::string>& scratch_files) {
   auto fix = [&](json& v) -> Status {
     if (v.is_object()) {
@@ -282,7 +322,8 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
       return PointOutcome{true, e.what(), {}, {}};
     }
     std::vector<std::string> files;
-    auto st = materialize(doc, p.base_dir, *scratch, files);
+    PointDocs docs(*scratch);
+    auto st = materialize(doc, p.base_dir, docs, files);
     if (!st) return PointOutcome{true, st.error().message, {}, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study)

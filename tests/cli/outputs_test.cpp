@@ -161,3 +161,26 @@ TEST_CASE("sweep and tune take --max-memory-gib, as simulate does") {
   CHECK(r.err.find("block 384 gives 301 blocks") != std::string::npos);
   CHECK(run("tune -c " + (d / "tune.json").string()).rc == 0);
 }
+
+TEST_CASE("a sweep writes no scratch files: nothing is left behind by SIGINT or SIGKILL") {
+  // Inline topology documents were files in $TMPDIR/sparsp-sweep-<pid>-N, left behind when a
+  // signal ended the sweep. They are in-memory files now, so a TMPDIR where no folder can be
+  // made (/proc) does not matter: before, every point was skipped ("cannot create the scratch
+  // folder").
+  const fs::path d = fresh_dir("sparsp_outputs_scratch");
+  std::ofstream(d / "sweep.json") << R"({"schema_version": 1,
+    "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
+                "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
+                             "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
+              "model": "hunyuanvideo-sta",
+              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+              "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
+    "axes": [{"name": "pcie_gen", "values": [4, 5]}]})";
+  Run r = run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
+                  " -j 1 --progress off",
+              "TMPDIR=/proc");
+  CHECK(r.rc == 0);
+  const std::string out = slurp(d / "r.csv");
+  CHECK(out.find(",skipped,") == std::string::npos);
+  CHECK(lines(out) == 3);
+}
