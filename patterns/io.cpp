@@ -46,6 +46,11 @@ class MaskSource {
   }
   Status open(const std::string& path) {
     path_ = path;
+    {
+      // The same words as every other input ("not a .npy file (bad magic)" said nothing useful).
+      std::error_code ec;
+      if (fs::is_directory(path, ec)) return input_error(path, "", "is a directory, not a file");
+    }
     if (ends_with(path, ".npz")) {
       int err = 0;
       za_ = zip_open(path.c_str(), ZIP_RDONLY, &err);

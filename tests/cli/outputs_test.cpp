@@ -184,3 +184,19 @@ TEST_CASE("a sweep writes no scratch files: nothing is left behind by SIGINT or 
   CHECK(out.find(",skipped,") == std::string::npos);
   CHECK(lines(out) == 3);
 }
+
+TEST_CASE("an empty output folder name and a folder given as a Q/K dump are one-line errors") {
+  // --trace "" ran without a trace and said nothing.
+  Run r = run("simulate --topology 2x-h200-nvlink --trace \"\"");
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: simulate: --trace: expected a folder, got ''\n");
+  r = run("simulate --topology 2x-h200-nvlink --emit-plan \"\"");
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: simulate: --emit-plan: expected a folder, got ''\n");
+  // A folder as --q: "not a .npy file (bad magic)" before; now the words every input uses.
+  const fs::path d = fresh_dir("sparsp_outputs_qdir");
+  r = run("pattern stats --model hunyuanvideo-sta --kind topk --q " + d.string() + " --k " +
+          d.string());
+  CHECK(r.rc == 2);
+  CHECK(r.err == "sparsp: " + d.string() + ": is a directory, not a file\n");
+}
