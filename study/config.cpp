@@ -370,7 +370,7 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
         !st)
       return st.error();
     if (c.contains("chunk_bytes")) {
-      auto v = get_num(r, c["chunk_bytes"], "/sim/chunk_bytes", 1, 1e12);
+      auto v = get_num(r, c["chunk_bytes"], "/sim/chunk_bytes", 4096, 1e12);
       if (!v) return v.error();
       s.sim.default_chunk_bytes = *v;
     }
