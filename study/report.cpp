@@ -250,13 +250,14 @@ std::string to_csv(const StudyResult& r) {
          "busiest_link,busiest_utilization,lower_bound_s,name,params,other_time_s,"
          "lower_bound_binding,units,simulated\n";
   for (const auto& p : r.policies) {
-    out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
-        << p.policy.scheme << "," << p.policy.runtime;
+    // The topology name comes from a file ("name"): quoted and escaped where it needs it.
+    out << csv_field(p.topology) << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement
+        << "," << p.policy.scheme << "," << p.policy.runtime;
     for (double v :
          {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s, p.step_time_s,
           p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
       out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());  // no value: empty
-    out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
+    out << "," << csv_field(p.busiest_link) << "," << fmt("%.9g", p.busiest_utilization) << ","
         << fmt("%.9g", p.lower_bound_s);
     // The JSON fields the CSV lacked (issue 18, defect 19), appended: "the same per row".
     nlohmann::ordered_json params = nlohmann::ordered_json::object();

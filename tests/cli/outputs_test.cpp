@@ -200,3 +200,18 @@ TEST_CASE("an empty output folder name and a folder given as a Q/K dump are one-
   CHECK(r.rc == 2);
   CHECK(r.err == "sparsp: " + d.string() + ": is a directory, not a file\n");
 }
+
+TEST_CASE("simulate --csv quotes a topology name holding a comma or a quote") {
+  // The name comes from the topology file; it was written as is, so the row had a column too
+  // many.
+  const fs::path d = fresh_dir("sparsp_outputs_csvname");
+  std::ofstream(d / "t.json") << R"({"schema_version": 1, "name": "lab \"A\", rack 2",
+    "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
+                 "gpu_model": "NVIDIA L40S", "pcie_gen": 4}})";
+  Run r = run("simulate --topology " + (d / "t.json").string() +
+              " --policy contiguous/ring/sm_overlap --steps 1 --layers 1 --csv");
+  REQUIRE(r.rc == 0);
+  const size_t row = r.out.find('\n') + 1;
+  CHECK(r.out.substr(row).rfind("\"lab \"\"A\"\", rack 2\",\"contiguous/ring/sm_overlap\",", 0) ==
+        0);
+}
