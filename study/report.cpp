@@ -226,7 +226,9 @@ std::string to_json(const StudyResult& r) {
     o["speedup"] = r9(p.speedup);
     o["attention_speedup"] = r9(p.attention_speedup);
     o["compute_imbalance"] = r9(p.compute_imbalance);
-    o["busiest_link"] = p.busiest_link;
+    // No link carried anything (one GPU, no transfers): null, as the table's '-'.
+    o["busiest_link"] =
+        p.busiest_link.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.busiest_link);
     o["busiest_utilization"] = r9(p.busiest_utilization);
     o["units"] = p.units;
     o["simulated"] = p.simulated;

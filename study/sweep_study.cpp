@@ -360,15 +360,28 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
         const PolicyResult& r = res->policies[ran++];
         json params = json::object();
         for (const auto& [k, v] : r.policy.params) params[k] = v;
-        out.rows.push_back(
-            {cell(r.topology),          cell(r.policy.name()),       cell(r.policy.placement),
-             cell(r.policy.scheme),     cell(r.policy.runtime),      cell(params.dump()),
-             cell(r.volume_bytes),      cell(r.control_bytes),       cell(r.attention_time_s),
-             cell(r.other_time_s),      cell(r.step_time_s),         cell(r.e2e_time_s),
-             cell(r.lower_bound_s),     cell(r.lower_bound_binding), cell(r.speedup),
-             cell(r.attention_speedup), cell(r.volume_vs_baseline),  cell(r.compute_imbalance),
-             cell(r.busiest_link),      cell(r.busiest_utilization), cell(r.units),
-             cell(r.simulated)});
+        out.rows.push_back({cell(r.topology),
+                            cell(r.policy.name()),
+                            cell(r.policy.placement),
+                            cell(r.policy.scheme),
+                            cell(r.policy.runtime),
+                            cell(params.dump()),
+                            cell(r.volume_bytes),
+                            cell(r.control_bytes),
+                            cell(r.attention_time_s),
+                            cell(r.other_time_s),
+                            cell(r.step_time_s),
+                            cell(r.e2e_time_s),
+                            cell(r.lower_bound_s),
+                            cell(r.lower_bound_binding),
+                            cell(r.speedup),
+                            cell(r.attention_speedup),
+                            cell(r.volume_vs_baseline),
+                            cell(r.compute_imbalance),
+                            r.busiest_link.empty() ? std::string("null") : cell(r.busiest_link),
+                            cell(r.busiest_utilization),
+                            cell(r.units),
+                            cell(r.simulated)});
       }
     }
     return out;

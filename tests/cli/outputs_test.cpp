@@ -215,3 +215,13 @@ TEST_CASE("simulate --csv quotes a topology name holding a comma or a quote") {
   CHECK(r.out.substr(row).rfind("\"lab \"\"A\"\", rack 2\",\"contiguous/ring/sm_overlap\",", 0) ==
         0);
 }
+
+TEST_CASE("simulate --json: busiest_link is null where no link carries anything, not \"\"") {
+  // One GPU: no transfers, no busiest link; the table shows '-'.
+  Run r =
+      run("simulate --topology 2x-h200-nvlink --gpus 1 --steps 1 --layers 1 --policy "
+          "contiguous/ring/sm_overlap --json");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("\"busiest_link\": null") != std::string::npos);
+  CHECK(r.out.find("\"busiest_link\": \"\"") == std::string::npos);
+}
