@@ -254,6 +254,7 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
     if (!j.contains(key)) continue;
     const auto& t = j[key];
     const std::string ptr = std::string("/") + key;
+    s.topologies_key = key;
     if (t.is_string()) {
       s.topologies.push_back(t.get<std::string>());
     } else if (t.is_array() && !t.empty()) {
