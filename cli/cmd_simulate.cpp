@@ -369,8 +369,15 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
       ->check(above_up_to(0, 1e6));
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output");
-  cmd->add_option("--trace", args->trace_dir, "write a Perfetto trace of one layer per policy into DIR");
-  cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR");
+  // An empty name used to mean "not given" without a word (--trace "").
+  const CLI::Validator folder_name(
+      [](std::string& v) { return v.empty() ? std::string("expected a folder, got ''") : ""; },
+      "DIR");
+  cmd->add_option("--trace", args->trace_dir,
+                  "write a Perfetto trace of one layer per policy into DIR")
+      ->check(folder_name);
+  cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR")
+      ->check(folder_name);
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
   cmd->add_flag("--list", args->list,
                 "list the placements, schemes, runtimes and attention kernels");

@@ -23,6 +23,7 @@ struct SweepArgs {
   bool restart = false;
   std::string progress = "auto";
   double progress_interval_s = 10.0;
+  double max_memory_gib = 0;  // 0: the study default (16 GiB)
   bool json = false;
 };
 
@@ -34,6 +35,7 @@ struct TuneArgs {
   int64_t budget = -1;
   int64_t seed = -1;
   int top = -1;
+  double max_memory_gib = 0;  // 0: the study default (16 GiB)
   bool json = false;
 };
 
@@ -42,7 +44,7 @@ int run_sweep_command(const SweepArgs& a) {
     return report(st.error());
   auto spec = study::load_sweep(a.config);
   if (!spec) return report(spec.error());
-  auto evaluator = study::study_point_evaluator();
+  auto evaluator = study::study_point_evaluator(a.max_memory_gib * (1ull << 30));
   if (!evaluator) return report(evaluator.error());
   study::SweepOptions o;
   o.output_path = a.output;
@@ -76,7 +78,16 @@ int run_sweep_command(const SweepArgs& a) {
         static_cast<long long>(sum->evaluated_points), static_cast<long long>(sum->skipped_points),
         static_cast<long long>(sum->rows_written), a.output.c_str(), sum->wall_s);
   }
-  return sum->complete ? 0 : 1;
+  if (!sum->complete) return 1;
+  if (sum->total_points > 0 && sum->evaluated_points == sum->total_points &&
+      sum->skipped_points == sum->total_points) {
+    // Nothing was simulated: an output of reasons only is not a success.
+    std::fflush(stdout);
+    std::cerr << "sparsp: sweep: every one of the " << sum->total_points
+              << " points was skipped (see the reason column in " << a.output << ")\n";
+    return 1;
+  }
+  return 0;
 }
 
 int run_tune_command(const TuneArgs& a) {
@@ -101,7 +112,8 @@ int run_tune_command(const TuneArgs& a) {
   for (const std::string* path : {&spec->output_path, &spec->study_output_path})
     if (!path->empty())
       if (auto st = study::check_writable(*path); !st) return report(st.error());
-  auto score = study::study_score(spec->objective, spec->policy_pointer);
+  auto score =
+      study::study_score(spec->objective, spec->policy_pointer, a.max_memory_gib * (1ull << 30));
   if (!score) {
     // study_score does not know the file: "tune:/objective: ..." -> "<file>:/objective: ...".
     Error e = score.error();
@@ -178,6 +190,10 @@ void add_study_commands(CLI::App& app, Context& ctx) {
     c->add_option("--progress-interval", a->progress_interval_s,
                   "seconds between plain progress lines")
         ->check(at_least(0));
+    c->add_option("--max-memory-gib", a->max_memory_gib,
+                  "refuse (skip) a point estimated to need more memory than this (GiB; default "
+                  "16)")
+        ->check(above_up_to(0, 1e6));
     c->add_flag("--json", a->json, "print the run summary as JSON");
     c->callback([a, &ctx] { ctx.exit_code = run_sweep_command(*a); });
   }
@@ -202,6 +218,10 @@ void add_study_commands(CLI::App& app, Context& ctx) {
     c->add_option("--top", a->top, "rows of the top-N table")->check(at_least(1));
     c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
         ->check(at_least(0));
+    c->add_option("--max-memory-gib", a->max_memory_gib,
+                  "refuse a configuration estimated to need more memory than this (GiB; default "
+                  "16)")
+        ->check(above_up_to(0, 1e6));
     c->add_flag("--json", a->json, "print the result as JSON");
     c->callback([a, &ctx] { ctx.exit_code = run_tune_command(*a); });
   }

@@ -149,7 +149,8 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
       ->required()
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("IN", args->file, "input file ('-' for stdin)")->required();
-  import->add_option("-o,--output", args->output, "output topology JSON")->required();
+  import->add_option("-o,--output", args->output, "output topology JSON ('-' for stdout)")
+      ->required();
   import->add_option("--gpu-model", args->gpu_model,
                      "GPU model (default: generic; see topology/README.md)");
   import
@@ -171,7 +172,7 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
                    "ACS redirect on every inferred switch (default off)")
       ->check(CLI::IsMember({"on", "off"}));
   import->callback([args, &ctx] {
-    if (args->file != "-")
+    if (args->file != "-" && args->output != "-")
       if (auto st = distinct_files({{"IN", args->file}, {"--output", args->output}}); !st) {
     ctx.exit_code = report(st.error());
     return;
@@ -195,15 +196,13 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = report(t.error());
     return;
   }
-  if (auto st = write_file_atomically(args->output, t->to_json()); !st) {
+  if (args->output == "-") {
+    std::cout << t->to_json();  // checked at exit (finish_stdout)
+  } else if (auto st = write_file_atomically(args->output, t->to_json()); !st) {
     ctx.exit_code = report(st.error());
     return;
   }
   for (const auto& n : t->options().notes) std::cerr << "sparsp: warning: " << n << "\n";
-  if (t->num_gpus() > 0 && t->gpu(0).peak_bf16_flops <= 0)
-    std::cerr << "sparsp: warning: " << name << ": GPU model '" << t->gpu(0).model
-              << "' has no compute figures (0 SMs, 0 FLOP/s); pass --gpu-model (see `sparsp topo "
-                 "models`) before simulating compute\n";
   ctx.exit_code = 0;
 });
 }  // namespace sparsp::cli

@@ -23,6 +23,11 @@ int report(const Error& error);
 /// anything else) or 2 (std::filesystem::filesystem_error: a path given that cannot be used).
 int report_exception(const CLI::App& app, std::exception_ptr error);
 
+/// Flushes standard output and checks that everything written to it arrived: on a write error
+/// (ENOSPC on /dev/full, EBADF) prints "sparsp: <subcommand>: cannot write standard output: <why>"
+/// and returns 1 where `exit_code` is 0; otherwise returns `exit_code`.
+int finish_stdout(const CLI::App& app, int exit_code);
+
 /// Prints a CLI11 parse error as one line "sparsp: <subcommand>: <option>: <message>" on stderr
 /// and returns 2; --help and --version print their text on stdout and return 0.
 int report_parse_error(const CLI::App& app, const CLI::ParseError& error);

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include <system_error>
 
 #include "commands.hpp"
+#include "sparsp/output_file.hpp"
 #include "sparsp/version.hpp"
 
 namespace sparsp::cli {
@@ -74,28 +77,34 @@ CLI::Validator at_least(double lo) {
       "[" + number_text(lo) + ",inf)", [lo](double x) { return x >= lo; }, ">= " + number_text(lo));
 }
 
-Status write_output_file(const std::string& path, const std::string& text,
+Status write_output_file(const std::string& path_given, const std::string& text,
                          const std::string& what) {
+  // A device or FIFO (/dev/null, /dev/full, a pipe) is written in place, never renamed over; a
+  // symbolic link is followed (sparsp/output_file.hpp).
+  auto target = output_target(path_given);
+  if (!target) return target.error();
+  if (target->in_place) return write_in_place(target->path, text);
+  const std::string& path = target->path;
   // Beside the output (same folder, so the rename is atomic), named after this process so that
   // two writers never share one; removed on every failure.
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return input_error(path, "", "cannot write " + what);
+    if (!out) return input_error(path_given, "", "cannot write " + what);
     out << text;
     out.flush();
     if (!out) {
       out.close();
       std::filesystem::remove(tmp, ec);
-      return Error{path + ": write failed (disk full?)", 1};
+      return Error{path_given + ": write failed (disk full?)", 1};
     }
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    return input_error(path, "", "cannot write " + what + ": " + why);
+    return input_error(path_given, "", "cannot write " + what + ": " + why);
   }
   return Ok{};
 }
@@ -237,6 +246,21 @@ int report_exception(const CLI::App& app, std::exception_ptr error) {
   return code;
 }
 
+int finish_stdout(const CLI::App& app, int exit_code) {
+  // Flush everything written to stdout (iostreams and stdio share one buffer) and check it: a
+  // full disk, /dev/full or a closed descriptor must not end in exit 0.
+  std::cout.flush();
+  errno = 0;
+  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return exit_code;
+  const int err = errno;
+  const CLI::App* sub = nullptr;
+  const std::string where = command_chain(app, sub);
+  std::cerr << "sparsp: " << (where.empty() ? "" : where + ": ") << "cannot write standard output: "
+            << (err ? std::string(std::strerror(err)) : std::string("write error")) << "\n";
+  return exit_code != 0 ? exit_code : 1;
+}
+
 int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
   if (error.get_exit_code() == 0) return app.exit(error) == 0 ? 0 : 2;  // --help, --version
   const CLI::App* sub = nullptr;
@@ -305,5 +329,5 @@ int main(int argc, char** argv) {
     // with a signal (bad_alloc, filesystem_error, system_error, anything else).
     return sparsp::cli::report_exception(app, std::current_exception());
   }
-  return ctx.exit_code;
+  return sparsp::cli::finish_stdout(app, ctx.exit_code);
 }

@@ -12,13 +12,14 @@ if(NOT SOURCE_DIR)
 endif()
 
 set(_libs topology patterns sim policy study replay)
-set(_headers_topology status.hpp units.hpp topology.hpp)
+set(_headers_topology status.hpp units.hpp output_file.hpp topology.hpp)
 set(_headers_patterns pattern.hpp)
 set(_headers_sim sim.hpp)
 set(_headers_policy policy.hpp plan.hpp)
 set(_headers_study study.hpp sweep.hpp)
 set(_headers_replay replay.hpp)
-# What each library may use (itself included). status.hpp and units.hpp (owned by topology) are
+# What each library may use (itself included). status.hpp, units.hpp and output_file.hpp (owned
+# by topology) are
 # the shared base every library may include.
 set(_uses_topology topology)
 set(_uses_patterns patterns)
@@ -26,7 +27,7 @@ set(_uses_sim sim topology)
 set(_uses_policy policy sim patterns topology)
 set(_uses_study study policy sim patterns topology)
 set(_uses_replay replay policy sim patterns topology)
-set(_base status.hpp units.hpp)
+set(_base status.hpp units.hpp output_file.hpp)
 
 function(_owner header out)
   set(${out} "" PARENT_SCOPE)

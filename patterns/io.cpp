@@ -15,6 +15,7 @@
 
 #include "generators.hpp"
 #include "npy.hpp"
+#include "sparsp/output_file.hpp"
 
 namespace sparsp::patterns {
 namespace {
@@ -45,6 +46,11 @@ class MaskSource {
   }
   Status open(const std::string& path) {
     path_ = path;
+    {
+      // The same words as every other input ("not a .npy file (bad magic)" said nothing useful).
+      std::error_code ec;
+      if (fs::is_directory(path, ec)) return input_error(path, "", "is a directory, not a file");
+    }
     if (ends_with(path, ".npz")) {
       int err = 0;
       za_ = zip_open(path.c_str(), ZIP_RDONLY, &err);
@@ -109,14 +115,19 @@ class MaskSource {
   size_t size_ = SIZE_MAX;
 };
 
-// Writes `path` through a temp file renamed at the end (no partial output left behind).
+// Writes `path` through a temp file renamed at the end (no partial output left behind). `path`
+// is an output_target(): a regular file (or none yet), or a device/FIFO written in place.
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    out_.open(tmp_, std::ios::binary | std::ios::trunc);
+  explicit AtomicFile(const OutputTarget& target)
+      : path_(target.path),
+        tmp_(target.in_place ? path_ : path_ + ".tmp"),
+        in_place_(target.in_place) {
+    out_.open(tmp_, in_place_ ? std::ios::binary | std::ios::out
+                              : std::ios::binary | std::ios::trunc | std::ios::out);
   }
   ~AtomicFile() {
-    if (!done_) {
+    if (!done_ && !in_place_) {
       out_.close();
       std::error_code ec;
       fs::remove(tmp_, ec);
@@ -128,15 +139,18 @@ class AtomicFile {
     out_.flush();
     if (!out_) return Error{path_ + ": write failed", 1};
     out_.close();
+    if (!out_) return Error{path_ + ": write failed", 1};
+    done_ = true;
+    if (in_place_) return Ok{};
     std::error_code ec;
     fs::rename(tmp_, path_, ec);
     if (ec) return Error{path_ + ": cannot rename temp file: " + ec.message(), 2};
-    done_ = true;
     return Ok{};
   }
 
  private:
   std::string path_, tmp_;
+  bool in_place_ = false;
   std::ofstream out_;
   bool done_ = false;
 };
@@ -284,14 +298,14 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
 
 // ---- export ------------------------------------------------------------------------------------
 
-Status write_npy(Pattern& p, const std::string& path) {
+Status write_npy_to(Pattern& p, const OutputTarget& target, const std::string& path) {
   const BlockLayout& L = p.layout();
   const int nb = L.num_blocks;
   const bool stat = p.is_static();
   std::vector<int64_t> shape;
   if (!stat) shape.push_back(p.steps());
   shape.insert(shape.end(), {p.layers(), p.heads(), nb, nb});
-  AtomicFile f(path);
+  AtomicFile f(target);
   if (!f.ok()) return Error{path + ": cannot create file", 2};
   const std::string hdr = make_npy_header("|b1", shape);
   f.out().write(hdr.data(), static_cast<std::streamsize>(hdr.size()));
@@ -309,14 +323,18 @@ Status write_npy(Pattern& p, const std::string& path) {
   return f.commit();
 }
 
-Status write_native(Pattern& p, const std::string& path) {
+Status write_native_to(Pattern& p, const OutputTarget& target, const std::string& path) {
+  if (target.in_place)
+    return input_error(path, "",
+                       "cannot write a .spm to a device or pipe (it is assembled from a temporary "
+                       "payload file); write a regular file");
   const BlockLayout& L = p.layout();
   const int nb = L.num_blocks;
   const int wpr = (nb + 63) / 64;
   const bool stat = p.is_static();
   const int steps_idx = stat ? 1 : p.steps();
   // Payload first into a temp file (dynamic patterns stream step by step), index in memory.
-  const std::string payload_path = path + ".payload.tmp";
+  const std::string payload_path = target.path + ".payload.tmp";
   // Removed on every return, failures included (a full disk left 64 KiB of it behind).
   struct RemoveOnExit {
     const std::string& path;
@@ -405,7 +423,7 @@ Status write_native(Pattern& p, const std::string& path) {
   std::string head(kMagic, 8);
   put_u64(head, text.size());
   head += text;
-  AtomicFile f(path);
+  AtomicFile f(target);
   if (!f.ok()) return Error{path + ": cannot create file", 2};
   f.out().write(head.data(), static_cast<std::streamsize>(head.size()));
   {
@@ -415,6 +433,20 @@ Status write_native(Pattern& p, const std::string& path) {
   std::error_code ec;
   fs::remove(payload_path, ec);
   return f.commit();
+}
+
+// A symbolic link is followed (the link stays), a device or FIFO written in place, never renamed
+// over (sparsp/output_file.hpp).
+Status write_npy(Pattern& p, const std::string& path) {
+  auto target = output_target(path);
+  if (!target) return target.error();
+  return write_npy_to(p, *target, path);
+}
+
+Status write_native(Pattern& p, const std::string& path) {
+  auto target = output_target(path);
+  if (!target) return target.error();
+  return write_native_to(p, *target, path);
 }
 
 Status write_pattern(Pattern& p, const std::string& path) {

@@ -28,6 +28,10 @@ class DictParser {
       skip();
       if (!eat(':')) return err("expected ':' after key '" + *key + "'");
       skip();
+      // A key given twice is an error, as in every JSON format (the last one must not win).
+      if ((*key == "descr" && have_descr) || (*key == "fortran_order" && have_fortran) ||
+          (*key == "shape" && have_shape))
+        return err("duplicate header key '" + *key + "'");
       if (*key == "descr") {
         auto v = string_lit();
         if (!v) return v.error();

@@ -141,24 +141,59 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
     }
     xadj.push_back(static_cast<idx_t>(adj.size()));
   }
-  idx_t nv = n, ncon = 1, np = P, objval = 0;
-  real_t ub = static_cast<real_t>(tol);
-  idx_t options[METIS_NOPTIONS];
-  METIS_SetDefaultOptions(options);
-  options[METIS_OPTION_SEED] = 1;
-  options[METIS_OPTION_NUMBERING] = 0;
-  options[METIS_OPTION_CONTIG] = 0;
-  std::vector<idx_t> part(static_cast<size_t>(n), 0);
   if (adj.empty()) return make_placement("balanced", c);
-  // METIS keeps its random state in a process-wide global (GKlib's random.c, reseeded from
-  // options[METIS_OPTION_SEED] at each call), so concurrent calls interleave their streams and the
-  // partition would depend on thread timing (seen in parallel sweeps). Serialise the call.
-  static std::mutex metis_mutex;
-  std::lock_guard<std::mutex> metis_lock(metis_mutex);
-  const int rc = METIS_PartGraphKway(&nv, &ncon, xadj.data(), adj.data(), vw.data(), nullptr,
-                                     adjw.data(), &np, nullptr, &ub, options, &objval, part.data());
-  if (rc != METIS_OK)
-    return Error{"dependency_aware: METIS_PartGraphKway failed (" + std::to_string(rc) + ")", 1};
+  std::vector<idx_t> part(static_cast<size_t>(n), 0);
+  // Attention work as the one balance constraint first; where that leaves the tokens (the
+  // per-token GEMM/MLP work) over kTokenTolerance on some GPU, tokens as a second constraint.
+  auto partition = [&](bool cap_tokens) -> Status {
+    std::vector<idx_t> weights = vw;
+    std::vector<real_t> ub = {static_cast<real_t>(tol)};
+    idx_t ncon = 1;
+    if (cap_tokens) {
+      const double tsum = std::accumulate(g.tokens.begin(), g.tokens.end(), 0.0);
+      weights.clear();
+      for (int a = 0; a < n; ++a) {
+        weights.push_back(vw[static_cast<size_t>(a)]);
+        weights.push_back(std::max<idx_t>(
+            1, static_cast<idx_t>(
+                   std::llround(tsum > 0 ? g.tokens[static_cast<size_t>(a)] / tsum * 1e6 : 1))));
+      }
+      ub.push_back(static_cast<real_t>(detail::kTokenTolerance));
+      ncon = 2;
+    }
+    idx_t nv = n, np = P, objval = 0;
+    idx_t options[METIS_NOPTIONS];
+    METIS_SetDefaultOptions(options);
+    options[METIS_OPTION_SEED] = 1;
+    options[METIS_OPTION_NUMBERING] = 0;
+    options[METIS_OPTION_CONTIG] = 0;
+    // METIS keeps its random state in a process-wide global (GKlib's random.c, reseeded from
+    // options[METIS_OPTION_SEED] at each call), so concurrent calls interleave their streams and
+    // the partition would depend on thread timing (seen in parallel sweeps). Serialise the call.
+    static std::mutex metis_mutex;
+    std::lock_guard<std::mutex> metis_lock(metis_mutex);
+    const int rc =
+        METIS_PartGraphKway(&nv, &ncon, xadj.data(), adj.data(), weights.data(), nullptr,
+                            adjw.data(), &np, nullptr, ub.data(), options, &objval, part.data());
+    if (rc != METIS_OK)
+      return Error{"dependency_aware: METIS_PartGraphKway failed (" + std::to_string(rc) + ")", 1};
+    return Ok{};
+  };
+  if (auto st = partition(false); !st) return st.error();
+  std::vector<int> owner(part.begin(), part.end());
+  if (detail::token_imbalance(g, owner, P) > detail::kTokenTolerance) {
+    if (auto st = partition(true); !st) return st.error();
+    owner.assign(part.begin(), part.end());
+    // METIS meets several constraints only approximately; where one block alone outweighs a
+    // GPU's share of the attention work (a dense row), it may keep the tokens uneven: the greedy
+    // balance, which caps tokens, then places the blocks.
+    if (detail::token_imbalance(g, owner, P) > detail::kTokenTolerance) {
+      auto pb = make_placement("balanced", c);
+      if (!pb) return pb.error();
+      pl.block_owner = pb->block_owner;
+      return pl;
+    }
+  }
   // Part graph: weight between parts.
   std::vector<double> pw(static_cast<size_t>(P) * P, 0.0);
   for (int a = 0; a < n; ++a)

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "sparsp/plan.hpp"
+#include "sparsp/policy.hpp"
 #include "sparsp/topology.hpp"
 
 namespace sparsp::policy {
@@ -128,6 +129,12 @@ std::optional<Error> check_keys(const Reader& rd, const Json& obj, const std::st
 
 bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
 bool is_num(const Json& j) { return j.is_number(); }
+/// A non-negative whole number, also in exponent form (1e9).
+bool is_whole(const Json& j) {
+  if (!j.is_number()) return false;
+  const double x = j.get<double>();
+  return std::isfinite(x) && x >= 0 && x == std::floor(x);
+}
 bool is_str(const Json& j) { return j.is_string(); }
 bool is_arr(const Json& j) { return j.is_array(); }
 bool is_obj(const Json& j) { return j.is_object(); }
@@ -334,6 +341,22 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
       p.policy.scheme = v->get<std::string>();
     if (auto* v = rd.member(*pol, "/policy", "runtime", true, is_str, "string", e))
       p.policy.runtime = v->get<std::string>();
+    // The names are printed as the policy's name: each must be a registered one.
+    const std::pair<const char*, std::vector<PolicyInfo>> parts[] = {
+        {"placement", placements()}, {"scheme", schemes()}, {"runtime", runtimes()}};
+    for (const auto& [part, known] : parts) {
+      const std::string& name = part[0] == 'p'   ? p.policy.placement
+                                : part[0] == 's' ? p.policy.scheme
+                                                 : p.policy.runtime;
+      if (name.empty() && e) continue;  // missing: reported below
+      if (std::any_of(known.begin(), known.end(),
+                      [&](const PolicyInfo& i) { return i.name == name; }))
+        continue;
+      std::string list;
+      for (const auto& i : known) list += (list.empty() ? "" : ", ") + i.name;
+      return rd.err(std::string("/policy/") + part,
+                    "unknown " + std::string(part) + " '" + name + "' (known: " + list + ")");
+    }
     if (auto* v = rd.member(*pol, "/policy", "params", false, is_obj, "object", e)) {
       for (auto it = v->begin(); it != v->end(); ++it) {
         if (!it.value().is_number())
@@ -490,19 +513,34 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           t.rate_cap_Bps = v->get<double>();
         if (auto* v = rd.member(tj, tp, "chunk_bytes", false, is_num, "number", e))
           t.chunk_bytes = v->get<double>();
-        if (auto* v = rd.member(tj, tp, "staging_buffers", false, is_int, "integer", e))
-          t.staging_buffers = v->get<int>();
-        if (auto* v = rd.member(tj, tp, "comm_sms", false, is_int, "integer", e))
-          t.comm_sms = v->get<int>();
+        // Integers may be written in exponent form (1e9 is one); the range is checked below.
+        if (auto* v = rd.member(tj, tp, "staging_buffers", false, is_whole, "integer", e)) {
+          if (v->get<double>() > 1024)
+            return rd.err(
+                tp + "/staging_buffers",
+                "expected 0 (the default) .. 1024 buffers, got " + num_text(v->get<double>()));
+          t.staging_buffers = static_cast<int>(v->get<double>());
+        }
+        if (auto* v = rd.member(tj, tp, "comm_sms", false, is_whole, "integer", e)) {
+          if (v->get<double>() > 1024)
+            return rd.err(tp + "/comm_sms",
+                          "expected 0 .. 1024 SMs, got " + num_text(v->get<double>()));
+          t.comm_sms = static_cast<int>(v->get<double>());
+        }
         t.layer = L.layer;
         if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e))
           t.layer = v->get<int>();
         if (auto* v = rd.member(tj, tp, "kv_blocks", false, is_arr, "array", e)) {
+          std::set<int32_t> listed;
           for (size_t k = 0; k < v->size(); ++k) {
             const Json& b = (*v)[k];
             if (!is_int(b) || b.get<long>() < 0 || b.get<long>() >= p.num_blocks)
               return rd.err(ptr_index(tp + "/kv_blocks", k),
                             "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+            if (!listed.insert(b.get<int32_t>()).second)
+              return rd.err(ptr_index(tp + "/kv_blocks", k),
+                            "block " + std::to_string(b.get<long>()) +
+                                " listed twice (each block's K and V is sent once)");
             t.kv_blocks.push_back(b.get<int32_t>());
           }
         }
@@ -525,6 +563,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (t.chunk_bytes < 0) return rd.err(tp + "/chunk_bytes", "expected >= 0");
         if (t.staging_buffers < 0) return rd.err(tp + "/staging_buffers", "expected >= 0");
         if (t.comm_sms < 0) return rd.err(tp + "/comm_sms", "expected >= 0");
+        if (t.comm_sms > 0 && t.engine != sim::Engine::sm)
+          return rd.err(tp + "/comm_sms",
+                        "applies to engine \"sm\" only (this transfer runs on the copy engines)");
         L.work.transfers.push_back(std::move(t));
       }
     }

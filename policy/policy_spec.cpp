@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "sparsp/policy.hpp"
 
@@ -21,6 +23,27 @@ std::string names(const std::vector<PolicyInfo>& list) {
 const char* const kKnownParams[] = {"skip_empty",  "ulysses_degree", "host_staged", "comm_sms",
                                     "chunk_bytes", "tolerance",      "locality",    "ce_only",
                                     "split_text",  "staging_buffers"};
+// Boolean parameters: 0 or 1 (2 or 0.5 is a typo, not "on").
+const char* const kBooleanParams[] = {"skip_empty", "host_staged", "ce_only", "split_text"};
+// Which part reads each parameter that not every policy reads (the others, host_staged,
+// chunk_bytes and staging_buffers, apply to the host-staged transfers of any policy). Kept in
+// step with the readers: scheme_ring.cpp (skip_empty), scheme_demand_*.cpp (split_text),
+// scheme_usp.cpp (ulysses_degree), placement_balanced.cpp and placement_dependency_aware.cpp
+// (tolerance, locality), runtime.cpp (comm_sms and ce_only: SM-driven copies only).
+struct ParamReaders {
+  const char* param;
+  const char* part;  // "placement", "scheme" or "runtime"
+  std::vector<std::string> names;
+};
+const ParamReaders kParamReaders[] = {
+    {"skip_empty", "scheme", {"ring"}},
+    {"split_text", "scheme", {"demand_alltoall", "demand_direct", "demand_hierarchical"}},
+    {"ulysses_degree", "scheme", {"usp"}},
+    {"tolerance", "placement", {"balanced", "dependency_aware"}},
+    {"locality", "placement", {"balanced"}},
+    {"comm_sms", "runtime", {"sync", "sm_overlap"}},
+    {"ce_only", "runtime", {"sync", "sm_overlap"}},
+};
 // Host-staged pipeline chunk: at least one 4 KiB page (smaller chunks only multiply events and
 // per-chunk overheads), at most 1 TB (as /sim/chunk_bytes in a study).
 constexpr double kMinChunkBytes = 4096, kMaxChunkBytes = 1e12;
@@ -52,6 +75,13 @@ Status check_policy_param(const std::string& k, double v) {
     o << "policy parameter 'tolerance' must be >= 1 (1.03 = 3% imbalance allowed), got " << v;
     return Error{o.str()};
   }
+  if (std::find(std::begin(kBooleanParams), std::end(kBooleanParams), k) !=
+          std::end(kBooleanParams) &&
+      v != 0 && v != 1) {
+    std::ostringstream o;
+    o << "policy parameter '" << k << "' is a switch: expected 0 or 1, got " << v;
+    return Error{o.str()};
+  }
   if (!std::isfinite(v) || v < 0) return Error{"policy parameter '" + k + "' must be >= 0"};
   return Ok{};
 }
@@ -65,6 +95,25 @@ Status check_policy(const PolicySpec& spec) {
     return Error{"unknown runtime '" + spec.runtime + "' (known: " + names(runtimes()) + ")"};
   for (const auto& [k, v] : spec.params)
     if (auto st = check_policy_param(k, v); !st) return st;
+  // A parameter the chosen placement, scheme or runtime does not read is a mistake (it used to
+  // be ignored without a word: split_text on ring).
+  for (const ParamReaders& pr : kParamReaders) {
+    if (!spec.params.count(pr.param)) continue;
+    const std::string part = pr.part;
+    const std::string& chosen = part == "placement" ? spec.placement
+                                : part == "scheme"  ? spec.scheme
+                                                    : spec.runtime;
+    if (std::find(pr.names.begin(), pr.names.end(), chosen) != pr.names.end()) continue;
+    std::string list;
+    for (const auto& n : pr.names) list += (list.empty() ? "" : ", ") + n;
+    return Error{"policy parameter '" + std::string(pr.param) + "' does not apply to " + part +
+                 " '" + chosen + "' (it is read by " + part + " " + list + ")"};
+  }
+  if (spec.params.count("comm_sms") && spec.params.count("ce_only") &&
+      spec.params.at("ce_only") == 1)
+    return Error{
+        "policy parameter 'comm_sms' does not apply with ce_only=1 (copies run on the copy "
+        "engines, no SMs)"};
   // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
   if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
     return Error{"policy '" + spec.name() +
@@ -140,6 +189,8 @@ Result<PolicySpec> parse_policy(const std::string& text) {
       return Error{"policy '" + text + "': parameter '" + kv + "' is not key=value"};
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "route") {
+      if (spec.params.count("host_staged"))
+        return Error{"policy '" + text + "': route given twice"};
       if (v == "host_staged")
         spec.params["host_staged"] = 1;
       else if (v == "automatic")
@@ -152,7 +203,8 @@ Result<PolicySpec> parse_policy(const std::string& text) {
     const double x = std::strtod(v.c_str(), &end);
     if (v.empty() || *end)
       return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
-    spec.params[k] = x;
+    if (!spec.params.emplace(k, x).second)  // skip_empty=1,skip_empty=0: the last no longer wins
+      return Error{"policy '" + text + "': parameter '" + k + "' given twice"};
   }
   if (auto st = check_policy(spec); !st)
     return Error{"policy '" + text + "': " + st.error().message};

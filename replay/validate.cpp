@@ -252,10 +252,12 @@ std::string validate_json(const ValidateReport& r) {
   Json root = Json::object();
   root["topology"] = r.topology_name;
   root["transfers"] = r.transfers;
-  root["mape"] = r.mape;
-  root["p50"] = r.p50;
-  root["p90"] = r.p90;
-  root["max_error"] = r.max_error;
+  // No transfer compared (every measured duration 0): the errors are unknown, not 0.
+  const bool none = r.transfers == 0;
+  root["mape"] = none ? Json() : Json(r.mape);
+  root["p50"] = none ? Json() : Json(r.p50);
+  root["p90"] = none ? Json() : Json(r.p90);
+  root["max_error"] = none ? Json() : Json(r.max_error);
   root["makespan_mape"] = r.makespan_mape;
   root["makespan_max_error"] = r.makespan_max_error;
   root["host_staged_achieved_GBps"] = units::Bps_to_GBps(r.host_staged_achieved_Bps);
@@ -305,9 +307,13 @@ std::string validate_table(const ValidateReport& r) {
   std::ostringstream os;
   char buf[256];
   os << "topology " << r.topology_name << ", " << r.transfers << " transfers\n";
-  std::snprintf(buf, sizeof buf,
-                "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
-                100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
+  if (r.transfers == 0)
+    std::snprintf(buf, sizeof buf,
+                  "transfer durations: MAPE n/a (no transfer with a measured duration above 0)\n");
+  else
+    std::snprintf(buf, sizeof buf,
+                  "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
+                  100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
   os << buf;
   std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%\n",
                 100 * r.makespan_mape, 100 * r.makespan_max_error);

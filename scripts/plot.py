@@ -22,6 +22,7 @@ policy / name / scheme present); several rows for the same (group, x) are averag
 """
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -73,9 +74,18 @@ def read_rows(path):
     rows, columns = [], []
     if path.endswith(".csv"):
         with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            columns = list(reader.fieldnames or [])
+            text = f.read()
+        if text and not text.endswith("\n"):
+            fail(f"{path}:{text.count(chr(10)) + 1}: the last row is cut off (no newline at the "
+                 "end; is the sweep still writing it?)")
+        table = list(csv.reader(io.StringIO(text, newline="")))
+        columns = table[0] if table else []
+        for number, fields in enumerate(table[1:], 2):
+            if len(fields) != len(columns):
+                fail(f"{path}:{number}: {len(fields)} fields, but the header has {len(columns)}")
+            rows.append(dict(zip(columns, fields)))
+        if not table:
+            fail(f"{path}: empty file (no header)")
     else:
         with open(path) as f:
             for number, line in enumerate(f, 1):
@@ -165,8 +175,9 @@ def series(rows, x, y, by, facet_value=None, facet=None, source="input"):
             pts.sort(key=lambda p: num(p[0]))
         out[g] = pts
     if not out:
-        cols = ", ".join(rows[0].keys()) if rows else "none"
-        fail(f"{source}: no numeric values of column '{y}' (columns: {cols})")
+        if not rows:
+            fail(f"{source}: no rows to plot (only a header, or every row skipped or filtered out)")
+        fail(f"{source}: no numeric values of column '{y}' (columns: {', '.join(rows[0].keys())})")
     if averaged:
         print(f"plot: several rows per ({by}, {x}): {y} averaged", file=sys.stderr)
     return out

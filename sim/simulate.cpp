@@ -151,6 +151,9 @@ Status check_transfer(const Compile& c, size_t i, int se, int de) {
                          std::string("driver \"") + (src ? "src" : "dst") + "\" is " +
                              (src ? t.src : t.dst) + ", which has no copy engine");
   }
+  if (t.comm_sms > 0 && t.engine != Engine::sm)
+    return input_error(file, ptr("transfers", i, "comm_sms"),
+                       "applies to engine \"sm\" only (this transfer runs on the copy engines)");
   return Ok{};
 }
 
@@ -357,9 +360,22 @@ Status check_cycles(const Compile& c) {
   auto id_of = [&](int x) {
     return x < static_cast<int>(nt) ? c.work.transfers[x].id : c.work.compute[x - nt].id;
   };
+  // A long cycle (300k transfers gave a 3.2 MB line) names its first and last 5 members.
+  constexpr size_t kShown = 5;
   std::string chain;
-  for (auto it = cycle.rbegin(); it != cycle.rend(); ++it) chain += id_of(*it) + " -> ";
+  const size_t n = cycle.size();
+  size_t k = 0;
+  for (auto it = cycle.rbegin(); it != cycle.rend(); ++it, ++k) {
+    if (n > 2 * kShown && k == kShown) {
+      chain += "... (" + std::to_string(n - 2 * kShown) + " more) -> ";
+      it += static_cast<std::ptrdiff_t>(n - 2 * kShown - 1);
+      k += n - 2 * kShown - 1;
+      continue;
+    }
+    chain += id_of(*it) + " -> ";
+  }
   chain += id_of(cycle.back());
+  if (n > 2 * kShown) chain += " (a cycle of " + std::to_string(n) + ")";
   const std::string place =
       at < static_cast<int>(nt) ? ptr("transfers", at, "after") : ptr("compute", at - nt, "after");
   return input_error(

@@ -249,16 +249,22 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
     if (!v) return v.error();
     s.name = *v;
   }
+  // One of the two: both used to run their union (the same topology twice ran twice).
+  if (j.contains("topology") && j.contains("topologies"))
+    return r.err("/topologies", "give either /topology or /topologies, not both");
   for (const char* key : {"topology", "topologies"}) {
     if (!j.contains(key)) continue;
     const auto& t = j[key];
     const std::string ptr = std::string("/") + key;
+    s.topologies_key = key;
     if (t.is_string()) {
       s.topologies.push_back(t.get<std::string>());
     } else if (t.is_array() && !t.empty()) {
       for (size_t i = 0; i < t.size(); ++i) {
         auto v = get_str(r, t[i], ptr + "/" + std::to_string(i));
         if (!v) return v.error();
+        if (std::find(s.topologies.begin(), s.topologies.end(), *v) != s.topologies.end())
+          return r.err(ptr + "/" + std::to_string(i), "\"" + *v + "\" is listed twice");
         s.topologies.push_back(*v);
       }
     } else {
@@ -374,7 +380,7 @@ Result<Study> parse_study(const std::string& text, const std::string& source_nam
         !st)
       return st.error();
     if (c.contains("chunk_bytes")) {
-      auto v = get_num(r, c["chunk_bytes"], "/sim/chunk_bytes", 1, 1e12);
+      auto v = get_num(r, c["chunk_bytes"], "/sim/chunk_bytes", 4096, 1e12);
       if (!v) return v.error();
       s.sim.default_chunk_bytes = *v;
     }

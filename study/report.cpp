@@ -237,7 +237,9 @@ std::string to_json(const StudyResult& r) {
     o["denoise_speedup"] = r9(p.denoise_speedup);
     o["attention_speedup"] = r9(p.attention_speedup);
     o["compute_imbalance"] = r9(p.compute_imbalance);
-    o["busiest_link"] = p.busiest_link;
+    // No link carried anything (one GPU, no transfers): null, as the table's '-'.
+    o["busiest_link"] =
+        p.busiest_link.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.busiest_link);
     o["busiest_utilization"] = r9(p.busiest_utilization);
     o["units"] = p.units;
     o["simulated"] = p.simulated;
@@ -263,13 +265,14 @@ std::string to_csv(const StudyResult& r) {
          "busiest_link,busiest_utilization,lower_bound_s,name,params,other_time_s,"
          "lower_bound_binding,units,simulated\n";
   for (const auto& p : r.policies) {
-    out << p.topology << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement << ","
-        << p.policy.scheme << "," << p.policy.runtime;
+    // The topology name comes from a file ("name"): quoted and escaped where it needs it.
+    out << csv_field(p.topology) << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement
+        << "," << p.policy.scheme << "," << p.policy.runtime;
     for (double v :
          {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s, p.step_time_s,
           p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
       out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());  // no value: empty
-    out << "," << p.busiest_link << "," << fmt("%.9g", p.busiest_utilization) << ","
+    out << "," << csv_field(p.busiest_link) << "," << fmt("%.9g", p.busiest_utilization) << ","
         << fmt("%.9g", p.lower_bound_s);
     // The JSON fields the CSV lacked (issue 18, defect 19), appended: "the same per row".
     nlohmann::ordered_json params = nlohmann::ordered_json::object();

@@ -292,9 +292,19 @@ Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo
 Result<std::vector<std::unique_ptr<topology::Topology>>> load_topologies(
     const Study& st, const patterns::ModelSpec& model, size_t baseline) {
   std::vector<std::unique_ptr<topology::Topology>> out;
-  for (const auto& name : st.topologies) {
+  for (size_t i = 0; i < st.topologies.size(); ++i) {
+    const std::string& name = st.topologies[i];
+    // The entry's own place: /topologies/<i> in a list of several, else /topology (a sweep
+    // writes a study's one "topology" as a one-entry list).
+    const std::string place = st.topologies_key == "topologies" && st.topologies.size() > 1
+                                  ? "/topologies/" + std::to_string(i)
+                                  : "/topology";
     auto topo = topology::Topology::load(name);
-    if (!topo) return at(st, "/topology", topo.error());
+    if (!topo) return at(st, place, topo.error());
+    if (st.gpus.empty() && st.num_gpus > topo->num_gpus())
+      return at(st, "/gpus",
+                Error{"asks for " + std::to_string(st.num_gpus) + " GPUs, but topology '" +
+                      topo->name() + "' has " + std::to_string(topo->num_gpus())});
     std::vector<SkippedPolicy> ignored;
     const int ranks = static_cast<int>(group_gpus(st, *topo).size());
     if (auto r = runnable_on(st, topo->name(), ranks, model.heads, baseline, ignored); !r)

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "sparsp/output_file.hpp"
 #include "sparsp/sweep.hpp"
 #include "sweep_json.hpp"
 
@@ -332,7 +333,15 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   }
   SweepSummary sum;
   sum.total_points = num_points(spec);
-  const std::string final_path = options.output_path;
+  // A symbolic link is followed (the link stays); a device or FIFO cannot take the resumable
+  // .partial beside it, and is never removed or renamed over (sparsp/output_file.hpp).
+  auto target = output_target(options.output_path);
+  if (!target) return target.error();
+  if (target->in_place)
+    return input_error(options.output_path, "",
+                       "cannot write a sweep to a device or pipe (a sweep writes <output>.partial "
+                       "beside its output, then renames it); give a regular file");
+  const std::string final_path = target->path;
   const std::string partial_path = final_path + ".partial";
   const std::string header = render_header(format, spec, columns);
   namespace fs = std::filesystem;

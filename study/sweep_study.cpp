@@ -1,9 +1,13 @@
 // The `simulate` study runner as the evaluator of sweep and tune points, and small helpers.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -13,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparsp/output_file.hpp"
 #include "sparsp/sweep.hpp"
 #if __has_include("sparsp/study.hpp")
 #include "internal.hpp"
@@ -54,14 +59,24 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
   });
 }
 
-Status check_writable(const std::string& path) {
+Status check_writable(const std::string& path_given) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (path.empty()) return input_error("<output>", "", "cannot write: empty path");
-  if (fs::is_directory(path, ec)) return input_error(path, "", "cannot write: is a folder");
+  // A device or FIFO is written in place, a symbolic link followed (sparsp/output_file.hpp).
+  auto target = output_target(path_given);
+  if (!target) return target.error();
+  if (target->in_place) {
+    const int fd = ::open(target->path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    // A FIFO without a reader yet (ENXIO) is fine: the reader may come later.
+    if (fd < 0 && errno != ENXIO)
+      return input_error(path_given, "", std::string("cannot write: ") + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return Ok{};
+  }
+  const std::string& path = target->path;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
-    return input_error(path, "",
+    return input_error(path_given, "",
                        fs::exists(parent, ec)
                            ? "cannot write: " + parent.string() + " is not a folder"
                            : "cannot write: folder " + parent.string() + " does not exist");
@@ -69,24 +84,28 @@ Status check_writable(const std::string& path) {
   const bool existed = fs::exists(probe, ec);
   {
     std::ofstream out(probe, std::ios::binary | std::ios::app);
-    if (!out) return input_error(path, "", "cannot write: cannot create " + probe);
+    if (!out) return input_error(path_given, "", "cannot write: cannot create " + probe);
   }
   if (!existed) fs::remove(probe, ec);
   return Ok{};
 }
 
-Status write_text_atomic(const std::string& path, const std::string& text) {
+Status write_text_atomic(const std::string& path_given, const std::string& text) {
+  auto target = output_target(path_given);
+  if (!target) return target.error();
+  if (target->in_place) return write_in_place(target->path, text);
+  const std::string& path = target->path;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write (" + tmp + ")", 2};
+    if (!out) return Error{path_given + ": cannot write (" + tmp + ")", 2};
     out << text;
     out.flush();
     if (!out) {
       out.close();
       std::error_code ec;
       std::filesystem::remove(tmp, ec);  // no .tmp left behind after an error
-      return Error{path + ": write failed", 1};
+      return Error{path_given + ": write failed", 1};
     }
   }
   std::error_code ec;
@@ -94,7 +113,7 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
   if (ec) {
     const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    return Error{path + ": cannot rename from " + tmp + ": " + why, 2};
+    return Error{path_given + ": cannot rename from " + tmp + ": " + why, 2};
   }
   return Ok{};
 }
@@ -195,10 +214,46 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// Documents of one point that the study loader only takes as files (an inline topology or
+// model object), held as in-memory files (memfd) named /proc/self/fd/N: nothing is written to
+// disk, so nothing is left behind whatever ends the process (SIGINT, SIGTERM, SIGKILL). Closed
+// when the point is done. Where memfd or /proc is unavailable, the shared ScratchDir is used.
+class PointDocs {
+ public:
+  explicit PointDocs(ScratchDir& fallback) : fallback_(fallback) {}
+  ~PointDocs() {
+    for (int fd : fds_) ::close(fd);
+  }
+  PointDocs(const PointDocs&) = delete;
+  PointDocs& operator=(const PointDocs&) = delete;
+
+  Result<std::string> file_for(const json& doc) {
+    static const bool proc_fd = std::filesystem::is_directory("/proc/self/fd");
+    const int fd = proc_fd ? ::memfd_create("sparsp-sweep-doc", MFD_CLOEXEC) : -1;
+    if (fd < 0) return fallback_.file_for(doc);
+    fds_.push_back(fd);
+    const std::string text = doc.dump(2) + "\n";
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Error{std::string("in-memory study document: ") + std::strerror(errno), 1};
+      done += static_cast<size_t>(n);
+    }
+    return "/proc/self/fd/" + std::to_string(fd);
+  }
+
+ private:
+  ScratchDir& fallback_;
+  std::vector<int> fds_;
+};
+
 // A message about a point with the scratch files' names taken out, so that it names the place
 // in the sweep, not a per-process temporary file: "<point 0>:/topology: /tmp/sparsp-sweep-7-0/
 // doc-1.json:/template/x: what" -> "<point 0>:/topology/template/x: what".
-std::string without_scratch_paths(std::string msg, const std::vector<std::string>& paths) {
+std::string without_scratch_paths(std::string msg, std::vector<std::string> paths) {
+  // Longest first: /proc/self/fd/12 must not eat the start of /proc/self/fd/123.
+  std::stable_sort(paths.begin(), paths.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   for (const std::string& p : paths) {
     for (size_t at; (at = msg.find(": " + p + ":/")) != std::string::npos;)
       msg.replace(at, p.size() + 3, "");
@@ -209,7 +264,7 @@ std::string without_scratch_paths(std::string msg, const std::vector<std::string
 
 // Study fields that name files: inline objects become scratch files; relative paths resolve
 // against the point's base folder (where they exist there).
-Status materialize(json& study, const std::string& base_dir, ScratchDir& scratch,
+Status materialize(json& study, const std::string& base_dir, PointDocs& scratch,
                    std::vector<std::string>& scratch_files) {
   auto fix = [&](json& v) -> Status {
     if (v.is_object()) {
@@ -252,11 +307,13 @@ std::string cell(int64_t v) { return std::to_string(v); }
 
 bool study_runner_available() { return true; }
 
-Result<PointEvaluator> study_point_evaluator() {
+Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
   auto scratch = std::make_shared<ScratchDir>();
   PointEvaluator ev;
   ev.columns = study_columns();
-  ev.evaluate = [scratch](const SweepPoint& p) -> PointOutcome {
+  RunOptions run_options;
+  if (max_memory_bytes > 0) run_options.max_memory_bytes = max_memory_bytes;
+  ev.evaluate = [scratch, run_options](const SweepPoint& p) -> PointOutcome {
     PointOutcome out;
     json doc;
     try {
@@ -265,12 +322,13 @@ Result<PointEvaluator> study_point_evaluator() {
       return PointOutcome{true, e.what(), {}, {}};
     }
     std::vector<std::string> files;
-    auto st = materialize(doc, p.base_dir, *scratch, files);
+    PointDocs docs(*scratch);
+    auto st = materialize(doc, p.base_dir, docs, files);
     if (!st) return PointOutcome{true, st.error().message, {}, {}};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study)
       return PointOutcome{true, without_scratch_paths(study.error().message, files), {}, {}};
-    auto res = run_study(*study);
+    auto res = run_study(*study, run_options);
     if (!res) return PointOutcome{true, without_scratch_paths(res.error().message, files), {}, {}};
     // One row per (topology, study policy), in study order: results and left-out policies are
     // both topology-major in study order, so they merge back into place.
@@ -302,15 +360,28 @@ Result<PointEvaluator> study_point_evaluator() {
         const PolicyResult& r = res->policies[ran++];
         json params = json::object();
         for (const auto& [k, v] : r.policy.params) params[k] = v;
-        out.rows.push_back(
-            {cell(r.topology),          cell(r.policy.name()),       cell(r.policy.placement),
-             cell(r.policy.scheme),     cell(r.policy.runtime),      cell(params.dump()),
-             cell(r.volume_bytes),      cell(r.control_bytes),       cell(r.attention_time_s),
-             cell(r.other_time_s),      cell(r.step_time_s),         cell(r.e2e_time_s),
-             cell(r.lower_bound_s),     cell(r.lower_bound_binding), cell(r.speedup),
-             cell(r.attention_speedup), cell(r.volume_vs_baseline),  cell(r.compute_imbalance),
-             cell(r.busiest_link),      cell(r.busiest_utilization), cell(r.units),
-             cell(r.simulated)});
+        out.rows.push_back({cell(r.topology),
+                            cell(r.policy.name()),
+                            cell(r.policy.placement),
+                            cell(r.policy.scheme),
+                            cell(r.policy.runtime),
+                            cell(params.dump()),
+                            cell(r.volume_bytes),
+                            cell(r.control_bytes),
+                            cell(r.attention_time_s),
+                            cell(r.other_time_s),
+                            cell(r.step_time_s),
+                            cell(r.e2e_time_s),
+                            cell(r.lower_bound_s),
+                            cell(r.lower_bound_binding),
+                            cell(r.speedup),
+                            cell(r.attention_speedup),
+                            cell(r.volume_vs_baseline),
+                            cell(r.compute_imbalance),
+                            r.busiest_link.empty() ? std::string("null") : cell(r.busiest_link),
+                            cell(r.busiest_utilization),
+                            cell(r.units),
+                            cell(r.simulated)});
       }
     }
     return out;
@@ -318,7 +389,8 @@ Result<PointEvaluator> study_point_evaluator() {
   return ev;
 }
 
-Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer) {
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer,
+                            double max_memory_bytes) {
   size_t row = 0;
   const std::string prefix = "/policies/";
   if (policy_pointer.compare(0, prefix.size(), prefix) == 0 &&
@@ -338,17 +410,17 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
                          "\"" + objective +
                              "\" is higher-is-better and tune minimises; use e2e_time_s or "
                              "attention_time_s");
-  auto ev = study_point_evaluator();
+  auto ev = study_point_evaluator(max_memory_bytes);
   if (!ev) return ev.error();
   return score_from_evaluator(std::move(ev.value()), objective, row);
 }
 
 #else
 bool study_runner_available() { return false; }
-Result<PointEvaluator> study_point_evaluator() {
+Result<PointEvaluator> study_point_evaluator(double) {
   return Error{"sweep: this build has no `simulate` study runner", 1};
 }
-Result<ScoreFn> study_score(const std::string&, const std::string&) {
+Result<ScoreFn> study_score(const std::string&, const std::string&, double) {
   return Error{"tune: this build has no `simulate` study runner", 1};
 }
 #endif

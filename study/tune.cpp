@@ -294,6 +294,14 @@ Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int thre
   if (m == TuneMethod::automatic)
     m = res.space_size <= spec.budget ? TuneMethod::exhaustive : TuneMethod::coordinate_descent;
   res.method_used = m;
+  if (m == TuneMethod::exhaustive && spec.budget < res.space_size)
+    // Evaluating the first `budget` points in grid order and calling it exhaustive would claim a
+    // search that did not happen.
+    return input_error(spec.space.source, "/method",
+                       "\"exhaustive\" evaluates every one of the " +
+                           std::to_string(res.space_size) + " configurations, but the budget is " +
+                           std::to_string(spec.budget) + " (raise /budget or --budget, or use " +
+                           "\"auto\" or \"coordinate_descent\")");
 
   if (m == TuneMethod::exhaustive) {
     std::vector<std::vector<int>> all;
@@ -401,7 +409,10 @@ std::string format_tune_report(const TuneSpec& spec, const TuneResult& r) {
     << " configurations evaluated (budget " << spec.budget << ", seed " << spec.seed << ")\n";
   auto settings = [](const SweepPoint& p) {
     std::string s;
-    for (const auto& st : p.settings) s += (s.empty() ? "" : " ") + st.name + "=" + st.value_json;
+    // A setting the base study leaves out (the default configuration) is the scheme's default.
+    for (const auto& st : p.settings)
+      s += (s.empty() ? "" : " ") + st.name + "=" +
+           (st.value_json == "null" ? std::string("(unset: default)") : st.value_json);
     return s;
   };
   char buf[128];

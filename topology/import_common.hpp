@@ -114,6 +114,23 @@ inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::
   return *g;
 }
 
+/// Notes a GPU model without a bf16 compute figure (its bf16_dense_TFLOPs is 0), which `simulate`
+/// then refuses for compute: "generic" (no figures at all: 0 SMs, 0 FLOP/s), or a real model
+/// without bf16 tensor cores (V100: 80 SMs, no bf16). Kept in the topology's source notes.
+inline void note_compute_figures(GraphBuilder& gb, const std::string& file, const GpuSpec& spec) {
+  if (spec.peak_bf16_flops > 0) return;
+  if (spec.sm_count <= 0)
+    gb.note(file, "",
+            "GPU model '" + spec.model +
+                "' has no compute figures (0 SMs, 0 FLOP/s); pass --gpu-model (see `sparsp topo "
+                "models`) before simulating compute");
+  else
+    gb.note(file, "",
+            "GPU model '" + spec.model + "' has no bf16 figure (" + std::to_string(spec.sm_count) +
+                " SMs, no bf16 tensor cores); simulating compute needs peak_bf16_flops in the "
+                "topology");
+}
+
 /// PCIe generation when the input gives no real one: --pcie-gen, else the GPU model's own, else
 /// Gen4 (kImportDefaultGen).
 inline int import_default_gen(const ImportOptions& options, const GpuSpec& spec) {

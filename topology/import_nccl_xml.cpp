@@ -433,6 +433,7 @@ class XmlImporter {
     const GpuSpec& first = devs_[static_cast<size_t>(gpu_order_[0])].spec;
     Topology::Options topt;
     topt.p2p = options_.p2p.value_or(first.p2p_capable);
+    detail::note_compute_figures(gb_, file_, first);
     topt.notes = gb_.notes;
     return Topology::build(detail::import_name(file_), "imported from NCCL topology XML: " + file_,
                            std::move(gb_.nodes), std::move(gb_.links), topt, file_,
@@ -559,6 +560,24 @@ class XmlImporter {
       return;
     }
     const int n = static_cast<int>(gpu_order_.size());
+    // N links per GPU cannot exceed what the GPU model has (its registry nvlink_links); a model
+    // known to have none takes none. The generic model (nothing known) takes what it is told.
+    for (int i : gpu_order_) {
+      const GpuSpec& spec = devs_[static_cast<size_t>(i)].spec;
+      if (spec.model == "generic") continue;
+      const std::string given = std::string("--nvlink ") +
+                                (fill_->nvswitch ? "nvswitch:" : "direct:") +
+                                std::to_string(fill_->links);
+      if (spec.nvlink_links <= 0) {
+        fail_at(system_line, given + ": GPU model '" + spec.model + "' has no NVLink");
+        return;
+      }
+      if (fill_->links > spec.nvlink_links) {
+        fail_at(system_line, given + ": GPU model '" + spec.model + "' has " +
+                                 std::to_string(spec.nvlink_links) + " NVLinks per GPU");
+        return;
+      }
+    }
     const double rate = nvlink_rate(devs_[static_cast<size_t>(gpu_order_[0])]);
     note(system_line, std::string("NVLink added as told (--nvlink ") +
                           (fill_->nvswitch ? "nvswitch:" : "direct:") +

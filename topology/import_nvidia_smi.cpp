@@ -255,6 +255,8 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   std::vector<std::vector<Cls>> m(static_cast<size_t>(n_gpu), std::vector<Cls>(n_dev));
   std::vector<int> row_line(static_cast<size_t>(n_gpu), 0);
   std::vector<std::optional<int>> numa(static_cast<size_t>(n_gpu));
+  // NIC pairs marked PIX in a NIC row: the ports of one card (or two cards on one switch port).
+  std::set<std::pair<int, int>> nic_pix;  // (NIC index, NIC index), both orders
   int rows = 0;
   int last_line = header_line;
   for (size_t i = static_cast<size_t>(header) + 1; i < lines.size(); ++i) {
@@ -266,11 +268,22 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     const std::string& label = c[0];
     if (std::find(columns.begin() + n_gpu, columns.end(), label) != columns.end()) {
       // NIC rows: the GPU rows' NIC columns carry the structure; only check the tokens here.
+      const int row_col =
+          static_cast<int>(std::find(columns.begin(), columns.end(), label) - columns.begin());
+      const int row_nic = static_cast<int>(
+          std::find(nic_columns.begin(), nic_columns.end(), row_col) - nic_columns.begin());
       for (size_t k = 1; k < c.size() && k <= n_dev; ++k) {
-        if (!c[k].empty() && !parse_token(c[k])) {
+        const auto tok = c[k].empty() ? std::nullopt : parse_token(c[k]);
+        if (!c[k].empty() && !tok) {
           return input_error(
               file, std::to_string(line),
               "unknown legend token '" + c[k] + "' in row " + label + ", column " + columns[k - 1]);
+        }
+        const auto at = std::find(nic_columns.begin(), nic_columns.end(), static_cast<int>(k - 1));
+        if (tok && tok->c == PathClass::pix && at != nic_columns.end()) {
+          const int other = static_cast<int>(at - nic_columns.begin());
+          nic_pix.insert({row_nic, other});
+          nic_pix.insert({other, row_nic});
         }
       }
       continue;
@@ -366,6 +379,35 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     const int g = a < n_gpu ? a : b, nic = (a < n_gpu ? b : a) - n_gpu;
     return m[static_cast<size_t>(g)][static_cast<size_t>(nic_columns[static_cast<size_t>(nic)])];
   };
+  // A dual-port card: NICs PIX to each other with the same path to every GPU are one NIC node
+  // with `ports` 2 (or more), as the NCCL XML importer makes of a card's <net> children.
+  std::vector<int> nic_card(static_cast<size_t>(n_nic));  // NIC -> the first NIC of its card
+  std::iota(nic_card.begin(), nic_card.end(), 0);
+  for (int k = 0; k < n_nic; ++k) {
+    for (int j = 0; j < k && nic_card[static_cast<size_t>(k)] == k; ++j) {
+      if (nic_card[static_cast<size_t>(j)] != j || !nic_pix.count({j, k})) continue;
+      bool same = true;
+      for (int g = 0; g < n_gpu && same; ++g) {
+        const Cls a =
+            m[static_cast<size_t>(g)][static_cast<size_t>(nic_columns[static_cast<size_t>(j)])];
+        const Cls b =
+            m[static_cast<size_t>(g)][static_cast<size_t>(nic_columns[static_cast<size_t>(k)])];
+        same = a.c == b.c && a.nv == b.nv;
+      }
+      if (same) nic_card[static_cast<size_t>(k)] = j;
+    }
+  }
+  std::vector<int> nic_node(static_cast<size_t>(n_nic), -1), nic_ports;  // NIC -> node index
+  for (int k = 0; k < n_nic; ++k) {
+    if (nic_card[static_cast<size_t>(k)] == k) {
+      nic_node[static_cast<size_t>(k)] = static_cast<int>(nic_ports.size());
+      nic_ports.push_back(1);
+    } else {
+      const int node = nic_node[static_cast<size_t>(nic_card[static_cast<size_t>(k)])];
+      nic_node[static_cast<size_t>(k)] = node;
+      ++nic_ports[static_cast<size_t>(node)];
+    }
+  }
   auto is = [](const Cls& c, std::initializer_list<PathClass> set) {
     return std::find(set.begin(), set.end(), c.c) != set.end();
   };
@@ -443,7 +485,8 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     gb.node(std::move(n), row_line[static_cast<size_t>(g)]);
   }
   auto dev_id = [&](int d) {
-    return d < n_gpu ? "gpu" + std::to_string(d) : "nic" + std::to_string(d - n_gpu);
+    return d < n_gpu ? "gpu" + std::to_string(d)
+                     : "nic" + std::to_string(nic_node[static_cast<size_t>(d - n_gpu)]);
   };
   auto dev_line = [&](int d) { return d < n_gpu ? row_line[static_cast<size_t>(d)] : header_line; };
   std::vector<int> placed_nics;
@@ -463,6 +506,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     std::vector<int> members = socket_groups[s];
     for (int k = 0; k < n_nic; ++k) {
       const int a = nic_anchor[static_cast<size_t>(k)];
+      if (nic_card[static_cast<size_t>(k)] != k) continue;  // a further port of a placed card
       if (a >= 0 && sock.find(a) == sock.find(members[0])) members.push_back(n_gpu + k);
     }
     const std::string cpu = cpus[s];
@@ -519,12 +563,20 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   }
   // NICs: placed above when anchored to a GPU; the rest hang off cpu0.
   for (int k = 0; k < n_nic; ++k) {
+    if (nic_card[static_cast<size_t>(k)] != k) continue;
     Node n;
-    n.id = "nic" + std::to_string(k);
+    n.id = dev_id(n_gpu + k);
     n.kind = NodeKind::nic;
+    n.ports = nic_ports[static_cast<size_t>(nic_node[static_cast<size_t>(k)])];
+    if (n.ports > 1)
+      gb.note(file, std::to_string(header_line),
+              columns[static_cast<size_t>(nic_columns[static_cast<size_t>(k)])] + " and " +
+                  std::to_string(n.ports - 1) +
+                  " more NIC(s) PIX to it with the same paths to every GPU: one card with " +
+                  std::to_string(n.ports) + " ports (" + n.id + ")");
     gb.node(std::move(n), header_line);
     if (nic_anchor[static_cast<size_t>(k)] < 0)
-      gb.pcie(cpus[0], "nic" + std::to_string(k), gen, width, header_line);
+      gb.pcie(cpus[0], dev_id(n_gpu + k), gen, width, header_line);
   }
   // NVLink: direct bonded links, or an NVSwitch fabric for GPUs whose NV counts exceed 18 in sum.
   constexpr int kMaxLinksPerGpu = 18;
@@ -574,6 +626,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
 
   Topology::Options topt;
   topt.p2p = options.p2p.value_or(spec->p2p_capable);
+  detail::note_compute_figures(gb, file, *spec);
   topt.notes = gb.notes;
   auto t = Topology::build(detail::import_name(file), "imported from nvidia-smi topo -m: " + file,
                            std::move(gb.nodes), std::move(gb.links), topt, file,

@@ -25,6 +25,9 @@ struct Study {
   std::string source = "<study>";        ///< file name used in error messages
   std::string name;
   std::vector<std::string> topologies;   ///< presets or topology JSON paths (at least one)
+  /// The key they came from: "topology" (one name) or "topologies" (a list), for error places
+  /// ("/topologies/1" names the second entry).
+  std::string topologies_key = "topology";
   std::string model = "hunyuanvideo-sta";
   patterns::PatternOptions pattern;      ///< kind "file": recorded mask in pattern.input
   std::vector<int> gpus;                 ///< GPU index of each rank; empty: all GPUs

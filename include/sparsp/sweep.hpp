@@ -276,11 +276,15 @@ bool study_runner_available();
 /// `sparsp simulate --config` loads a file (relative paths against the point's base_dir) and
 /// run; one row per policy with every metric of `simulate --json`. A study that fails to load or
 /// run (e.g. Ulysses degree not dividing the heads) is a skipped point with the error as reason.
+/// `max_memory_bytes` > 0 replaces each point's memory limit (RunOptions::max_memory_bytes,
+/// `--max-memory-gib`); 0 keeps the fixed default (16 GiB), so skip rows match on every machine.
 /// Errors (exit 1): no study runner in this build.
-Result<PointEvaluator> study_point_evaluator();
+Result<PointEvaluator> study_point_evaluator(double max_memory_bytes = 0);
 /// The score tune minimises: metric `objective` of the policy at `policy_pointer`
-/// ("/policies/N" -> row N; other pointers -> row 0). Errors: unknown metric (exit 2).
-Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer);
+/// ("/policies/N" -> row N; other pointers -> row 0), points run with `max_memory_bytes` as in
+/// study_point_evaluator. Errors: unknown metric (exit 2).
+Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer,
+                            double max_memory_bytes = 0);
 
 /// Writes `text` to `path` through a temporary file in the same folder and a rename, so the
 /// path never holds partial content. Errors (exit 1): cannot write.

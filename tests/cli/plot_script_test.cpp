@@ -58,3 +58,37 @@ TEST_CASE("plot.py: unknown column names exit 2 and list the columns") {
   CHECK(fs::exists(d / "good.png"));
   CHECK(fs::exists(d / "good.svg"));
 }
+
+TEST_CASE("plot.py: a CSV cut off mid-row or with only a header exits 2 saying so") {
+  // Break-it defect 22: a truncated CSV plotted with exit 0; a header-only one said
+  // "(columns: none)".
+  if (!have_matplotlib()) {
+    MESSAGE("no /usr/bin/python3 with matplotlib: skipped");
+    return;
+  }
+  const fs::path d = fs::temp_directory_path() / "sparsp_plot_script_torn";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string script = std::string(SPARSP_SOURCE_DIR) + "/scripts/plot.py";
+  auto plot = [&](const fs::path& csv) {
+    return sh(std::string(kPython) + " " + script + " line " + csv.string() +
+              " --x sparsity --y e2e_time_s -o " + (d / "out").string() + " > /dev/null 2> " +
+              (d / "err").string());
+  };
+  const std::string header = "point,sparsity,status,reason,policy,speedup,e2e_time_s\n";
+  std::ofstream(d / "torn.csv") << header << "0,0.5,ok,,a,1.0,2.0\n1,0.9,ok,,a,1.";
+  CHECK(plot(d / "torn.csv") == 2);
+  CHECK(slurp(d / "err") == "plot: " + (d / "torn.csv").string() +
+                                ":3: the last row is cut off (no newline at the end; is the sweep "
+                                "still writing it?)\n");
+  std::ofstream(d / "short.csv") << header << "0,0.5,ok,,a,1.0,2.0\n1,0.9,ok\n";
+  CHECK(plot(d / "short.csv") == 2);
+  CHECK(slurp(d / "err") ==
+        "plot: " + (d / "short.csv").string() + ":3: 3 fields, but the header has 7\n");
+  std::ofstream(d / "head.csv") << header;
+  CHECK(plot(d / "head.csv") == 2);
+  CHECK(slurp(d / "err") == "plot: " + (d / "head.csv").string() +
+                                ": no rows to plot (only a header, or every row skipped or "
+                                "filtered out)\n");
+  CHECK_FALSE(fs::exists(d / "out.png"));
+}

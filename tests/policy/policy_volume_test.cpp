@@ -295,6 +295,44 @@ TEST_CASE("placements") {
   }
 }
 
+TEST_CASE("balanced and dependency_aware balance tokens on degenerate masks (break-it defect 7)") {
+  // 16 equal blocks of 128 tokens on 4 ranks: an even split is 4 blocks (512 tokens) per rank,
+  // and kTokenTolerance 1.10 allows at most 563 tokens, i.e. 4 blocks, on any rank.
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto counts = [](const policy::Placement& pl) {
+    std::vector<int> c(4, 0);
+    for (int o : pl.block_owner) c[static_cast<size_t>(o)]++;
+    return c;
+  };
+  SUBCASE("an all-zero mask: no attention work, every block used to go to gpu0") {
+    TestPattern pat(16, 128, 2, 64, [](int, int, int) { return false; });
+    const auto graph = policy::block_graph(pat);
+    policy::PlacementContext ctx{&graph, &rt, 2, {}};
+    for (const std::string name : {"balanced", "dependency_aware"}) {
+      CAPTURE(name);
+      auto pl = policy::make_placement(name, ctx);
+      REQUIRE(pl.ok());
+      CHECK(counts(*pl) == std::vector<int>{4, 4, 4, 4});
+    }
+  }
+  SUBCASE("one dense query row: its work no longer pulls the other blocks onto one GPU") {
+    // Block 0 attends to all 16 blocks, every other block to itself only: block 0 holds 16 of
+    // the 31 block pairs of work, more than any rank's share (31/4 = 7.75), so attention alone
+    // cannot be balanced, and the tokens must be.
+    TestPattern pat(16, 128, 2, 64, [](int, int q, int k) { return q == 0 || q == k; });
+    const auto graph = policy::block_graph(pat);
+    policy::PlacementContext ctx{&graph, &rt, 2, {}};
+    for (const std::string name : {"balanced", "dependency_aware"}) {
+      CAPTURE(name);
+      auto pl = policy::make_placement(name, ctx);
+      REQUIRE(pl.ok());
+      const auto c = counts(*pl);
+      CHECK(*std::max_element(c.begin(), c.end()) <= 4);
+      CHECK(*std::min_element(c.begin(), c.end()) >= 1);
+    }
+  }
+}
+
 TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside a switch") {
   // 1D band |q - k| <= 1 over 16 equal blocks, 4 ranks in two switches (0, 1 | 2, 3). The band's
   // dependency graph is a path; the balanced 4-way min cut is 4 chunks of 4 consecutive blocks
@@ -323,14 +361,37 @@ TEST_CASE("dependency_aware keeps band neighbours together and heavy cuts inside
 
 TEST_CASE("policy strings") {
   auto p = policy::parse_policy(
-      "dependency_aware/demand_direct/ce_decoupled:route=host_staged,comm_sms=8");
+      "dependency_aware/demand_direct/ce_decoupled:route=host_staged,chunk_bytes=65536");
   REQUIRE(p.ok());
   CHECK(p->placement == "dependency_aware");
   CHECK(p->scheme == "demand_direct");
   CHECK(p->runtime == "ce_decoupled");
   CHECK(p->params.at("host_staged") == 1.0);
-  CHECK(p->params.at("comm_sms") == 8.0);
+  CHECK(p->params.at("chunk_bytes") == 65536.0);
   CHECK_FALSE(policy::parse_policy("contiguous/ring").ok());
+  // Break-it defect 22: each used to be accepted silently.
+  auto msg = [](const std::string& text) {
+    auto q = policy::parse_policy(text);
+    return q.ok() ? std::string("<ok>") : q.error().message;
+  };
+  CHECK(msg("contiguous/ring/sync:skip_empty=1,skip_empty=0") ==
+        "policy 'contiguous/ring/sync:skip_empty=1,skip_empty=0': parameter 'skip_empty' given "
+        "twice");
+  CHECK(msg("contiguous/ring/sync:skip_empty=2") ==
+        "policy 'contiguous/ring/sync:skip_empty=2': policy parameter 'skip_empty' is a switch: "
+        "expected 0 or 1, got 2");
+  CHECK(msg("contiguous/demand_direct/sync:split_text=0.5").find("expected 0 or 1, got 0.5") !=
+        std::string::npos);
+  CHECK(msg("contiguous/ring/sync:split_text=0") ==
+        "policy 'contiguous/ring/sync:split_text=0': policy parameter 'split_text' does not apply "
+        "to scheme 'ring' (it is read by scheme demand_alltoall, demand_direct, "
+        "demand_hierarchical)");
+  CHECK(msg("contiguous/ring/ce_decoupled:comm_sms=8")
+            .find("'comm_sms' does not apply to runtime 'ce_decoupled'") != std::string::npos);
+  CHECK(msg("contiguous/ring/sm_overlap:tolerance=1.1")
+            .find("'tolerance' does not apply to placement 'contiguous'") != std::string::npos);
+  CHECK(msg("balanced/ring/sm_overlap:tolerance=1.1,locality=0.2,comm_sms=8") == "<ok>");
+  CHECK(msg("contiguous/demand_direct/sm_overlap:split_text=0,host_staged=1") == "<ok>");
   auto bad = policy::parse_policy("contiguous/warp/sync");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("unknown scheme 'warp'") != std::string::npos);

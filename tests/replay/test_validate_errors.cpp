@@ -202,3 +202,21 @@ TEST_CASE("trace files are checked strictly: keys, numbers, ids, makespan") {
   // A syntax error gives the line.
   CHECK(err("{\n\"schema\": \"sparsp.trace\",\n oops}").rfind("t.json:3: invalid JSON", 0) == 0);
 }
+
+TEST_CASE("no transfer compared: MAPE is n/a (text) and null (JSON), not 0.00%") {
+  // Every measured duration 0 (break-it defect 22): nothing was compared, so there is no error
+  // figure to give.
+  replay::ValidateReport r;
+  r.topology_name = "t";
+  r.transfers = 0;
+  const std::string table = replay::validate_table(r);
+  CHECK(table.find("transfer durations: MAPE n/a (no transfer with a measured duration above 0)") !=
+        std::string::npos);
+  CHECK(table.find("MAPE 0.00%  p50") == std::string::npos);
+  const std::string json = replay::validate_json(r);
+  CHECK(json.find("\"mape\": null") != std::string::npos);
+  CHECK(json.find("\"max_error\": null") != std::string::npos);
+  r.transfers = 3;
+  r.mape = 0.25;
+  CHECK(replay::validate_table(r).find("MAPE 25.00%") != std::string::npos);
+}

@@ -84,7 +84,8 @@ TEST_CASE("bad study input exits 2 with one clear line") {
   };
   const Case cases[] = {
       {"simulate --topology no-such-server", "no-such-server"},
-      {"simulate --gpus 9 --topology 8x-l40s-gen4-4switch", "GPU 8 is not in topology"},
+      {"simulate --gpus 9 --topology 8x-l40s-gen4-4switch",
+       "asks for 9 GPUs, but topology '8x-l40s-gen4-4switch' has 8"},
       {"simulate --gpus 5 --topology 8x-l40s-gen4-4switch --policy head_parallel/ulysses/sync",
        "not divisible by the Ulysses degree 5"},
       {"simulate --block 100 --topology 8x-l40s-gen4-4switch", "/pattern"},

@@ -104,6 +104,20 @@ TEST_CASE("study errors") {
     CHECK(r.error().exit_code == 2);
     CHECK(r.error().message.find("<study>:/topology: ") == 0);
   }
+  SUBCASE("more GPUs asked for than the topology has: the count, not 'GPU 8 is not in'") {
+    s.num_gpus = 9;
+    s.gpus.clear();
+    auto r = study::run_study(s);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("<study>:/gpus: asks for 9 GPUs, but topology '") == 0);
+  }
+  SUBCASE("the place of a bad entry of topologies is its index") {
+    s.topologies = {s.topologies[0], "no-such-preset"};
+    s.topologies_key = "topologies";
+    auto r = study::run_study(s);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("<study>:/topologies/1: no-such-preset: no such preset") == 0);
+  }
   SUBCASE("GPU not in the topology") {
     s.num_gpus = 0;
     s.gpus = {0, 8};

@@ -81,6 +81,38 @@ TEST_CASE("exhaustive search when the space fits the budget") {
   CHECK(report.find("margin:  default is +30.00% vs best") != std::string::npos);
 }
 
+TEST_CASE("method exhaustive with a budget below the space size is refused (break-it defect 21)") {
+  // It evaluated the first `budget` points in grid order and still called that exhaustive.
+  TuneSpec t = spec_with(R"(, "budget": 2, "method": "exhaustive")");
+  std::atomic<int> calls{0};
+  auto r = run_tune(t, objective(&calls), 1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message ==
+        "tune.json:/method: \"exhaustive\" evaluates every one of the 96 configurations, but the "
+        "budget is 2 (raise /budget or --budget, or use \"auto\" or \"coordinate_descent\")");
+  CHECK(calls.load() == 0);
+}
+
+TEST_CASE("the report shows a setting the base study leaves out as unset, not null") {
+  // The base study has no staging_buffers: the default configuration runs without it.
+  TuneSpec t = spec_with(R"(, "budget": 96)");
+  json base = json::parse(t.space.base_study_json);
+  base["policies"][0].erase("staging_buffers");
+  t.space.base_study_json = base.dump();
+  auto r = run_tune(
+      t,
+      [](const SweepPoint&) {
+        return Score{true, 1, ""};
+      },
+      1);
+  REQUIRE(r.ok());
+  REQUIRE(r->has_default);
+  const std::string report = format_tune_report(t, *r);
+  CHECK(report.find("staging_buffers=(unset: default)") != std::string::npos);
+  CHECK(report.find("staging_buffers=null") == std::string::npos);
+}
+
 TEST_CASE("coordinate descent within a budget smaller than the space") {
   TuneSpec t = spec_with(R"(, "budget": 20, "seed": 7)");
   std::atomic<int> calls{0};

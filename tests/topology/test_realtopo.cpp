@@ -120,9 +120,10 @@ const std::vector<RealCase> kCases = {
     {"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100", "", "", 8, 2, -1, -1,
      "Tesla V100-SXM2-32GB", "NV1", "SYS", 25, 3, {0, 0, 0, 0, 1, 1, 1, 1},
      {0, 0, 0, 0, 1, 1, 1, 1}, ""},
-    // ASUS ESC8000A-E12: 4x RTX 6000 Ada, NODE/SYS, 2 sockets, 4 NICs (NIC0-NIC1 a dual-port card,
-    // both ports kept); RTX 6000 Ada is Gen4 x16.
-    {"stelline_asus-esc8000a-e12_topo-m.txt", "NVIDIA RTX 6000 Ada Generation", "", "", 4, 2, -1, 4,
+    // ASUS ESC8000A-E12: 4x RTX 6000 Ada, NODE/SYS, 2 sockets, 4 mlx5 ports on 2 dual-port cards
+    // (NIC0-NIC1 and NIC2-NIC3 PIX, same paths to every GPU: 2 NIC nodes with ports 2, checked
+    // below); RTX 6000 Ada is Gen4 x16.
+    {"stelline_asus-esc8000a-e12_topo-m.txt", "NVIDIA RTX 6000 Ada Generation", "", "", 4, 2, -1, 2,
      "NVIDIA RTX 6000 Ada Generation", "NODE", "SYS", 0, 4, {0, 0, 1, 1}, {0, 0, 1, 1}, ""},
     // H200 VM fragment: numaid="-1" is an unknown NUMA node (a note); model H200 from device 0x2335;
     // 18 NVLinks into NCCL's fffffff:ff:ff.0 NVSwitch placeholder; 16 GT/s = Gen4 as given.
@@ -219,6 +220,9 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   // one NVLink 2 link = 25 GB/s * 396/450 = 22 GB/s; cross-socket PCIe (SYS) is slower than NV1.
   auto v100 = import({"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100"});
   REQUIRE(v100.ok());
+  // V100 has SMs but no bf16 tensor cores: the note says so (it said "0 SMs") and is kept.
+  CHECK(notes_of(*v100).find("GPU model 'Tesla V100-SXM2-32GB' has no bf16 figure (80 SMs, no "
+                             "bf16 tensor cores)") != std::string::npos);
   const auto rv = single_flow_report(*v100);
   CHECK(rv.h2d_Bps[0] / 1e9 == doctest::Approx(13.2512).epsilon(1e-4));
   CHECK(rv.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(22.0).epsilon(1e-6));  // NV1
@@ -253,6 +257,13 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   // 128/130 * 256/280 * 0.92 = 26.50 GB/s, within 2% of each.
   auto asus = import({"stelline_asus-esc8000a-e12_topo-m.txt", "NVIDIA RTX 6000 Ada Generation"});
   REQUIRE(asus.ok());
+  // Two dual-port cards: NIC0+NIC1 on socket 0, NIC2+NIC3 on socket 1, all 4 ports kept.
+  std::vector<int> ports;
+  for (const Node& n : asus->nodes())
+    if (n.kind == NodeKind::nic) ports.push_back(n.ports);
+  CHECK(ports == std::vector<int>{2, 2});
+  CHECK(notes_of(*asus).find("NIC0 and 1 more NIC(s) PIX to it with the same paths to every "
+                             "GPU: one card with 2 ports (nic0)") != std::string::npos);
   const auto ra = single_flow_report(*asus);
   CHECK(ra.h2d_Bps[0] / 1e9 == doctest::Approx(26.8).epsilon(0.02));
   CHECK(ra.d2h_Bps[0] / 1e9 == doctest::Approx(26.3).epsilon(0.02));
@@ -282,7 +293,11 @@ TEST_CASE("GPU model registry") {
   CHECK(find_gpu_model("H100 SXM")->pcie_gen == 5);
   // nvidia-smi's exact names and short aliases.
   CHECK(find_gpu_model("NVIDIA RTX 6000 Ada Generation")->sm_count == 142);
-  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->model == "Tesla V100-SXM2-32GB");
+  // The 16 GB cards are their own entries (16 GiB, their own PCI ids), not the 32 GB ones.
+  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->model == "Tesla V100-SXM2-16GB");
+  CHECK(find_gpu_model("Tesla V100-SXM2-16GB")->memory_bytes == 16.0 * (1ull << 30));
+  CHECK(find_gpu_model("Tesla V100-PCIE-16GB")->model == "Tesla V100-PCIE-16GB");
+  CHECK(find_gpu_model("V100")->model == "Tesla V100-SXM2-32GB");
   CHECK(find_gpu_model("B200")->nvlink_per_link_Bps == doctest::Approx(50e9));
   CHECK(find_gpu_model("B200")->nvlink_links == 18);
   // PCI device ids (PCI ID database): 10de:2330 H100 SXM5, 10de:20b0 A100-SXM4-40GB.
@@ -350,6 +365,22 @@ TEST_CASE("NCCL XML: placeholder links, graph dumps, bad --nvlink") {
       "d.xml", direct);
   REQUIRE_MESSAGE(two.ok(), (two.ok() ? "" : two.error().message));
   CHECK(two->nvlink_count(0, 1) == 6);
+  // More links per GPU than the model has is refused: an H100 SXM has 18 NVLinks (registry,
+  // H100 whitepaper), an L40S none.
+  const std::string two_gpus =
+      "<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"/><pci "
+      "busid=\"0000:02:00.0\" class=\"0x030200\"/></cpu></system>";
+  ImportOptions too_many;
+  too_many.gpu_model = "H100 SXM";
+  too_many.nvlink = "nvswitch:19";
+  CHECK(err(two_gpus, too_many) ==
+        "v.xml:1: --nvlink nvswitch:19: GPU model 'NVIDIA H100 SXM' has 18 NVLinks per GPU");
+  too_many.nvlink = "nvswitch:18";
+  CHECK(import_nccl_xml(two_gpus, "v.xml", too_many).ok());
+  ImportOptions none;
+  none.gpu_model = "L40S";
+  none.nvlink = "direct:1";
+  CHECK(err(two_gpus, none) == "v.xml:1: --nvlink direct:1: GPU model 'NVIDIA L40S' has no NVLink");
 }
 
 TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
