@@ -272,6 +272,34 @@ class TorchRecordTest(unittest.TestCase):
             for m in steps:
                 self.assertTrue((m.sum(-1) == 3).all())
 
+    def test_flex_block_mask_is_recorded_as_given(self):
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        except ImportError:
+            self.skipTest("FlexAttention is not available")
+        # 2 x 2 x 8 latent, no text: 32 tokens in raster order, layout blocks of 8 tokens; the
+        # FlexAttention mask has 16-token blocks, so each of its blocks covers 2 layout blocks.
+        L = st.Layout((2, 2, 8), 0, "none", 8)
+        N, H, D = 32, 2, 16
+
+        def causal(b, h, q, kv):
+            return q >= kv
+        bm = create_block_mask(causal, 1, H, N, N, device="cpu", BLOCK_SIZE=16)
+        q = torch.randn(1, H, N, D)
+        with tempfile.TemporaryDirectory() as d:
+            with torch.no_grad(), st.record(Path(d) / "r.npz", layout=L, layers_per_step=1):
+                import torch.nn.attention.flex_attention as fa
+                fa.flex_attention(q, q, q, block_mask=bm)
+            self.assertIs(fa.flex_attention, flex_attention)  # restored
+            _, steps = st.read_recording(Path(d) / "r.npz")
+            m = next(steps)[0]  # [H, 4, 4]
+        # Flex blocks (0,0) partial, (1,0) full, (1,1) partial, (0,1) empty: layout block pairs
+        # inside an active Flex block are active (any token pair), so rows 0-1 see blocks 0-1,
+        # rows 2-3 see blocks 0-3.
+        want = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=bool)
+        for h in range(H):
+            np.testing.assert_array_equal(m[h], want)
+
 
 if __name__ == "__main__":
     unittest.main()
