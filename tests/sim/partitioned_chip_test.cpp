@@ -47,7 +47,8 @@ nlohmann::json load_measured() {
 }
 
 /// `sim run` of a copy set: one pushed transfer per flow, each on its own stream, default engine.
-sim::SimResult run(const topology::Topology& t, const Flows& flows) {
+sim::SimResult run(const topology::Topology& t, const Flows& flows,
+                   const sim::SimOptions& options = {}) {
   sim::Workload w;
   for (size_t k = 0; k < flows.size(); ++k) {
     sim::Transfer x;
@@ -58,13 +59,14 @@ sim::SimResult run(const topology::Topology& t, const Flows& flows) {
     x.route = topology::RouteMode::automatic;
     w.transfers.push_back(x);
   }
-  auto r = sim::simulate(t, w);
+  auto r = sim::simulate(t, w, options);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   return std::move(r).value();
 }
 
-double aggregate_GBps(const topology::Topology& t, const Flows& flows) {
-  return static_cast<double>(flows.size()) * kBytes / run(t, flows).makespan_s / 1e9;
+double aggregate_GBps(const topology::Topology& t, const Flows& flows,
+                      const sim::SimOptions& options = {}) {
+  return static_cast<double>(flows.size()) * kBytes / run(t, flows, options).makespan_s / 1e9;
 }
 
 /// Bytes that crossed any resource whose name mentions `part` (e.g. "cpu": uplinks to the CPU,
@@ -150,8 +152,34 @@ TEST_CASE("published chips: every copy-set row of the write-up within the furthe
     const auto a = vs(key.substr(0, 3)), b = vs(key.substr(5, 3)), c = vs(key.substr(9, 3));
     check_row("one to two " + key, v.get<double>(), {{a[0], b[0]}, {a[1], c[0]}});
   }
-  // Median error <= 10% (issue 17's bar for further public measurements).
+  // Median error <= 10% (issue 17's bar for further public measurements): 28 rows, the median
+  // is the mean of the 14th and 15th.
   std::sort(errors.begin(), errors.end());
   REQUIRE(errors.size() == 28);
   CHECK((errors[13] + errors[14]) / 2 <= 0.10);
+}
+
+TEST_CASE("published chips: the 56-flow all-to-all is under-predicted (known gap, reported)") {
+  // Every ordered pair of the 8 GPUs at once, 256 MiB each, pushed: the write-up measured 254.2
+  // GB/s; the model gives 181.2 (-29%), outside the 20% bar. Each GPU sends and receives 14 peer
+  // copies at once, and the peer-concurrency limit fitted on the shared two-switch case's 12- and
+  // 56-flow rows (sim/README.md, "Many concurrent flows": 2 x duplex x link / (1 + 0.2 (m - 1)))
+  // charges them more than this chip-partitioned server loses. Asserted as a band so that a model
+  // change that moves it (either way) is seen and the row can join the bar above.
+  const auto t = load_topology();
+  const auto m = load_measured();
+  Flows all;
+  for (int s = 0; s < 8; ++s)
+    for (int d = 0; d < 8; ++d)
+      if (s != d) all.emplace_back(s, d);
+  const double ratio = aggregate_GBps(t, all) / m["all_to_all_56_pairs_GBps"].get<double>();
+  CHECK(ratio > 0.65);
+  CHECK(ratio < 0.80);
+  // Without the peer-concurrency cost the same copy set is over-predicted (1.37x, 349 GB/s): the
+  // cost is what binds here, and this server's figure lies between cost 0 and the fitted 0.2.
+  sim::SimOptions no_cost;
+  no_cost.peer_concurrency_cost = 0;
+  const double free_ratio =
+      aggregate_GBps(t, all, no_cost) / m["all_to_all_56_pairs_GBps"].get<double>();
+  CHECK(free_ratio > 1.0);
 }
