@@ -257,12 +257,19 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
           ->type_name("BYTES")
           ->default_str("268435456")
           ->check(at_least(1));
+  CLI::Option* concurrency =
+      c->add_option("--concurrency-copies", ca->opt.concurrency_copies,
+                    "copy-engine concurrency tests with N = 1, 2, 4, .. up to this many copies at "
+                    "once (0: skip)")
+          ->capture_default_str()
+          ->check(between(0, 64));
   CLI::Option* json = c->add_flag("--json", ca->json, "print the fits as JSON");
   CLI::Option* no_nccl = c->add_flag_callback(
       "--no-nccl", [ca] { ca->opt.nccl = false; },
       "skip the NCCL send/recv measurements (default transports and host path)");
   // --from reads an earlier measurement: options of a measurement are errors with it.
-  for (CLI::Option* o : {devices, output, iterations, max_bytes, json, no_nccl}) from->excludes(o);
+  for (CLI::Option* o : {devices, output, iterations, max_bytes, concurrency, json, no_nccl})
+    from->excludes(o);
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);
     if (!devs) {

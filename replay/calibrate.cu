@@ -7,6 +7,8 @@
 //   d2d:<d>      device-local cudaMemcpyAsync (bytes copied / time)
 //   all_d2h      every device to host at once (aggregate), all_h2d likewise (more than one GPU)
 //   p2p:<a>-><b> cudaMemcpyPeerAsync; p2p_bidir:<a><-><b> both ways at once (pairs with P2P)
+// Then the copy-engine concurrency tests (calibrate_concurrency.cu) into the machine JSON's
+// "copy_engine_concurrency".
 #include <cuda_runtime.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include <set>
 #include <sstream>
 
+#include "calibrate_concurrency.hpp"
 #include "calibrate_topology.hpp"
 #include "cuda_check.hpp"
 #include "exec_plan.hpp"
@@ -526,6 +529,19 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
         res.fits.push_back(*bi);
       }
     }
+  // Copy-engine concurrency (issue 17): N copies at once per direction, mixed directions,
+  // device-local, P2P push / pull and all-to-all; peer access is enabled above.
+  if (opt.concurrency_copies > 0) {
+    detail::ConcurrencyOptions co;
+    co.copies.clear();
+    for (int n = 1; n <= opt.concurrency_copies; n *= 2) co.copies.push_back(n);
+    if (co.copies.back() != opt.concurrency_copies) co.copies.push_back(opt.concurrency_copies);
+    co.bytes_per_copy = opt.concurrency_bytes;
+    co.iterations = std::max(1, std::min(opt.iterations, 3));
+    auto cc = detail::copy_engine_concurrency(devs, co);
+    if (!cc) return cc.error();
+    machine["copy_engine_concurrency"] = std::move(*cc);
+  }
 #ifdef SPARSP_HAVE_NCCL
   // NCCL send/recv between the first two devices: default transports (P2P over NVLink or PCIe
   // where allowed), then the host path measured by the child (NCCL_P2P_DISABLE=1).

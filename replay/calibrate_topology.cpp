@@ -40,6 +40,13 @@ Json pcie_link(const std::string& a, const std::string& b, int gen, int width, d
 }
 }  // namespace
 
+double concurrent_copies(const std::vector<double>& ends_s) {
+  if (ends_s.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(ends_s.begin(), ends_s.end());
+  if (!(*lo > 0)) return 0;
+  return static_cast<double>(ends_s.size()) * *lo / *hi;
+}
+
 bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& gpus) {
   if (p.nvlink_count > 0) return true;
   if (!p.p2p || p.a < 0 || p.b < 0 || p.a >= static_cast<int>(gpus.size()) ||

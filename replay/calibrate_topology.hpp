@@ -38,6 +38,12 @@ struct CalibratedPeer {
 /// peer bandwidth exceeds 1.25x the faster of the two GPUs' PCIe links, which no PCIe path can.
 bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& gpus);
 
+/// How many of N copies started together ran at once, from each copy's end time (seconds, any
+/// order, against the common start): N x first end / last end. One copy at a time (per-engine
+/// FIFO, one engine) gives 1 (ends at t, 2t, ..., Nt); fair share among all N gives N (every copy
+/// ends at Nt); two engines FIFO, 2. 0 for an empty list or a non-positive first end.
+double concurrent_copies(const std::vector<double>& ends_s);
+
 /// The GPU link's latency is the fitted single-copy latency minus `launch_overhead_s` (the
 /// simulator adds its own per transfer, SimOptions::launch_overhead_s). The host-staged pipeline's
 /// per-chunk cost is the simulator's SimOptions::staging_chunk_overhead_s, not part of the link

@@ -183,6 +183,10 @@ struct CalibrateOptions {
   bool nccl = true;       ///< with NCCL built in and >= 2 devices: also time NCCL send/recv
                           ///< between the first two (default transports, and the host path
                           ///< with NCCL_P2P_DISABLE=1 in a child process)
+  /// Copy-engine concurrency tests (machine JSON "copy_engine_concurrency", replay/README.md):
+  /// N = 1, 2, 4, ... up to this many concurrent copies per test; 0 skips them.
+  int concurrency_copies = 8;
+  double concurrency_bytes = 64 * 1024.0 * 1024;  ///< bytes of each concurrent copy
 };
 
 /// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).

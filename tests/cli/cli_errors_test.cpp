@@ -49,9 +49,11 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
   };
   const Case cases[] = {
       // Range validators name the bound as written, not 1.79769e+308 (DBL_MAX).
-      {"replay --plan /x.json --timeout-s -1", "replay: --timeout-s: must be between 0 and 1e+07, got -1"},
-      {"bogus", "unknown subcommand 'bogus' (one of: topo, pattern, sim, simulate, replay, validate, "
-                "calibrate, sweep, tune; see sparsp --help)"},
+      {"replay --plan /x.json --timeout-s -1",
+       "replay: --timeout-s: must be between 0 and 1e+07, got -1"},
+      {"bogus",
+       "unknown subcommand 'bogus' (one of: topo, pattern, sim, simulate, replay, validate, "
+       "calibrate, sweep, tune; see sparsp --help)"},
       {"sweep -c " + cfg + " -o x.csv -j -1", "sweep: --threads: must be >= 0, got -1"},
       {"tune -c " + cfg + " --budget -1", "tune: --budget: must be >= 1, got -1"},
       {"tune -c " + cfg + " --top 0", "tune: --top: must be >= 1, got 0"},
@@ -88,6 +90,8 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
        "calibrate: --virtual-ranks: must be between 0 and 64, got -3"},
       {"calibrate --iterations 0", "calibrate: --iterations: must be >= 1, got 0"},
       {"calibrate --max-bytes -1", "calibrate: --max-bytes: must be >= 1, got -1"},
+      {"calibrate --concurrency-copies -1",
+       "calibrate: --concurrency-copies: must be between 0 and 64, got -1"},
       // Other parse errors, same shape.
       {"replay --timeout-s 1", "replay: --plan: required but not given (see sparsp replay --help)"},
       {"replay --plan", "replay: --plan: expected a value (TEXT)"},
@@ -102,8 +106,8 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
     CHECK(r.out == "sparsp: " + c.err + "\n");
   }
   // Measuring options with --from: refused, whichever side CLI11 reports them from.
-  for (const std::string flag :
-       {"--devices 0", "--iterations 3", "--max-bytes 1e6", "--no-nccl", "-o m.json", "--json"}) {
+  for (const std::string flag : {"--devices 0", "--iterations 3", "--max-bytes 1e6",
+                                 "--concurrency-copies 2", "--no-nccl", "-o m.json", "--json"}) {
     CAPTURE(flag);
     const Run r = run("calibrate --from M --topology-out x.json " + flag);
     CHECK(r.rc == 2);

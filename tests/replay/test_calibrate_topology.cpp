@@ -104,3 +104,22 @@ TEST_CASE("the recorded two-GPU machine file rebuilds with its NV18 link") {
   REQUIRE(t.ok());
   CHECK(t->path_class(0, 1) == topology::PathClass::nvlink);
 }
+
+TEST_CASE("concurrent_copies: how many of N copies ran at once, from their end times") {
+  using sparsp::replay::detail::concurrent_copies;
+  // The H200 probe (replay/RESULTS.md, "Copy-engine concurrency on the H200"), ends in ms.
+  // H2D x8, one at a time from two queues: 8 x 4.87 / 38.83 = 1.003.
+  CHECK(concurrent_copies({4.87, 14.58, 24.27, 33.98, 9.73, 19.42, 29.11, 38.83}) ==
+        doctest::Approx(8 * 4.87 / 38.83));
+  CHECK(concurrent_copies({4.87, 14.58, 24.27, 33.98, 9.73, 19.42, 29.11, 38.83}) ==
+        doctest::Approx(1.0).epsilon(0.01));
+  // Mixed x8 (H2D and D2H alternating), one of each at a time: 8 x 5.28 / 21.31 = 1.98.
+  CHECK(concurrent_copies({5.28, 5.31, 10.55, 10.59, 15.94, 15.86, 21.31, 21.12}) ==
+        doctest::Approx(1.98).epsilon(0.01));
+  // Fair share among 4: every copy ends together -> 4.
+  CHECK(concurrent_copies({8.0, 8.0, 8.0, 8.0}) == doctest::Approx(4.0));
+  // One copy: 1; nothing or a zero end: 0.
+  CHECK(concurrent_copies({3.0}) == doctest::Approx(1.0));
+  CHECK(concurrent_copies({}) == 0);
+  CHECK(concurrent_copies({0.0, 1.0}) == 0);
+}

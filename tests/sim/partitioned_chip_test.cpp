@@ -1,0 +1,185 @@
+// A published server with partitioned switch chips (issue 17, "Why"): 8x RTX PRO 6000 Blackwell
+// Server Edition on one Threadripper PRO 7955WX behind two Microchip Switchtec PM50100 chips, each
+// split into two virtual switches whose x16 Gen5 uplinks land on different root ports
+// (voipmonitor/rtx6kpro hardware/wrx90-cpayne-8gpu-2vs-per-chip.md, original wiring; found
+// through the stored pages corpus). The topology (tests/data/sim/published/8x-rtxpro6000-trpro-
+// 2chip-4vs/topology.json) carries only what the write-up states: the switch tree, chip A = SW1 +
+// SW3, chip B = SW2 + SW4 (`switch_chips`), Gen5 x16, P2P on, ACS redirect off, the CPU. The
+// write-up's figures (measured.json beside it) are checked the way issue 17 asks for further
+// public many-flow measurements: `sim run` of each copy set with the default engine, pushed as
+// its `dst.copy_(src)` on a source-GPU stream is, 256 MiB per flow, aggregate = total bytes /
+// makespan; median error <= 10%, max <= 20%.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sparsp/sim.hpp"
+#include "sparsp/topology.hpp"
+
+using namespace sparsp;
+
+namespace {
+
+const std::string kDir =
+    std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/8x-rtxpro6000-trpro-2chip-4vs/";
+constexpr double kBytes = 256.0 * 1024 * 1024;  // the write-up's SIZE
+
+using Flows = std::vector<std::pair<int, int>>;
+
+topology::Topology load_topology() {
+  auto t = topology::Topology::from_json_file(kDir + "topology.json");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  return std::move(t).value();
+}
+
+nlohmann::json load_measured() {
+  std::ifstream in(kDir + "measured.json");
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+/// `sim run` of a copy set: one pushed transfer per flow, each on its own stream, default engine.
+sim::SimResult run(const topology::Topology& t, const Flows& flows,
+                   const sim::SimOptions& options = {}) {
+  sim::Workload w;
+  for (size_t k = 0; k < flows.size(); ++k) {
+    sim::Transfer x;
+    x.id = "m" + std::to_string(k);
+    x.src = "gpu" + std::to_string(flows[k].first);
+    x.dst = "gpu" + std::to_string(flows[k].second);
+    x.bytes = kBytes;
+    x.route = topology::RouteMode::automatic;
+    w.transfers.push_back(x);
+  }
+  auto r = sim::simulate(t, w, options);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return std::move(r).value();
+}
+
+double aggregate_GBps(const topology::Topology& t, const Flows& flows,
+                      const sim::SimOptions& options = {}) {
+  return static_cast<double>(flows.size()) * kBytes / run(t, flows, options).makespan_s / 1e9;
+}
+
+/// Bytes that crossed any resource whose name mentions `part` (e.g. "cpu": uplinks to the CPU,
+/// its root complex).
+double bytes_through(const topology::Topology& t, const sim::SimResult& r,
+                     const std::string& part) {
+  double b = 0;
+  for (size_t i = 0; i < r.resources.size(); ++i)
+    if (t.resources()[i].name.find(part) != std::string::npos) b += r.resources[i].bytes;
+  return b;
+}
+
+// Switch k of the write-up (SW1..SW4) holds GPUs 2(k-1), 2(k-1)+1.
+std::vector<int> vs(const std::string& name) {
+  const int k = name[2] - '1';
+  return {2 * k, 2 * k + 1};
+}
+
+}  // namespace
+
+TEST_CASE("published chips: partitions of one Switchtec PM50100 bypass uplinks and CPU at 2x") {
+  const auto t = load_topology();
+  const auto m = load_measured();
+  // SW1 (GPUs 0,1) and SW3 (GPUs 4,5) are partitions of chip a; SW2 (GPUs 2,3) is on chip b.
+  CHECK(t.same_switch_chip(0, 4));
+  CHECK(t.same_switch_chip(2, 6));
+  CHECK_FALSE(t.same_switch_chip(0, 2));
+  // One uplink's rate: a single flow across chips, 0 -> 2 (SW1 uplink -> CPU -> SW2 uplink).
+  const double uplink_GBps = aggregate_GBps(t, {{0, 2}});
+  // Two flows SW1 -> SW3 (0->4, 1->5) inside chip a: each on its own GPU links, both at the
+  // single-flow rate -> 2 x the uplink's rate; no byte reaches a CPU-side resource.
+  const auto intra = run(t, {{0, 4}, {1, 5}});
+  const double intra_GBps = 2 * kBytes / intra.makespan_s / 1e9;
+  CHECK(intra_GBps / uplink_GBps == doctest::Approx(2.0).epsilon(0.05));
+  CHECK(bytes_through(t, intra, "cpu") == 0);
+  CHECK(bytes_through(t, intra, "host") == 0);
+  // The same two flows SW1 -> SW2 (0->2, 1->3) across chips share SW1's uplink: 1 x.
+  const auto cross = run(t, {{0, 2}, {1, 3}});
+  const double cross_GBps = 2 * kBytes / cross.makespan_s / 1e9;
+  CHECK(cross_GBps / uplink_GBps == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(bytes_through(t, cross, "cpu") > 0);
+  // As published: 112.5 vs 56.4 GB/s, ratio 1.99.
+  const auto& two = m["two_pair_vs_to_vs_GBps"];
+  const double published_ratio = two["SW1->SW3"].get<double>() / two["SW1->SW2"].get<double>();
+  CHECK(published_ratio == doctest::Approx(2.0).epsilon(0.01));
+  CHECK(intra_GBps / cross_GBps == doctest::Approx(published_ratio).epsilon(0.05));
+  // Without the chip keys (the model before issue 17) SW1 -> SW3 also climbs SW1's uplink: 1 x.
+  std::ifstream in(kDir + "topology.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  j["template"].erase("switch_chips");
+  auto plain = topology::Topology::from_json_text(j.dump(), "<no chips>");
+  REQUIRE(plain.ok());
+  CHECK(aggregate_GBps(*plain, {{0, 4}, {1, 5}}) / uplink_GBps ==
+        doctest::Approx(1.0).epsilon(0.05));
+}
+
+TEST_CASE("published chips: every copy-set row of the write-up within the further-cases bar") {
+  const auto t = load_topology();
+  const auto m = load_measured();
+  std::vector<double> errors;
+  auto check_row = [&](const std::string& what, double measured_GBps, const Flows& flows) {
+    const double predicted = aggregate_GBps(t, flows);
+    const double err = std::abs(predicted - measured_GBps) / measured_GBps;
+    INFO(what << ": measured " << measured_GBps << " GB/s, predicted " << predicted);
+    CHECK(err <= 0.20);
+    errors.push_back(err);
+  };
+  // Single pair, one direction.
+  for (const auto& [pair, v] : m["single_pair_write_GBps"].items()) {
+    const int s = pair[0] - '0', d = pair[3] - '0';
+    check_row("single " + pair, v.get<double>(), {{s, d}});
+  }
+  // Two pairs, the two GPUs of one VS to the two GPUs of another (first to first, second to
+  // second).
+  for (const auto& [key, v] : m["two_pair_vs_to_vs_GBps"].items()) {
+    const auto a = vs(key.substr(0, 3)), b = vs(key.substr(5, 3));
+    check_row("two pair " + key, v.get<double>(), {{a[0], b[0]}, {a[1], b[1]}});
+  }
+  // One VS to two VSs: its first GPU to the first destination, its second to the second.
+  for (const auto& [key, v] : m["one_vs_to_two_vs_GBps"].items()) {
+    const auto a = vs(key.substr(0, 3)), b = vs(key.substr(5, 3)), c = vs(key.substr(9, 3));
+    check_row("one to two " + key, v.get<double>(), {{a[0], b[0]}, {a[1], c[0]}});
+  }
+  // Median error <= 10% (issue 17's bar for further public measurements): 28 rows, the median
+  // is the mean of the 14th and 15th.
+  std::sort(errors.begin(), errors.end());
+  REQUIRE(errors.size() == 28);
+  CHECK((errors[13] + errors[14]) / 2 <= 0.10);
+}
+
+TEST_CASE("published chips: the 56-flow all-to-all is under-predicted (known gap, reported)") {
+  // Every ordered pair of the 8 GPUs at once, 256 MiB each, pushed: the write-up measured 254.2
+  // GB/s; the model gives 181.2 (-29%), outside the 20% bar. Each GPU sends and receives 14 peer
+  // copies at once, and the peer-concurrency limit fitted on the shared two-switch case's 12- and
+  // 56-flow rows (sim/README.md, "Many concurrent flows": 2 x duplex x link / (1 + 0.2 (m - 1)))
+  // charges them more than this chip-partitioned server loses. Asserted as a band so that a model
+  // change that moves it (either way) is seen and the row can join the bar above.
+  const auto t = load_topology();
+  const auto m = load_measured();
+  Flows all;
+  for (int s = 0; s < 8; ++s)
+    for (int d = 0; d < 8; ++d)
+      if (s != d) all.emplace_back(s, d);
+  const double ratio = aggregate_GBps(t, all) / m["all_to_all_56_pairs_GBps"].get<double>();
+  CHECK(ratio > 0.65);
+  CHECK(ratio < 0.80);
+  // Without the peer-concurrency cost the same copy set is over-predicted (1.37x, 349 GB/s): the
+  // cost is what binds here, and this server's figure lies between cost 0 and the fitted 0.2.
+  sim::SimOptions no_cost;
+  no_cost.peer_concurrency_cost = 0;
+  const double free_ratio =
+      aggregate_GBps(t, all, no_cost) / m["all_to_all_56_pairs_GBps"].get<double>();
+  CHECK(free_ratio > 1.0);
+}
