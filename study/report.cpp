@@ -284,8 +284,8 @@ std::string to_csv(const StudyResult& r) {
     // Issue 14's fields, appended: not_modelled joined with ';' (empty: every stage modelled).
     for (double v : {p.denoise_time_s, p.denoise_speedup})
       out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());
-    out << "," << csv_field(join_not_modelled(p.not_modelled)) << ","
-        << csv_field(p.compute_source) << "\n";
+    out << "," << csv_field(join_not_modelled(p.not_modelled)) << "," << csv_field(p.compute_source)
+        << "\n";
   }
   return out.str();
 }

@@ -124,33 +124,13 @@ namespace {
 
 // Metric columns of a study row, as in `simulate --json` (PolicyResult), in this order.
 const std::vector<std::string>& study_columns() {
-  static const std::vector<std::string> kColumns = {"topology",
-                                                    "policy",
-                                                    "placement",
-                                                    "scheme",
-                                                    "runtime",
-                                                    "policy_params",
-                                                    "volume_bytes",
-                                                    "control_bytes",
-                                                    "attention_time_s",
-                                                    "other_time_s",
-                                                    "step_time_s",
-                                                    "e2e_time_s",
-                                                    "lower_bound_s",
-                                                    "lower_bound_binding",
-                                                    "speedup",
-                                                    "attention_speedup",
-                                                    "volume_vs_baseline",
-                                                    "compute_imbalance",
-                                                    "busiest_link",
-                                                    "busiest_utilization",
-                                                    "units",
-                                                    "simulated",
-                                                    // issue 14, appended (rename nothing)
-                                                    "denoise_time_s",
-                                                    "denoise_speedup",
-                                                    "not_modelled",
-                                                    "compute_source"};
+  static const std::vector<std::string> kColumns = {
+      "topology", "policy", "placement", "scheme", "runtime", "policy_params", "volume_bytes",
+      "control_bytes", "attention_time_s", "other_time_s", "step_time_s", "e2e_time_s",
+      "lower_bound_s", "lower_bound_binding", "speedup", "attention_speedup", "volume_vs_baseline",
+      "compute_imbalance", "busiest_link", "busiest_utilization", "units", "simulated",
+      // issue 14, appended (rename nothing)
+      "denoise_time_s", "denoise_speedup", "not_modelled", "compute_source"};
   return kColumns;
 }
 
@@ -409,8 +389,7 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
   // tune minimises a number: text columns fail at run time, and for a "higher is better" ratio
   // it would pick the slowest configuration.
   for (const char* text : {"topology", "policy", "placement", "scheme", "runtime", "policy_params",
-                           "lower_bound_binding", "busiest_link", "not_modelled",
-                           "compute_source"})
+                           "lower_bound_binding", "busiest_link", "not_modelled", "compute_source"})
     if (objective == text)
       return input_error("tune", "/objective",
                          "\"" + objective + "\" is a text column, not a metric to minimise");

@@ -105,8 +105,8 @@ TEST_CASE("measured contention travels in emitted plans: simulate --plan re-time
   auto run_plans = [&](const std::string& topo, const std::string& runtime) {
     auto s = study::parse_study(R"({"schema_version": 1, "topologies": [")" + topo +
                                     R"("], "model": "wan2.1-14b-720p", "pattern": {"kind": "dense"},
-             "policies": ["contiguous/ring/)" + runtime +
-                                    R"("], "steps": [0], "layers": [0]})",
+             "policies": ["contiguous/ring/)" +
+                                    runtime + R"("], "steps": [0], "layers": [0]})",
                                 "s.json");
     REQUIRE(s.ok());
     study::RunOptions ro;

@@ -125,8 +125,9 @@ TEST_CASE("model JSON pipeline: parsed with sources, bad stages name the pointer
         "vae_decode, scheduler)");
 }
 
-TEST_CASE("simulate CSV and sweep rows carry denoise_time_s, denoise_speedup, not_modelled, "
-          "compute_source") {
+TEST_CASE(
+    "simulate CSV and sweep rows carry denoise_time_s, denoise_speedup, not_modelled, "
+    "compute_source") {
   auto s = study::parse_study(kWanH100Study, "s.json");
   REQUIRE(s.ok());
   auto r = study::run_study(*s);
