@@ -100,7 +100,7 @@ TEST_CASE("measured contention travels in emitted plans: simulate --plan re-time
     return path;
   };
   const std::string with = topo_file(
-      "h200x2-contention", R"(, "contention": {"ce_copy": 0.25, "sm_copy_per_sm": 0.01})");
+      "h200x2-contention", R"(, "contention": {"ce_copy": 2.0, "sm_copy_per_sm": 0.5})");
   const std::string without = topo_file("h200x2-nocontention", "");
   auto run_plans = [&](const std::string& topo, const std::string& runtime) {
     auto s = study::parse_study(R"({"schema_version": 1, "topologies": [")" + topo +
@@ -134,14 +134,14 @@ TEST_CASE("measured contention travels in emitted plans: simulate --plan re-time
     const auto& params = measured.plan->policy.params;
     REQUIRE(params.count(study::kPlanContentionCeKey) == 1);
     REQUIRE(params.count(study::kPlanContentionSmKey) == 1);
-    CHECK(params.at(study::kPlanContentionCeKey) == 0.25);
-    CHECK(params.at(study::kPlanContentionSmKey) == 0.01);
+    CHECK(params.at(study::kPlanContentionCeKey) == 2.0);
+    CHECK(params.at(study::kPlanContentionSmKey) == 0.5);
     CHECK(plain.plan->policy.params.count(study::kPlanContentionCeKey) == 0);
     CHECK(plain.plan->policy.params.count(study::kPlanContentionSmKey) == 0);
     CHECK(measured.compute_source ==
           "measured_compute /measured_compute/0 (kernel sparsp); contention measured");
     // The contention moves the study (the copies overlap attention under both runtimes)...
-    CHECK(measured.attention_time_s > plain.attention_time_s * 1.001);
+    CHECK(measured.attention_time_s > plain.attention_time_s * 1.05);
     // ...and re-timing the plan reproduces it, and the keys are not reported as policy params.
     const auto re = retime(*measured.plan);
     CHECK(re.attention_time_s == doctest::Approx(measured.attention_time_s).epsilon(1e-12));
