@@ -99,8 +99,8 @@ TEST_CASE("measured contention travels in emitted plans: simulate --plan re-time
                                contention + "}]}";
     return path;
   };
-  const std::string with = topo_file(
-      "h200x2-contention", R"(, "contention": {"ce_copy": 2.0, "sm_copy_per_sm": 0.5})");
+  const std::string with =
+      topo_file("h200x2-contention", R"(, "contention": {"ce_copy": 2.0, "sm_copy_per_sm": 0.5})");
   const std::string without = topo_file("h200x2-nocontention", "");
   auto run_plans = [&](const std::string& topo, const std::string& runtime) {
     auto s = study::parse_study(R"({"schema_version": 1, "topologies": [")" + topo +
