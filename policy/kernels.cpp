@@ -266,6 +266,17 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
     const std::string arch = gpu_architecture(gpu);
     att = std::string(rq.kernel.empty() ? "generic" : "kernel " + kernel->name) + " (" +
           (arch.empty() ? "default" : arch) + ", " + num(m.attention_efficiency) + " of peak)";
+    // A block size the kernel does not run natively is priced, not refused, by the registry's
+    // documented rule (configs/README.md: log2-linear between listed blocks, flat above, scaled by
+    // b / b0 below), and the source says so.
+    if (kernel->block_sparse && !kernel->block_sizes.empty() && rq.block_tokens >= 1 &&
+        std::find(kernel->block_sizes.begin(), kernel->block_sizes.end(), rq.block_tokens) ==
+            kernel->block_sizes.end()) {
+      std::string native;
+      for (int b : kernel->block_sizes) native += (native.empty() ? "" : ", ") + std::to_string(b);
+      att += "; block " + std::to_string(rq.block_tokens) + " not native to " + kernel->name +
+             " (" + native + "): sparse efficiency " + num(sparse) + " by the registry rule";
+    }
   }
   if (rq.gemm_efficiency > 0) {
     m.gemm_efficiency = rq.gemm_efficiency;

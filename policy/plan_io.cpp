@@ -19,7 +19,8 @@ namespace sparsp::policy {
 namespace {
 
 // Range of the parameters a study adds to an emitted plan (study::kPlan*Key in sparsp/study.hpp:
-// other_time_s, model_layers, model_steps, compute_imbalance, pipeline_time_s, cfg_forwards); ""
+// other_time_s, model_layers, model_steps, compute_imbalance, pipeline_time_s, cfg_forwards,
+// contention_ce_copy, contention_sm_copy_per_sm); ""
 // when `x` fits, else the message. Other keys are policy parameters, checked against the policy's
 // registry later.
 std::string check_study_param(const std::string& key, double x) {
@@ -35,6 +36,12 @@ std::string check_study_param(const std::string& key, double x) {
   }
   if (key == "cfg_forwards" && !(x == 1 || x == 2)) {
     std::snprintf(buf, sizeof buf, "expected 1 or 2 forwards per step, got %.10g", x);
+    return buf;
+  }
+  // Slowdown factors (time ratio - 1): >= 0, as topology measured_compute.contention.
+  if ((key == "contention_ce_copy" || key == "contention_sm_copy_per_sm") &&
+      !(x >= 0 && x <= 1e6)) {
+    std::snprintf(buf, sizeof buf, "expected a slowdown factor in [0, 1e6], got %.10g", x);
     return buf;
   }
   // max/mean >= 1; a hair below 1 is rounding of an exactly balanced plan.

@@ -263,7 +263,8 @@ std::string to_csv(const StudyResult& r) {
   out << "topology,policy,placement,scheme,runtime,volume_bytes,control_bytes,volume_vs_baseline,"
          "attention_time_s,step_time_s,e2e_time_s,speedup,attention_speedup,compute_imbalance,"
          "busiest_link,busiest_utilization,lower_bound_s,name,params,other_time_s,"
-         "lower_bound_binding,units,simulated\n";
+         "lower_bound_binding,units,simulated,denoise_time_s,denoise_speedup,not_modelled,"
+         "compute_source\n";
   for (const auto& p : r.policies) {
     // The topology name comes from a file ("name"): quoted and escaped where it needs it.
     out << csv_field(p.topology) << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement
@@ -279,7 +280,12 @@ std::string to_csv(const StudyResult& r) {
     for (const auto& [k, v] : p.policy.params) params[k] = v;
     out << "," << csv_field(policy_label(p.policy)) << "," << csv_field(params.dump()) << ","
         << fmt("%.9g", p.other_time_s) << "," << csv_field(p.lower_bound_binding) << "," << p.units
-        << "," << p.simulated << "\n";
+        << "," << p.simulated;
+    // Issue 14's fields, appended: not_modelled joined with ';' (empty: every stage modelled).
+    for (double v : {p.denoise_time_s, p.denoise_speedup})
+      out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());
+    out << "," << csv_field(join_not_modelled(p.not_modelled)) << "," << csv_field(p.compute_source)
+        << "\n";
   }
   return out.str();
 }

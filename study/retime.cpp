@@ -26,11 +26,25 @@ Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& o
   PolicyResult r;
   r.topology = topo->name();
   r.policy = pl.policy;
+  // The contention the study simulated with (kPlanContention*Key), else the caller's options.
+  sim::SimOptions base = options;
+  {
+    auto ce = r.policy.params.find(kPlanContentionCeKey);
+    if (ce != r.policy.params.end()) {
+      base.contention_ce_copy = ce->second;
+      r.policy.params.erase(ce);
+    }
+    auto sm = r.policy.params.find(kPlanContentionSmKey);
+    if (sm != r.policy.params.end()) {
+      base.contention_sm_copy_per_sm = sm->second;
+      r.policy.params.erase(sm);
+    }
+  }
   double att = 0, lb = 0, vol = 0, units_n = 0;
   std::map<std::string, int64_t> binding;
   std::vector<double> res_bytes;
   for (const auto& lp : pl.layers) {
-    sim::SimOptions so = options;
+    sim::SimOptions so = base;
     const bool trace_this = run.keep_trace && r.trace_json.empty();
     so.record_resource_timeline = so.record_resource_timeline || trace_this;
     auto res = sim::simulate(*topo, lp.work, so);

@@ -532,6 +532,12 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
     run.plan->policy.params[std::string(kPlanLayersKey)] = nlayers_model;
     run.plan->policy.params[std::string(kPlanStepsKey)] = nsteps_model;
     run.plan->policy.params[std::string(kPlanImbalanceKey)] = r.compute_imbalance;
+    // Measured contention (sim::SimOptions defaults otherwise: 0 and -1, not written, so plans
+    // of studies without measured_compute.contention are unchanged).
+    if (g.contention_ce_copy > 0)
+      run.plan->policy.params[std::string(kPlanContentionCeKey)] = g.contention_ce_copy;
+    if (g.contention_sm_copy_per_sm >= 0)
+      run.plan->policy.params[std::string(kPlanContentionSmKey)] = g.contention_sm_copy_per_sm;
   }
   r.plan = run.plan;
   r.trace_json = std::move(run.trace);

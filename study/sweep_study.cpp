@@ -124,28 +124,13 @@ namespace {
 
 // Metric columns of a study row, as in `simulate --json` (PolicyResult), in this order.
 const std::vector<std::string>& study_columns() {
-  static const std::vector<std::string> kColumns = {"topology",
-                                                    "policy",
-                                                    "placement",
-                                                    "scheme",
-                                                    "runtime",
-                                                    "policy_params",
-                                                    "volume_bytes",
-                                                    "control_bytes",
-                                                    "attention_time_s",
-                                                    "other_time_s",
-                                                    "step_time_s",
-                                                    "e2e_time_s",
-                                                    "lower_bound_s",
-                                                    "lower_bound_binding",
-                                                    "speedup",
-                                                    "attention_speedup",
-                                                    "volume_vs_baseline",
-                                                    "compute_imbalance",
-                                                    "busiest_link",
-                                                    "busiest_utilization",
-                                                    "units",
-                                                    "simulated"};
+  static const std::vector<std::string> kColumns = {
+      "topology", "policy", "placement", "scheme", "runtime", "policy_params", "volume_bytes",
+      "control_bytes", "attention_time_s", "other_time_s", "step_time_s", "e2e_time_s",
+      "lower_bound_s", "lower_bound_binding", "speedup", "attention_speedup", "volume_vs_baseline",
+      "compute_imbalance", "busiest_link", "busiest_utilization", "units", "simulated",
+      // issue 14, appended (rename nothing)
+      "denoise_time_s", "denoise_speedup", "not_modelled", "compute_source"};
   return kColumns;
 }
 
@@ -381,7 +366,11 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
                             r.busiest_link.empty() ? std::string("null") : cell(r.busiest_link),
                             cell(r.busiest_utilization),
                             cell(r.units),
-                            cell(r.simulated)});
+                            cell(r.simulated),
+                            cell(r.denoise_time_s),
+                            cell(r.denoise_speedup),
+                            cell(join_not_modelled(r.not_modelled)),
+                            cell(r.compute_source)});
       }
     }
     return out;
@@ -400,16 +389,16 @@ Result<ScoreFn> study_score(const std::string& objective, const std::string& pol
   // tune minimises a number: text columns fail at run time, and for a "higher is better" ratio
   // it would pick the slowest configuration.
   for (const char* text : {"topology", "policy", "placement", "scheme", "runtime", "policy_params",
-                           "lower_bound_binding", "busiest_link"})
+                           "lower_bound_binding", "busiest_link", "not_modelled", "compute_source"})
     if (objective == text)
       return input_error("tune", "/objective",
                          "\"" + objective + "\" is a text column, not a metric to minimise");
-  for (const char* higher : {"speedup", "attention_speedup"})
+  for (const char* higher : {"speedup", "attention_speedup", "denoise_speedup"})
     if (objective == higher)
       return input_error("tune", "/objective",
                          "\"" + objective +
-                             "\" is higher-is-better and tune minimises; use e2e_time_s or "
-                             "attention_time_s");
+                             "\" is higher-is-better and tune minimises; use e2e_time_s, "
+                             "denoise_time_s or attention_time_s");
   auto ev = study_point_evaluator(max_memory_bytes);
   if (!ev) return ev.error();
   return score_from_evaluator(std::move(ev.value()), objective, row);

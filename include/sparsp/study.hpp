@@ -146,6 +146,11 @@ inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
 /// Pipeline stages outside the loop (seconds, the not-modelled ones 0) and CFG forwards per step.
 inline constexpr const char* kPlanPipelineKey = "pipeline_time_s";
 inline constexpr const char* kPlanCfgKey = "cfg_forwards";
+/// Attention slowdown factors the study simulated with (sim::SimOptions::contention_*), written
+/// only where a measured_compute entry gave them (policy::ResolvedCompute), so that re-timing
+/// reproduces the study; a plan without them re-times with the defaults.
+inline constexpr const char* kPlanContentionCeKey = "contention_ce_copy";
+inline constexpr const char* kPlanContentionSmKey = "contention_sm_copy_per_sm";
 
 /// The whole generation around a denoising loop (issue 14). `loop_s`: all steps, one forward
 /// each. Text encoder / VAE decode: the measured time for `gpu.model` if the model gives one,
@@ -169,6 +174,12 @@ Result<StudyResult> retime_plan(const policy::Plan& plan, const sim::SimOptions&
 
 std::string format_table(const StudyResult& r);
 std::string to_json(const StudyResult& r);
+/// One row per policy. Columns (fixed, appended to, never renamed): topology, policy, placement,
+/// scheme, runtime, volume_bytes, control_bytes, volume_vs_baseline, attention_time_s,
+/// step_time_s, e2e_time_s, speedup, attention_speedup, compute_imbalance, busiest_link,
+/// busiest_utilization, lower_bound_s, name, params, other_time_s, lower_bound_binding, units,
+/// simulated, then (issue 14) denoise_time_s, denoise_speedup, not_modelled (stage names joined
+/// with ';', empty when all are modelled) and compute_source.
 std::string to_csv(const StudyResult& r);
 
 }  // namespace sparsp::study

@@ -107,6 +107,31 @@ TEST_CASE("STA-TK at the HunyuanVideo shape reproduces the published kernel time
   CHECK(r->source == "kernel sta (hopper, 0.5875 of peak)");
 }
 
+TEST_CASE("a block size the kernel does not run natively: priced by the rule, said in the source") {
+  policy::ComputeRequest rq;
+  rq.kernel = "sta";  // native blocks 64 and 384
+  rq.head_dim = 128;
+  rq.seq_tokens = 115200;
+  rq.block_tokens = 128;
+  auto r = policy::resolve_compute(gpu("NVIDIA H100 SXM"), {}, rq);
+  REQUIRE(r.ok());
+  // 0.625 (dense) * 0.9154741 (128 between 64 and 384 in log2, as above) = 0.5721713.
+  CHECK(r->model.attention_efficiency == doctest::Approx(0.5721713));
+  CHECK(r->source ==
+        "kernel sta (hopper, 0.5722 of peak); block 128 not native to sta (64, 384): sparse "
+        "efficiency 0.9155 by the registry rule");
+  // A native block says nothing more; dense kernels (any block) never do.
+  rq.block_tokens = 64;
+  r = policy::resolve_compute(gpu("NVIDIA H100 SXM"), {}, rq);
+  REQUIRE(r.ok());
+  CHECK(r->source == "kernel sta (hopper, 0.5625 of peak)");  // 0.625 * 0.90
+  rq.kernel = "fa3";
+  rq.block_tokens = 100;
+  r = policy::resolve_compute(gpu("NVIDIA H100 SXM"), {}, rq);
+  REQUIRE(r.ok());
+  CHECK(r->source.find("not native") == std::string::npos);
+}
+
 TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
   const auto h200 = gpu("NVIDIA H200");  // 989 TFLOP/s
   topology::MeasuredCompute m;

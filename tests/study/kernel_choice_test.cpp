@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "sparsp/plan.hpp"
 #include "sparsp/study.hpp"
 #include "sparsp/sweep.hpp"
 
@@ -82,4 +83,84 @@ TEST_CASE("sweep alias kernel sets /compute/kernel") {
       CHECK(a.pointer == "/compute/kernel");
     }
   CHECK(found);
+}
+
+TEST_CASE("measured contention travels in emitted plans: simulate --plan re-times the study") {
+  const auto dir = std::filesystem::temp_directory_path() / "sparsp_kernel_choice";
+  std::filesystem::create_directories(dir);
+  // Two H200s; the sparsp entry is generic's 0.5 of peak (494.5 / 989), with contention.
+  auto topo_file = [&](const std::string& name, const std::string& contention) {
+    const std::string path = (dir / (name + ".json")).string();
+    std::ofstream(path) << R"({"schema_version": 1, "name": ")" + name + R"(",
+      "template": {"sockets": 1, "switches_per_socket": 0, "gpus_per_socket": 2,
+                   "gpu_model": "NVIDIA H200", "pcie_gen": 5, "pcie_width": 16},
+      "measured_compute": [{"gpu_model": "NVIDIA H200", "kernel": "sparsp", "head_dim": 128,
+                            "attention_TFLOPs": {"128": 494.5})" +
+                               contention + "}]}";
+    return path;
+  };
+  const std::string with =
+      topo_file("h200x2-contention", R"(, "contention": {"ce_copy": 2.0, "sm_copy_per_sm": 0.5})");
+  const std::string without = topo_file("h200x2-nocontention", "");
+  auto run_plans = [&](const std::string& topo, const std::string& runtime) {
+    auto s = study::parse_study(R"({"schema_version": 1, "topologies": [")" + topo +
+                                    R"("], "model": "wan2.1-14b-720p", "pattern": {"kind": "dense"},
+             "policies": ["contiguous/ring/)" +
+                                    runtime + R"("], "steps": [0], "layers": [0]})",
+                                "s.json");
+    REQUIRE(s.ok());
+    study::RunOptions ro;
+    ro.keep_plans = true;
+    auto r = study::run_study(*s, ro);
+    REQUIRE(r.ok());
+    REQUIRE(r->policies.size() == 1);
+    REQUIRE(r->policies[0].plan);
+    return r->policies[0];
+  };
+  auto retime = [](const policy::Plan& p) {
+    // Through the file format, as `simulate --emit-plan` then `simulate --plan`.
+    auto back = policy::parse_plan(policy::to_json(p), "p.json");
+    REQUIRE(back.ok());
+    auto r = study::retime_plan(*back);
+    REQUIRE(r.ok());
+    REQUIRE(r->policies.size() == 1);
+    return r->policies[0];
+  };
+  for (const char* runtime : {"sm_overlap", "ce_decoupled"}) {
+    CAPTURE(runtime);
+    const auto measured = run_plans(with, runtime);
+    const auto plain = run_plans(without, runtime);
+    // The measured factors, as given in the file; a study without them writes no keys.
+    const auto& params = measured.plan->policy.params;
+    REQUIRE(params.count(study::kPlanContentionCeKey) == 1);
+    REQUIRE(params.count(study::kPlanContentionSmKey) == 1);
+    CHECK(params.at(study::kPlanContentionCeKey) == 2.0);
+    CHECK(params.at(study::kPlanContentionSmKey) == 0.5);
+    CHECK(plain.plan->policy.params.count(study::kPlanContentionCeKey) == 0);
+    CHECK(plain.plan->policy.params.count(study::kPlanContentionSmKey) == 0);
+    CHECK(measured.compute_source ==
+          "measured_compute /measured_compute/0 (kernel sparsp); contention measured");
+    // The contention moves the study (the copies overlap attention under both runtimes)...
+    CHECK(measured.attention_time_s > plain.attention_time_s * 1.05);
+    // ...and re-timing the plan reproduces it, and the keys are not reported as policy params.
+    const auto re = retime(*measured.plan);
+    CHECK(re.attention_time_s == doctest::Approx(measured.attention_time_s).epsilon(1e-12));
+    CHECK(re.e2e_time_s == doctest::Approx(measured.e2e_time_s).epsilon(1e-12));
+    CHECK(re.policy.params.count(study::kPlanContentionCeKey) == 0);
+    CHECK(re.policy.params.count(study::kPlanContentionSmKey) == 0);
+    // Without the keys the plan re-times with the defaults: the contention-free figure.
+    policy::Plan stripped = *measured.plan;
+    stripped.policy.params.erase(study::kPlanContentionCeKey);
+    stripped.policy.params.erase(study::kPlanContentionSmKey);
+    CHECK(retime(stripped).attention_time_s ==
+          doctest::Approx(plain.attention_time_s).epsilon(1e-12));
+  }
+  // A negative factor in a plan is refused with its pointer.
+  policy::Plan bad = *run_plans(with, "sm_overlap").plan;
+  bad.policy.params[study::kPlanContentionCeKey] = -0.5;
+  auto parsed = policy::parse_plan(policy::to_json(bad), "p.json");
+  REQUIRE(!parsed.ok());
+  CHECK(parsed.error().message ==
+        "p.json:/policy/params/contention_ce_copy: expected a slowdown factor in [0, 1e6], got "
+        "-0.5");
 }

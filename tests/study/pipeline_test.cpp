@@ -1,7 +1,12 @@
 // The whole generation around the denoising loop (study::pipeline_times, model JSON "pipeline").
 #include <doctest/doctest.h>
 
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "sparsp/study.hpp"
+#include "sparsp/sweep.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp;
@@ -12,6 +17,33 @@ topology::GpuSpec h100() {
   REQUIRE(g);
   return *g;
 }
+
+// Fields of one CSV line (quoted fields with doubled quotes).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// One H100 SXM of the 8-GPU preset, dense Wan2.1-14B (50 steps, CFG sequential, the fitted
+// 68.9 s unsplit stage for the H100 SXM, no text encoder or scheduler figure), fa2.
+const char* kWanH100Study = R"({"schema_version": 1, "topologies": ["8x-h100-sxm-nvswitch"],
+    "gpus": 1, "model": "wan2.1-14b-720p", "pattern": {"kind": "dense"},
+    "policies": ["contiguous/ring/sync"], "steps": [0], "layers": [0],
+    "compute": {"kernel": "fa2"}})";
 }  // namespace
 
 TEST_CASE("pipeline stages: CFG, text encoder, VAE decode (split or not), scheduler") {
@@ -91,4 +123,71 @@ TEST_CASE("model JSON pipeline: parsed with sources, bad stages name the pointer
   CHECK(err(R"({"upscaler": {}})") ==
         "m.json:/pipeline/upscaler: unknown stage 'upscaler' (known: cfg, text_encoder, "
         "vae_decode, scheduler)");
+}
+
+TEST_CASE(
+    "simulate CSV and sweep rows carry denoise_time_s, denoise_speedup, not_modelled, "
+    "compute_source") {
+  auto s = study::parse_study(kWanH100Study, "s.json");
+  REQUIRE(s.ok());
+  auto r = study::run_study(*s);
+  REQUIRE(r.ok());
+  REQUIRE(r->policies.size() == 1);
+  const auto& p = r->policies[0];
+  // CSV: the 23 columns before issue 14 unchanged in name and place, the new four appended.
+  std::istringstream csv(study::to_csv(*r));
+  std::string head, row;
+  std::getline(csv, head);
+  std::getline(csv, row);
+  const auto h = csv_fields(head);
+  const auto v = csv_fields(row);
+  REQUIRE(h.size() == 27);
+  REQUIRE(v.size() == 27);
+  CHECK(h[10] == "e2e_time_s");
+  CHECK(h[22] == "simulated");
+  CHECK(std::vector<std::string>(h.begin() + 23, h.end()) ==
+        std::vector<std::string>{"denoise_time_s", "denoise_speedup", "not_modelled",
+                                 "compute_source"});
+  const double step = std::stod(v[9]), e2e = std::stod(v[10]), denoise = std::stod(v[23]);
+  // denoise = step x 50 steps x 2 CFG forwards; e2e = denoise + 68.9 s (vae_decode, unsplit).
+  CHECK(denoise == doctest::Approx(step * 50 * 2).epsilon(1e-8));
+  CHECK(e2e == doctest::Approx(denoise + 68.9).epsilon(1e-8));
+  CHECK(v[24] == "1");  // the baseline against itself
+  CHECK(v[25] == "text_encoder;scheduler");
+  CHECK(v[26] == p.compute_source);
+  CHECK(v[26].rfind("kernel fa2 (hopper, ", 0) == 0);
+
+  // Sweep rows: the same four, appended to the metric columns.
+  auto ev = study::study_point_evaluator(0);
+  REQUIRE(ev.ok());
+  const auto& cols = ev->columns;
+  REQUIRE(cols.size() == 26);
+  CHECK(cols[21] == "simulated");
+  CHECK(std::vector<std::string>(cols.begin() + 22, cols.end()) ==
+        std::vector<std::string>{"denoise_time_s", "denoise_speedup", "not_modelled",
+                                 "compute_source"});
+  study::SweepPoint pt;
+  pt.study_json = kWanH100Study;
+  pt.base_dir = ".";
+  const auto out = ev->evaluate(pt);
+  REQUIRE(!out.skipped);
+  REQUIRE(out.rows.size() == 1);
+  const auto& cells = out.rows[0];
+  CHECK(std::stod(cells[22]) == doctest::Approx(std::stod(cells[10]) * 50 * 2).epsilon(1e-8));
+  CHECK(std::stod(cells[11]) == doctest::Approx(std::stod(cells[22]) + 68.9).epsilon(1e-8));
+  CHECK(std::stod(cells[23]) == 1.0);
+  CHECK(cells[24] == "\"text_encoder;scheduler\"");
+  CHECK(cells[25] == "\"" + p.compute_source + "\"");
+
+  // tune may minimise denoise_time_s: the score is the row's denoise time.
+  auto score = study::study_score("denoise_time_s", "/policies/0", 0);
+  REQUIRE(score.ok());
+  const auto sc = (*score)(pt);
+  REQUIRE(sc.ok);
+  CHECK(sc.value == doctest::Approx(p.denoise_time_s).epsilon(1e-12));
+  // Text columns and the higher-is-better ratio are refused.
+  for (const char* bad : {"not_modelled", "compute_source", "denoise_speedup"}) {
+    CAPTURE(bad);
+    CHECK(!study::study_score(bad, "/policies/0", 0).ok());
+  }
 }
