@@ -36,12 +36,12 @@ TEST_CASE("/dev/stdin and a FIFO as a study, topology or sweep: read once, then 
   CHECK(r.rc == 0);
   CHECK(r.out == ref.out);
   // The topology from a pipe, with the study from a file naming it.
-  const std::string topo = std::string(SPARSP_SOURCE_DIR) + "/configs/topologies/2x-h200-nvlink.json";
+  const std::string topo =
+      std::string(SPARSP_SOURCE_DIR) + "/configs/topologies/2x-h200-nvlink.json";
   std::string st = kStudy;
   st.replace(st.find("\"2x-h200-nvlink\""), 16, "\"/dev/stdin\"");
   std::ofstream(d / "s_stdin.json") << st;
-  r = run("simulate --config " + (d / "s_stdin.json").string(),
-          "cat " + topo + " |");
+  r = run("simulate --config " + (d / "s_stdin.json").string(), "cat " + topo + " |");
   CHECK(r.err == "");
   CHECK(r.rc == 0);
   // A FIFO as the topology of every point of a sweep: one write into it serves all points (a
@@ -49,8 +49,9 @@ TEST_CASE("/dev/stdin and a FIFO as a study, topology or sweep: read once, then 
   const fs::path fifo = d / "topo.fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   st.replace(st.find("\"/dev/stdin\""), 12, "\"" + fifo.string() + "\"");
-  std::ofstream(d / "sweep.json") << R"({"schema_version": 1, "study": )" << st
-                                  << R"(, "axes": [{"name": "window", "values": [[3, 3, 3], [1, 1, 1]]}]})";
+  std::ofstream(d / "sweep.json")
+      << R"({"schema_version": 1, "study": )" << st
+      << R"(, "axes": [{"name": "window", "values": [[3, 3, 3], [1, 1, 1]]}]})";
   r = run("sweep -c " + (d / "sweep.json").string() + " -j 1 --progress off -o " +
               (d / "out.csv").string(),
           "(cat " + topo + " > " + fifo.string() + " &); timeout 60");

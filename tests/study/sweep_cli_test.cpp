@@ -235,8 +235,9 @@ TEST_CASE("tune refuses an unwritable output before searching") {
   // Sanity: with a writable output the search runs and finds nothing valid.
   CHECK(run("tune -c " + cfg + " -o " + (d / "p.json").string(), d / "out.txt", d / "err.txt") ==
         2);
-  CHECK(slurp(d / "err.txt").find(": no valid configuration among 2 evaluated, each failed on its "
-                                  "input (first: ") != std::string::npos);
+  CHECK(slurp(d / "err.txt")
+            .find(": no valid configuration among 2 evaluated, each failed on its "
+                  "input (first: ") != std::string::npos);
   const std::string missing = (d / "no" / "such" / "p.json").string();
   CHECK(run("tune -c " + cfg + " -o " + missing, d / "out.txt", d / "err.txt") == 2);
   CHECK(slurp(d / "err.txt") == "sparsp: " + missing + ": cannot write: folder " +
