@@ -1,13 +1,17 @@
 // `sparsp simulate`: compare sequence-parallel policies on a server, model and mask (a study).
 // Thin layer: options -> study::Study (flags override the study file) -> study::run_study ->
 // output.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "sparsp/plan.hpp"
@@ -79,6 +83,48 @@ Status check_output_dir(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
   return study::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
+}
+
+// Files `*<suffix>` in `dir` that this run does not write (`ours`: the names it writes), sorted.
+// An --emit-plan (or --trace) folder with plans of an earlier run would pass those off as this
+// run's to `replay` on the folder; they are refused, never deleted (they may be the user's).
+Status refuse_stale_outputs(const std::string& dir, const std::string& suffix,
+                            const std::set<std::string>& ours, const std::string& option) {
+  if (dir.empty()) return Ok{};
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && !ours.count(name))
+      stale.push_back(name);
+  }
+  if (stale.empty()) return Ok{};
+  std::sort(stale.begin(), stale.end());
+  return input_error(
+      dir, "",
+      option + " folder holds " + std::to_string(stale.size()) + " " + suffix + " file" +
+          (stale.size() == 1 ? "" : "s") + " that this run does not write (" + stale.front() +
+          (stale.size() > 1 ? ", ..." : "") +
+          "), from an earlier run; nothing was written: give an empty or new folder, or remove "
+          "them");
+}
+
+// A plan is written only if `replay` and `simulate --plan` will take it (issue 18, defect 7):
+// fewer blocks than GPUs leaves a GPU with no block, which the loader refuses.
+Status check_emitted_plan(const std::string& dir, const std::string& name, const policy::Plan& plan,
+                          const std::string& text) {
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  if (plan.num_blocks < plan.gpus)
+    return input_error(path, "",
+                       "not written: the pattern has " + std::to_string(plan.num_blocks) +
+                           " blocks for " + std::to_string(plan.gpus) +
+                           " GPUs, so some GPU would own no block and replay would refuse the "
+                           "plan; use a smaller --block or fewer --gpus");
+  if (auto back = policy::parse_plan(text, path); !back)
+    return Error{path + ": not written: the plan would not load (" + back.error().message + ")",
+                 back.error().exit_code};
+  return Ok{};
 }
 
 Result<study::Study> build_study(const SimulateArgs& a) {
@@ -301,6 +347,14 @@ int run(const SimulateArgs& a) {
   auto r = study::run_study(*study, opt);
   if (meter && units_done != units_total) meter->update(units_done, true);  // ends the bar line
   if (!r) return report(r.error());
+  // Names and texts first: every plan is checked, and the folders are checked for files of an
+  // earlier run, before anything is written (no partial output).
+  struct Out {
+    std::string stem, plan_text;
+    const study::PolicyResult* p;
+  };
+  std::vector<Out> outs;
+  std::set<std::string> plan_names, trace_names;
   for (const auto& p : r->policies) {
     std::string label = p.policy.name();
     for (const auto& [k, v] : p.policy.params) {
@@ -308,13 +362,30 @@ int run(const SimulateArgs& a) {
       o << "_" << k << "-" << v;
       label += o.str();
     }
-    const std::string stem = safe_name(p.topology + "__" + label);
+    Out o{safe_name(p.topology + "__" + label), "", &p};
     if (opt.keep_plans && p.plan) {
-      if (auto st = write_file(a.plan_dir, stem + ".plan.json", policy::to_json(*p.plan)); !st)
+      o.plan_text = policy::to_json(*p.plan);
+      if (auto st = check_emitted_plan(a.plan_dir, o.stem + ".plan.json", *p.plan, o.plan_text);
+          !st)
+        return report(st.error());
+      plan_names.insert(o.stem + ".plan.json");
+    }
+    if (opt.keep_trace && !p.trace_json.empty()) trace_names.insert(o.stem + ".trace.json");
+    outs.push_back(std::move(o));
+  }
+  if (opt.keep_plans)
+    if (auto st = refuse_stale_outputs(a.plan_dir, ".plan.json", plan_names, "--emit-plan"); !st)
+      return report(st.error());
+  if (opt.keep_trace)
+    if (auto st = refuse_stale_outputs(a.trace_dir, ".trace.json", trace_names, "--trace"); !st)
+      return report(st.error());
+  for (const auto& o : outs) {
+    if (opt.keep_plans && o.p->plan) {
+      if (auto st = write_file(a.plan_dir, o.stem + ".plan.json", o.plan_text); !st)
         return report(st.error());
     }
-    if (opt.keep_trace && !p.trace_json.empty()) {
-      if (auto st = write_file(a.trace_dir, stem + ".trace.json", p.trace_json); !st)
+    if (opt.keep_trace && !o.p->trace_json.empty()) {
+      if (auto st = write_file(a.trace_dir, o.stem + ".trace.json", o.p->trace_json); !st)
         return report(st.error());
     }
   }
@@ -376,7 +447,9 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
   cmd->add_option("--trace", args->trace_dir,
                   "write a Perfetto trace of one layer per policy into DIR")
       ->check(folder_name);
-  cmd->add_option("--emit-plan", args->plan_dir, "write the plan JSON of each policy into DIR")
+  cmd->add_option("--emit-plan", args->plan_dir,
+                  "write the plan JSON of each policy into DIR; a DIR holding *.plan.json files "
+                  "that this run does not write (an earlier run's) is refused, nothing written")
       ->check(folder_name);
   cmd->add_option("--plan", args->plan_in, "re-time a plan JSON instead of running a study");
   cmd->add_flag("--list", args->list,

@@ -50,6 +50,9 @@ int run_sweep_command(const SweepArgs& a) {
   o.output_path = a.output;
   o.threads = a.threads;
   o.restart = a.restart;
+  // The memory limit decides which points are skipped: part of what a resume must match.
+  o.row_options["--max-memory-gib"] =
+      nlohmann::json(a.max_memory_gib > 0 ? a.max_memory_gib : 16.0).dump();
   o.progress_interval_s = a.progress_interval_s;
   o.progress = a.progress == "bar"     ? study::ProgressMode::bar
                : a.progress == "lines" ? study::ProgressMode::lines
@@ -204,6 +207,11 @@ void add_study_commands(CLI::App& app, Context& ctx) {
         "Search policy parameters for the lowest simulated end-to-end time within an evaluation "
         "budget (exhaustive or coordinate descent, seeded); report the best configuration, its "
         "margin over the default, the top-N table; write the tuned policy JSON");
+    c->footer(
+        "Exit codes: 0 a best configuration was found; 2 bad input (the tune file, its study, "
+        "an option), and also when no configuration is valid and every evaluated one failed on "
+        "its input (the first such error is printed); 1 a run-time failure (out of memory, a "
+        "write error), or no valid configuration where at least one failed at run time.");
     c->add_option("--config,-c", a->config, "tune JSON (schema: docs/STUDIES.md)")
         ->required()
         ->check(existing_file());

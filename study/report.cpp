@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "internal.hpp"
 #include "sparsp/study.hpp"
@@ -22,7 +24,30 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// A number of the text table: fixed with `decimals` below 1e6 in magnitude, else engineering
+// notation (mantissa 1..999.99, exponent a multiple of 3: "1.00e300"), so a huge value (a plan
+// with 1e300 FLOPs) stays a short, readable cell and the columns stay aligned; "inf" / "-inf"
+// for infinities, "-" for NaN. `suffix` follows the number (" ms", "x", "%").
+std::string num_text(double v, int decimals, const char* suffix) {
+  char buf[64];
+  if (std::isnan(v)) return "-";
+  if (std::isinf(v)) return std::string(v > 0 ? "inf" : "-inf") + suffix;
+  if (std::fabs(v) < 1e6) {
+    std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, suffix);
+    return buf;
+  }
+  int e = static_cast<int>(std::floor(std::log10(std::fabs(v)) / 3)) * 3;
+  double m = v / std::pow(10.0, e);
+  if (std::fabs(m) >= 999.995) {  // rounds up to 1000.00: one step up
+    e += 3;
+    m /= 1000;
+  }
+  std::snprintf(buf, sizeof buf, "%.2fe%d%s", m, e, suffix);
+  return buf;
+}
+
 std::string bytes_str(double b) {
+  if (b >= 1e6 * units::kGB) return num_text(b / units::kGB, 2, " GB");
   if (b >= units::kGB) return fmt("%.2f GB", b / units::kGB);
   if (b >= units::kMB) return fmt("%.1f MB", b / units::kMB);
   if (b >= units::kKB) return fmt("%.1f kB", b / units::kKB);
@@ -127,16 +152,38 @@ std::string csv_field(const std::string& v) {
 
 // A ratio in the table; '-' where it has no value (a zero denominator, NaN).
 std::string ratio_text(const char* format, double v) {
-  return std::isfinite(v) ? fmt(format, v) : std::string("-");
+  if (!std::isfinite(v)) return "-";
+  if (std::fabs(v) >= 1e6) {       // "%.2fx" -> "1.00e300x"
+    const std::string f = format;  // "%.<d>f<suffix>", "%%" in the suffix meaning "%"
+    std::string suffix = f.substr(f.find('f') + 1);
+    if (const size_t pc = suffix.find("%%"); pc != std::string::npos) suffix.erase(pc, 1);
+    return num_text(v, 2, suffix.c_str());
+  }
+  return fmt(format, v);
 }
 
 }  // namespace
 
+bool mixed_gpu_counts(const StudyResult& r) {
+  for (const auto& [topo, n] : r.gpus_per_topology)
+    if (n != r.gpus) return true;
+  return false;
+}
+
+std::string gpu_count_text(const StudyResult& r) {
+  auto count = [](int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); };
+  if (!mixed_gpu_counts(r)) return count(r.gpus);
+  // Topologies of different sizes: "2 GPUs on 2x-h200-nvlink, 8 GPUs on 8x-l40s-gen4-4switch".
+  std::string s;
+  for (const auto& [topo, n] : r.gpus_per_topology)
+    s += (s.empty() ? "" : ", ") + count(n) + " on " + topo;
+  return s;
+}
+
 std::string format_table(const StudyResult& r) {
   std::ostringstream out;
-  out << "model " << r.model << ", pattern " << r.pattern << ", " << r.gpus
-      << (r.gpus == 1 ? " GPU" : " GPUs") << (r.dynamic ? " (dynamic)" : "") << "; baseline "
-      << r.baseline << "\n";
+  out << "model " << r.model << ", pattern " << r.pattern << ", " << gpu_count_text(r)
+      << (r.dynamic ? " (dynamic)" : "") << "; baseline " << r.baseline << "\n";
   out << "volume and control: bytes between GPUs per denoising step (all layers); vs base: volume "
          "/ "
          "the baseline's ('-' when the baseline moves none); attn: attention phase per layer; "
@@ -148,17 +195,19 @@ std::string format_table(const StudyResult& r) {
          "baseline attention / this attention; imbal: max over ranks of attention FLOPs / mean; "
          "LB: lower bound of the attention phase; sim/LB: simulated attention / LB (1.00 = at the "
          "bound)\n";
-  const char* hdr = "%-58s %10s %7s %9s %9s %8s %9s %7s %6s %6s  %-24s %9s %6s\n";
+  // Column widths; a numeric column widens to its longest cell (a huge value in engineering
+  // notation), so every row of a section stays aligned. The policy and busiest-link columns keep
+  // their widths (a longer label pushes only its own row, as before).
+  const std::vector<size_t> kWidths = {58, 10, 7, 9, 9, 8, 9, 7, 6, 6, 24, 9, 6};
+  const size_t kPolicy = 0, kBusiest = 10;
   for (size_t i = 0; i < r.policies.size();) {
     const std::string topo = r.policies[i].topology;
     size_t j = i;
     while (j < r.policies.size() && r.policies[j].topology == topo) ++j;
     out << "\n== " << topo << "\n";
-    char buf[512];
-    std::snprintf(buf, sizeof buf, hdr, "policy", "volume", "vs base", "control", "attn/layer",
-                  "step", "e2e", "speedup", "attn x", "imbal", "busiest link (util)", "LB/layer",
-                  "sim/LB");
-    out << buf;
+    std::vector<std::vector<std::string>> rows = {
+        {"policy", "volume", "vs base", "control", "attn/layer", "step", "e2e", "speedup", "attn x",
+         "imbal", "busiest link (util)", "LB/layer", "sim/LB"}};
     double base_volume = -1;
     for (size_t k = i; k < j; ++k)
       if (policy_label(r.policies[k].policy) == r.baseline)
@@ -172,17 +221,30 @@ std::string format_table(const StudyResult& r) {
                                  : p.busiest_link + fmt(" (%.0f%%)", 100 * p.busiest_utilization);
       const std::string vs =
           base_volume == 0 ? "-" : ratio_text("%.1f%%", 100 * p.volume_vs_baseline);
-      std::snprintf(
-          buf, sizeof buf, hdr, policy_label(p.policy).c_str(), bytes_str(p.volume_bytes).c_str(),
-          vs.c_str(), bytes_str(p.control_bytes).c_str(),
-          fmt("%.2f ms", units::s_to_ms(p.attention_time_s)).c_str(),
-          fmt("%.2f s", p.step_time_s).c_str(),
-          fmt(p.not_modelled.empty() ? "%.1f s" : "%.1f s*", p.e2e_time_s).c_str(),
-          ratio_text("%.2fx", p.speedup).c_str(), ratio_text("%.2fx", p.attention_speedup).c_str(),
-          fmt("%.2f", p.compute_imbalance).c_str(), busiest.c_str(),
-          fmt("%.2f ms", units::s_to_ms(p.lower_bound_s)).c_str(),
-          fmt("%.2f", p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0).c_str());
-      out << buf;
+      rows.push_back(
+          {policy_label(p.policy), bytes_str(p.volume_bytes), vs, bytes_str(p.control_bytes),
+           num_text(units::s_to_ms(p.attention_time_s), 2, " ms"), num_text(p.step_time_s, 2, " s"),
+           num_text(p.e2e_time_s, 1, p.not_modelled.empty() ? " s" : " s*"),
+           ratio_text("%.2fx", p.speedup), ratio_text("%.2fx", p.attention_speedup),
+           num_text(p.compute_imbalance, 2, ""), busiest,
+           num_text(units::s_to_ms(p.lower_bound_s), 2, " ms"),
+           num_text(p.lower_bound_s > 0 ? p.attention_time_s / p.lower_bound_s : 0, 2, "")});
+    }
+    std::vector<size_t> w = kWidths;
+    // The header row does not widen a column ("attn/layer" has always stood one character
+    // out of its 9).
+    for (size_t k = 1; k < rows.size(); ++k)
+      for (size_t c = 0; c < rows[k].size(); ++c)
+        if (c != kPolicy && c != kBusiest) w[c] = std::max(w[c], rows[k][c].size());
+    for (const auto& row : rows) {
+      std::string line;
+      for (size_t c = 0; c < row.size(); ++c) {
+        const std::string pad(row[c].size() < w[c] ? w[c] - row[c].size() : 0, ' ');
+        line += c == 0 ? "" : c == kBusiest ? "  " : " ";
+        // Text columns left-aligned, numbers right-aligned.
+        line += c == kPolicy || c == kBusiest ? row[c] + pad : pad + row[c];
+      }
+      out << line << "\n";
     }
     if (j - i > 1) {
       const auto& b = r.policies[best];
@@ -210,6 +272,11 @@ std::string to_json(const StudyResult& r) {
   j["model"] = r.model;
   j["pattern"] = r.pattern;
   j["gpus"] = r.gpus;
+  // Only where the counts differ (a study of one size prints as before).
+  if (mixed_gpu_counts(r)) {
+    auto& per = j["gpus_per_topology"] = nlohmann::ordered_json::object();
+    for (const auto& [topo, n] : r.gpus_per_topology) per[topo] = n;
+  }
   j["dynamic"] = r.dynamic;
   j["baseline"] = r.baseline;
   auto& arr = j["policies"] = nlohmann::ordered_json::array();

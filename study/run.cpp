@@ -305,6 +305,13 @@ Result<std::vector<std::unique_ptr<topology::Topology>>> load_topologies(
       return at(st, "/gpus",
                 Error{"asks for " + std::to_string(st.num_gpus) + " GPUs, but topology '" +
                       topo->name() + "' has " + std::to_string(topo->num_gpus())});
+    // A listed GPU the topology lacks, at its own place in the list (/gpus/<i>).
+    for (size_t k = 0; k < st.gpus.size(); ++k)
+      if (st.gpus[k] < 0 || st.gpus[k] >= topo->num_gpus())
+        return at(st, "/gpus/" + std::to_string(k),
+                  Error{"GPU " + std::to_string(st.gpus[k]) + " is not in topology '" +
+                        topo->name() + "' (it has " + std::to_string(topo->num_gpus()) +
+                        " GPUs, gpu0..gpu" + std::to_string(topo->num_gpus() - 1) + ")"});
     std::vector<SkippedPolicy> ignored;
     const int ranks = static_cast<int>(group_gpus(st, *topo).size());
     if (auto r = runnable_on(st, topo->name(), ranks, model.heads, baseline, ignored); !r)
@@ -612,7 +619,8 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto g = open_group(st, std::move((*topos)[ti]), *model);
     if (!g) return g.error();
-    out.gpus = g->ranks.ranks;
+    if (ti == 0) out.gpus = g->ranks.ranks;
+    out.gpus_per_topology.emplace_back(g->topo->name(), g->ranks.ranks);
     out.pattern = g->pattern->describe();
     out.dynamic = g->dynamic;
     if (ti == 0)

@@ -229,7 +229,8 @@ class PartialLock {
 
 // The whole effective sweep (base study with referenced documents inlined, axes, groups), kept
 // in <output>.partial.study beside a .partial so that a resume of a changed sweep is refused.
-std::string sweep_fingerprint(const SweepSpec& spec) {
+std::string sweep_fingerprint(const SweepSpec& spec,
+                              const std::map<std::string, std::string>& row_options) {
   json axes = json::array();
   for (const auto& a : spec.axes) {
     json v = json::array();
@@ -241,6 +242,11 @@ std::string sweep_fingerprint(const SweepSpec& spec) {
                     {"complement", a.complement}});
   }
   json doc = {{"study", json::parse(spec.base_study_json)}, {"axes", axes}};
+  if (!row_options.empty()) {
+    json opts = json::object();
+    for (const auto& [k, v] : row_options) opts[k] = json::parse(v);
+    doc["options"] = opts;
+  }
   return doc.dump() + "\n";
 }
 
@@ -256,6 +262,20 @@ std::string fingerprint_difference(const std::string& old_text, const std::strin
   std::string diff;
   auto add = [&](const std::string& k) { diff += (diff.empty() ? "" : ", ") + k; };
   if (a.value("axes", json()) != b["axes"]) add("the axes");
+  {
+    // Options that change rows: "--max-memory-gib (was 16, now 0.5)".
+    const json oa = a.value("options", json::object()), ob = b.value("options", json::object());
+    std::set<std::string> names;
+    if (oa.is_object())
+      for (const auto& [k, v] : oa.items()) names.insert(k);
+    for (const auto& [k, v] : ob.items()) names.insert(k);
+    for (const auto& k : names) {
+      const json va = oa.is_object() ? oa.value(k, json()) : json(), vb = ob.value(k, json());
+      if (va != vb)
+        add(k + " (was " + (va.is_null() ? std::string("not recorded") : va.dump()) + ", now " +
+            (vb.is_null() ? std::string("not given") : vb.dump()) + ")");
+    }
+  }
   const json sa = a.value("study", json::object()), sb = b["study"];
   if (!sa.is_object()) return diff.empty() ? "the study" : diff + ", the study";
   std::set<std::string> keys;
@@ -348,7 +368,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   std::error_code ec;
 
   const std::string study_path = partial_path + ".study";
-  const std::string fingerprint = sweep_fingerprint(spec);
+  const std::string fingerprint = sweep_fingerprint(spec, options.row_options);
   PartialLock lock;
   if (auto l = lock.acquire(partial_path, final_path); !l) return l.error();
   if (options.restart) {
@@ -442,12 +462,12 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
         try {
           item.second = evaluator.evaluate(item.first);
         } catch (const std::exception& e) {
-          item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}, {}};
+          item.second = PointOutcome{true, std::string("evaluator failed: ") + e.what(), {}, {}, 1};
         } catch (...) {
-          item.second = PointOutcome{true, "evaluator failed: unknown exception", {}, {}};
+          item.second = PointOutcome{true, "evaluator failed: unknown exception", {}, {}, 1};
         }
         if (!item.second.skipped && item.second.rows.empty())
-          item.second = PointOutcome{true, "evaluator returned no rows", {}, {}};
+          item.second = PointOutcome{true, "evaluator returned no rows", {}, {}, 1};
       }
       {
         std::lock_guard lk(mu);

@@ -42,7 +42,7 @@ Result<ScoreFn> score_from_evaluator(PointEvaluator evaluator, const std::string
   auto eval = std::move(evaluator.evaluate);
   return ScoreFn([eval, col, row, column](const SweepPoint& p) {
     const PointOutcome o = eval(p);
-    if (o.skipped) return Score{false, 0, o.reason};
+    if (o.skipped) return Score{false, 0, o.reason, o.exit_code};
     if (row >= o.rows.size())
       return Score{false, 0, "no row " + std::to_string(row) + " in the result"};
     if (row < o.row_reasons.size() && !o.row_reasons[row].empty())
@@ -304,17 +304,23 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
     try {
       doc = json::parse(p.study_json);
     } catch (const json::exception& e) {
-      return PointOutcome{true, e.what(), {}, {}};
+      return PointOutcome{true, e.what(), {}, {}, 2};
     }
     std::vector<std::string> files;
     PointDocs docs(*scratch);
     auto st = materialize(doc, p.base_dir, docs, files);
-    if (!st) return PointOutcome{true, st.error().message, {}, {}};
+    if (!st) return PointOutcome{true, st.error().message, {}, {}, st.error().exit_code};
     auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
     if (!study)
-      return PointOutcome{true, without_scratch_paths(study.error().message, files), {}, {}};
+      return PointOutcome{true,
+                          without_scratch_paths(study.error().message, files),
+                          {},
+                          {},
+                          study.error().exit_code};
     auto res = run_study(*study, run_options);
-    if (!res) return PointOutcome{true, without_scratch_paths(res.error().message, files), {}, {}};
+    if (!res)
+      return PointOutcome{
+          true, without_scratch_paths(res.error().message, files), {}, {}, res.error().exit_code};
     // One row per (topology, study policy), in study order: results and left-out policies are
     // both topology-major in study order, so they merge back into place.
     size_t ran = 0, left = 0;

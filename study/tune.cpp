@@ -227,7 +227,7 @@ class Searcher {
         e.point = std::move(p.value());
       else {
         e.point.index = idx;
-        e.score = Score{false, 0, p.error().message};
+        e.score = Score{false, 0, p.error().message, p.error().exit_code};
       }
       todo.push_back(std::move(e));
     }
@@ -243,7 +243,7 @@ class Searcher {
         try {
           todo[i].score = score_(todo[i].point);
         } catch (const std::exception& e) {  // e.g. std::bad_alloc: the point fails, not tune
-          todo[i].score = Score{false, 0, std::string("evaluator failed: ") + e.what()};
+          todo[i].score = Score{false, 0, std::string("evaluator failed: ") + e.what(), 1};
         }
       }
     };
@@ -366,15 +366,21 @@ Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int thre
     if (e.score.ok) res.ranked.push_back(e);
   std::sort(res.ranked.begin(), res.ranked.end(), better);
   if (res.ranked.empty()) {
-    std::string why;
+    // Every point failed. When each failure came from the points' input (a study that does not
+    // load, a parameter out of range), the tune file is at fault: exit 2 with the first such
+    // error. Any run-time failure (out of memory, ...) makes it exit 1, naming the first of those.
+    std::string first_input, first_run;
     for (const auto& [idx, e] : s.cache()) {
-      why = e.score.reason;
-      break;
+      std::string& slot = e.score.exit_code == 2 ? first_input : first_run;
+      if (slot.empty()) slot = e.score.reason.empty() ? "(no reason given)" : e.score.reason;
     }
+    const bool input = first_run.empty();
+    const std::string& why = input ? first_input : first_run;
     return Error{spec.space.source + ": no valid configuration among " +
                      std::to_string(res.evaluations) + " evaluated" +
+                     (input ? ", each failed on its input" : "") +
                      (why.empty() ? std::string() : " (first: " + why + ")"),
-                 1};
+                 input ? 2 : 1};
   }
   res.best = res.ranked.front();
 

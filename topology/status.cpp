@@ -2,9 +2,14 @@
 // topology library because it is the lowest one: every other module links it.
 #include "sparsp/status.hpp"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <utility>
 
 namespace sparsp {
 
@@ -26,6 +31,21 @@ bool read_bounded(std::istream& in, size_t limit, std::string& out) {
 
 std::string limit_text(size_t limit) { return std::to_string(limit >> 20) + " MiB"; }
 
+// What was read from a non-regular file (a pipe such as /dev/stdin, a FIFO), by its device and
+// inode: such a file can be read only once, but one input may be loaded more than once (a
+// study's topology by the study check and by the run, by every point of a sweep), and a second
+// read would find it empty and report a confusing "unexpected end of input". Each is read once,
+// then every load of it parses the same bytes. Process-wide, guarded by its mutex; bounded by
+// kMaxStreamInputBytes per input.
+struct StreamCache {
+  std::mutex mu;
+  std::map<std::pair<dev_t, ino_t>, std::string> text;
+};
+StreamCache& stream_cache() {
+  static StreamCache c;
+  return c;
+}
+
 }  // namespace
 
 Result<std::string> read_text_file(const std::string& path, std::string_view kind) {
@@ -43,6 +63,16 @@ Result<std::string> read_text_file(const std::string& path, std::string_view kin
                              std::to_string(size >> 20) + " MiB; at most " + limit_text(limit) +
                              ")");
   }
+  // A pipe or FIFO is read once; a later load of it gets the same text (StreamCache).
+  struct ::stat sb {};
+  const bool once =
+      !regular && ::stat(path.c_str(), &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
+  const std::pair<dev_t, ino_t> key{sb.st_dev, sb.st_ino};
+  std::unique_lock<std::mutex> lock;
+  if (once) {
+    lock = std::unique_lock<std::mutex>(stream_cache().mu);
+    if (auto it = stream_cache().text.find(key); it != stream_cache().text.end()) return it->second;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return input_error(path, "", "cannot open " + std::string(kind));
   std::string text;
@@ -51,6 +81,7 @@ Result<std::string> read_text_file(const std::string& path, std::string_view kin
                        std::string(regular ? "" : "not a regular file, and ") + "longer than " +
                            limit_text(limit) + " (the limit for a " + std::string(kind) + ")");
   if (in.bad()) return input_error(path, "", "read error");
+  if (once) stream_cache().text.emplace(key, text);
   return text;
 }
 

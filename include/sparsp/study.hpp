@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sparsp/pattern.hpp"
@@ -104,7 +105,11 @@ struct StudyResult {
   std::string name;
   std::string model;
   std::string pattern;            ///< Pattern::describe()
-  int gpus = 0;
+  int gpus = 0;                   ///< ranks on the first topology (see gpus_per_topology)
+  /// Ranks per topology (Topology::name(), study order). Where topologies of different GPU
+  /// counts are studied, the table's header and JSON name each count (`gpus` alone would be one
+  /// wrong number).
+  std::vector<std::pair<std::string, int>> gpus_per_topology;
   std::string baseline;
   bool dynamic = false;
   std::vector<PolicyResult> policies;   ///< topology-major, then study policy order
@@ -172,7 +177,13 @@ PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int ste
 Result<StudyResult> retime_plan(const policy::Plan& plan, const sim::SimOptions& options = {},
                                 const RunOptions& run = {});
 
+/// Whether the study's topologies had different rank counts (StudyResult::gpus_per_topology).
+bool mixed_gpu_counts(const StudyResult& r);
+/// "8 GPUs", or per topology where the counts differ: "2 GPUs on a, 8 GPUs on b".
+std::string gpu_count_text(const StudyResult& r);
+/// The text table. Header: model, pattern, gpu_count_text, baseline.
 std::string format_table(const StudyResult& r);
+/// JSON; "gpus_per_topology" ({name: ranks}) only where mixed_gpu_counts.
 std::string to_json(const StudyResult& r);
 /// One row per policy. Columns (fixed, appended to, never renamed): topology, policy, placement,
 /// scheme, runtime, volume_bytes, control_bytes, volume_vs_baseline, attention_time_s,

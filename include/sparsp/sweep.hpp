@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,10 @@ struct PointOutcome {
   /// status "skipped" and this reason; the row's metric cells are "null"). Shorter than `rows`
   /// means the remaining rows ran.
   std::vector<std::string> row_reasons;
+  /// When skipped: 2 when the point's own input is at fault (its study fails to load or a
+  /// parameter is out of range), 1 for a failure at run time (out of memory, a write error); as
+  /// Error::exit_code. tune exits 2 when every evaluated point failed with 2.
+  int exit_code = 2;
 };
 
 /// The pluggable point evaluator.
@@ -158,6 +163,12 @@ struct SweepOptions {
   ProgressMode progress = ProgressMode::automatic;  ///< automatic: bar iff stderr is a terminal
   double progress_interval_s = 10.0;                ///< period of the plain progress lines
   std::ostream* progress_stream = nullptr;          ///< nullptr: std::cerr
+  /// Command-line options that change the rows (name -> compact JSON value, e.g.
+  /// {"--max-memory-gib", "16.0"}), recorded with the sweep's fingerprint in
+  /// `<output>.partial.study`: a resume with a different value is refused, naming the option and
+  /// both values. Give the effective value (the default when the option is not given), so that
+  /// leaving it out and giving the default are the same sweep.
+  std::map<std::string, std::string> row_options;
   /// Testing aid: stop (as if killed) after this many points were written in this run; -1 = off.
   int64_t stop_after_points = -1;
 };
@@ -230,6 +241,8 @@ struct Score {
   bool ok = false;
   double value = 0;
   std::string reason;
+  /// When !ok: 2 when the point's input is at fault, 1 for a run-time failure (PointOutcome).
+  int exit_code = 2;
 };
 /// Thread-safe; deterministic.
 using ScoreFn = std::function<Score(const SweepPoint&)>;
@@ -258,7 +271,8 @@ struct TuneResult {
 /// seeded order with the others fixed, move to the best, repeat until a full pass does not
 /// improve, then restart from seeded random points while budget is left. Points of one line are
 /// evaluated in parallel on `threads` workers. Deterministic for a given seed whatever `threads`.
-/// Errors (exit 1): no valid point found.
+/// Errors: no valid point found: exit 2 with the first point's input error when every failure
+/// came from the points' input (Score::exit_code 2), else exit 1 with the first run-time failure.
 Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int threads);
 
 /// A ScoreFn from any evaluator: the value of `column` in row `row` of the point's outcome

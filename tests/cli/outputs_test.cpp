@@ -156,8 +156,10 @@ TEST_CASE("sweep and tune take --max-memory-gib, as simulate does") {
       << R"(, "parameters": [{"name": "chunk_bytes", "values": [1048576]}],
       "objective": "e2e_time_s"})";
   r = run("tune -c " + (d / "tune.json").string() + " --max-memory-gib 0.0001");
-  CHECK(r.rc == 1);
-  CHECK(r.err.find("no valid configuration among 1 evaluated") != std::string::npos);
+  // Every point refused on its input (the memory estimate over the limit given): exit 2.
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("no valid configuration among 1 evaluated, each failed on its input") !=
+        std::string::npos);
   CHECK(r.err.find("block 384 gives 301 blocks") != std::string::npos);
   CHECK(run("tune -c " + (d / "tune.json").string()).rc == 0);
 }

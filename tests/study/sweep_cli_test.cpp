@@ -223,7 +223,8 @@ TEST_CASE("tune writes a policy and a study that simulate accepts, with the repo
 TEST_CASE("tune refuses an unwritable output before searching") {
   const fs::path d = temp_dir("tune_unwritable");
   // Every point is invalid (Ulysses over 5 or 7 GPUs: 24 heads do not divide), so a search
-  // that ran would end in "no valid point" (exit 1); the output check must come first (exit 2).
+  // that ran would end in "no valid configuration" (exit 2, every failure on the input); the
+  // output check must come first (exit 2 with the output's message).
   std::ofstream(d / "tune.json") << R"({"schema_version": 1,
     "study": {"schema_version": 1, "topologies": ["8x-l40s-gen4-4switch"], "model": "hunyuanvideo-sta",
               "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
@@ -233,7 +234,10 @@ TEST_CASE("tune refuses an unwritable output before searching") {
   const std::string cfg = (d / "tune.json").string();
   // Sanity: with a writable output the search runs and finds nothing valid.
   CHECK(run("tune -c " + cfg + " -o " + (d / "p.json").string(), d / "out.txt", d / "err.txt") ==
-        1);
+        2);
+  CHECK(slurp(d / "err.txt")
+            .find(": no valid configuration among 2 evaluated, each failed on its "
+                  "input (first: ") != std::string::npos);
   const std::string missing = (d / "no" / "such" / "p.json").string();
   CHECK(run("tune -c " + cfg + " -o " + missing, d / "out.txt", d / "err.txt") == 2);
   CHECK(slurp(d / "err.txt") == "sparsp: " + missing + ": cannot write: folder " +

@@ -261,3 +261,27 @@ TEST_CASE("a resume after the base study changed is refused, naming what changed
   REQUIRE(run_sweep(spec, fake_evaluator(), opts(d / "ref.csv", 1)).ok());
   CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
+
+TEST_CASE("a resume with another memory limit is refused, naming the option and both values") {
+  // The limit decides which points are skipped (issue 18, leftover of 4): it is part of what a
+  // resume must match, as SweepOptions::row_options.
+  const fs::path d = temp_dir("fingerprint_options");
+  SweepOptions o = opts(d / "r.csv", 1);
+  o.row_options["--max-memory-gib"] = "16.0";
+  o.stop_after_points = 2;  // as if killed after two points
+  REQUIRE(run_sweep(small_spec(), fake_evaluator(), o).ok());
+  SweepOptions other = opts(d / "r.csv", 1);
+  other.row_options["--max-memory-gib"] = "0.5";
+  auto r = run_sweep(small_spec(), fake_evaluator(), other);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message == (d / "r.csv.partial").string() +
+                                 ": written by a different sweep (--max-memory-gib (was 16.0, now "
+                                 "0.5) changed); use another output file or --restart");
+  // The same limit resumes and completes.
+  SweepOptions same = opts(d / "r.csv", 1);
+  same.row_options["--max-memory-gib"] = "16.0";
+  auto ok = run_sweep(small_spec(), fake_evaluator(), same);
+  REQUIRE(ok.ok());
+  CHECK(ok->complete);
+}

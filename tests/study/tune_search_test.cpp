@@ -192,3 +192,29 @@ TEST_CASE("score_from_evaluator picks the metric of one policy row") {
   CHECK(none.error().message ==
         "tune:/objective: unknown metric \"makespan_s\" (known: policy, e2e_time_s)");
 }
+
+TEST_CASE("no valid configuration: exit 2 when every point failed on its input, else exit 1") {
+  // The 96-point space, exhaustive; every point invalid. Points are ranked by index, so the
+  // "first" failure is point 0 (chunk 1, buffers 1, SMs 4) unless the run-time one is elsewhere.
+  TuneSpec t = spec_with(R"(, "budget": 96)");
+  auto input_only = [](const SweepPoint& p) {
+    return Score{false, 0, "<point " + std::to_string(p.index) + ">:/pattern/block: bad", 2};
+  };
+  auto r = run_tune(t, input_only, 2);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message ==
+        "tune.json: no valid configuration among 96 evaluated, each failed on its input (first: "
+        "<point 0>:/pattern/block: bad)");
+  // One run-time failure (point 5, e.g. out of memory) among input errors: exit 1, naming it.
+  auto one_runtime = [](const SweepPoint& p) {
+    if (p.index == 5) return Score{false, 0, "evaluator failed: std::bad_alloc", 1};
+    return Score{false, 0, "<point " + std::to_string(p.index) + ">: bad", 2};
+  };
+  r = run_tune(t, one_runtime, 2);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 1);
+  CHECK(r.error().message ==
+        "tune.json: no valid configuration among 96 evaluated (first: evaluator failed: "
+        "std::bad_alloc)");
+}
