@@ -25,6 +25,11 @@ Status write_atomically(const std::string& path, const std::string& text) {
 }
 
 int run_sim(const SimRunOptions& o) {
+  // The trace never replaces an input (`--trace w.json` for `--workload w.json` did, exit 0).
+  if (auto st = distinct_files(
+          {{"--topology", o.topology}, {"--workload", o.workload}, {"--trace", o.trace}});
+      !st)
+    return report(st.error());
   // The trace is written after the run: refuse a folder or an unwritable path now.
   if (!o.trace.empty())
     if (auto st = study::check_writable(o.trace); !st) return report(st.error());

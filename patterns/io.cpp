@@ -69,6 +69,10 @@ class MaskSource {
         const std::string name = nm ? nm : "";
         names += (names.empty() ? "" : ", ") + name;
         if (name == "mask.npy") pick = i;
+        if (name == "step_00000.npy")
+          return input_error(path, "",
+                             "a sparsp recording (step_00000.npy) without its sidecar " + path +
+                                 ".json (python/sparsp_torch writes both; patterns/README.md)");
       }
       if (pick < 0 && n == 1) pick = 0;
       if (pick < 0)

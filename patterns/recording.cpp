@@ -41,6 +41,7 @@ class Archive {
     zip_error_fini(&ze);
     return input_error(path, "", "cannot open .npz archive: " + what);
   }
+  bool has(const std::string& entry) const { return zip_name_locate(za_, entry.c_str(), 0) >= 0; }
   // Reads the entry's .npy header; `size` gets the entry's uncompressed size.
   Result<NpyHeader> header(const std::string& entry, size_t& size) {
     zip_stat_t st;
@@ -269,6 +270,11 @@ Result<std::unique_ptr<Pattern>> load_recording(const std::string& path, const M
     return input_error(side, "/layers",
                        std::to_string(*layers) + " layers recorded, model " + m.name + " has " +
                            std::to_string(m.layers) + who);
+  if (j.contains("tokens") && (!j["tokens"].is_number_integer() ||
+                               j["tokens"].get<int64_t>() != static_cast<int64_t>(m.tokens())))
+    return input_error(side, "/tokens",
+                       "expected " + std::to_string(m.tokens()) + " (the tokens of " + m.name +
+                           "'s layout), got " + j["tokens"].dump());
   std::string desc = "recording " + fs::path(path).filename().string();
   if (*layers < m.layers)
     desc += " (" + std::to_string(*layers) + " of " + std::to_string(m.layers) + " layers)";
@@ -299,6 +305,10 @@ Result<std::unique_ptr<Pattern>> load_recording(const std::string& path, const M
                              " data bytes, the shape needs " + std::to_string(data));
     header_bytes.push_back(h->header_bytes);
   }
+  if (za->has(entry_name(*steps)))
+    return input_error(path, entry_name(*steps),
+                       "an entry beyond the sidecar's " + std::to_string(*steps) +
+                           " steps (the sidecar and the archive disagree)");
   return std::unique_ptr<Pattern>(std::make_unique<RecordingPattern>(
       std::move(m), std::move(*lr), *steps, *layers, desc, std::move(za), std::move(header_bytes)));
 }

@@ -123,7 +123,7 @@ Status check_policy(const PolicySpec& spec) {
   return Ok{};
 }
 
-Status check_policy_on(const PolicySpec& spec, int ranks, int /*heads*/, int gpu_sm_count) {
+Status check_policy_on(const PolicySpec& spec, int /*ranks*/, int /*heads*/, int gpu_sm_count) {
   if (auto it = spec.params.find("comm_sms");
       it != spec.params.end() && gpu_sm_count > 0 && it->second > gpu_sm_count) {
     std::ostringstream o;

@@ -379,7 +379,11 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
   const auto final_status = fs::status(final_path, ec);
   if (ec && ec != std::errc::no_such_file_or_directory)
     return input_error(final_path, "", "cannot use this output: " + ec.message());
-  if (fs::exists(final_status)) {
+  // An empty file (`: > out.csv`) is no finished sweep: it was "resumed" as complete with no
+  // rows, exit 0. It is replaced as a fresh output would be.
+  const bool empty_final =
+      fs::is_regular_file(final_status) && fs::file_size(final_path, ec) == 0 && !ec;
+  if (fs::exists(final_status) && !empty_final) {
     auto text = read_all(final_path);
     if (!text) return text.error();
     auto st = scan_output(final_path, text.value(), spec, format, header, true);

@@ -644,6 +644,9 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
     if (const json* a = r.find(o, "attention_TFLOPs")) {
       const Ptr ap = e / "attention_TFLOPs";
       r.expect_object(*a, ap);
+      // {} measured nothing: the run fell back to another source without a word.
+      if (a->empty())
+        r.fail(ap, "empty: give TFLOP/s for at least one block size, or leave it out");
       for (auto it = a->begin(); it != a->end(); ++it) {
         const std::string& k = it.key();
         int block = 0;
@@ -651,13 +654,17 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
             (block = std::stoi(k)) < 1)
           r.fail(ap / k, "expected a block size in tokens (a positive integer) as the key");
         const double tf = figure(it.value(), ap / k);
-        if (tf <= 0) r.fail(ap / k, "attention TFLOP/s must be > 0");
+        // A physical range (1 GFLOP/s to 1 EFLOP/s per GPU): 1e-300 printed 290-digit times.
+        if (tf < 1e-3 || tf > 1e6) r.fail(ap / k, "attention TFLOP/s must be in [1e-3, 1e6]");
         m.attention_flops_by_block.emplace_back(block, tf * 1e12);
       }
       std::sort(m.attention_flops_by_block.begin(), m.attention_flops_by_block.end());
     }
-    if (const json* g = r.find(o, "gemm_TFLOPs"))
-      m.gemm_flops = figure(*g, e / "gemm_TFLOPs") * 1e12;
+    if (const json* g = r.find(o, "gemm_TFLOPs")) {
+      const double tf = figure(*g, e / "gemm_TFLOPs");
+      if (tf < 1e-3 || tf > 1e6) r.fail(e / "gemm_TFLOPs", "must be in [1e-3, 1e6] TFLOP/s");
+      m.gemm_flops = tf * 1e12;
+    }
     if (const json* l = r.find(o, "launch_overhead_us")) {
       const double us = figure(*l, e / "launch_overhead_us");
       if (us > 1e6) r.fail(e / "launch_overhead_us", "must be at most 1e6 us (1 s)");

@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     except NoDeviceError as e:
         print(f"sparsp_torch: {e}", file=sys.stderr)
         return 1
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         print(f"sparsp_torch: {e}", file=sys.stderr)
         return 2
 

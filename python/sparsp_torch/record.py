@@ -51,11 +51,24 @@ class Recorder:
                  description=""):
         if kind not in ("topk", "cdf"):
             raise InputError(f"unknown selection '{kind}' (valid: topk, cdf)")
+        if isinstance(topk, bool) or not isinstance(topk, int) or topk < 0:
+            raise InputError(f"topk must be an integer >= 0 (0: from density), got {topk!r}")
+        if not (isinstance(density, (int, float)) and math.isfinite(density) and 0 <= density <= 1):
+            raise InputError(f"density must be in [0, 1], got {density!r}")
+        if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and
+                0 < threshold <= 1):
+            raise InputError(f"threshold must be in (0, 1], got {threshold!r}")
         m = load_model(model) if isinstance(model, str) else model
         if layout is None:
             if m is None:
                 raise InputError("record needs a model preset or a Layout")
             layout = Layout.from_model(m, block_tokens, order, tile)
+            # Only a preset name goes in the sidecar: sparsp resolves names, not this machine's
+            # paths. Otherwise the sidecar's own fields (latent, text, heads, ...) describe it.
+            is_preset = isinstance(model, str) and "/" not in model and \
+                not model.endswith(".json")
+            if not is_preset:
+                layout.model_name = None
         self.layout, self.model = layout, m
         self.kind, self.topk, self.density, self.threshold = kind, topk, density, threshold
         self.layers_per_step = layers_per_step or (m or {}).get("layers")

@@ -165,11 +165,18 @@ class CrossCheckTest(unittest.TestCase):
             d = Path(d)
             (d / "tiny.json").write_text(json.dumps(TINY))
             masks = rng.random((2, 2, 3, nb, nb)) < 0.3
+            L.model_name = None  # as record() does for a model given as a path
             w = st.RecordingWriter(d / "r.npz", L, 3, 16, {"kind": "mask"})
             for s in range(2):
                 for l in range(2):
                     w.add(s, l, masks[s, l])
             w.close()
+            # a model given as a path is not named in the sidecar: sparsp reads the sidecar's
+            # own fields, no --model needed
+            self.assertIsNone(json.loads((d / "r.npz.json").read_text())["model"])
+            r = run_sparsp("pattern", "stats", d / "r.npz", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertAlmostEqual(json.loads(r.stdout)["density"], masks.mean(), places=12)
             r = run_sparsp("pattern", "stats", d / "r.npz", "--model", d / "tiny.json", "--json")
             self.assertEqual(r.returncode, 0, r.stderr)
             stats = json.loads(r.stdout)
@@ -214,6 +221,15 @@ class CliTest(unittest.TestCase):
             r = run_cli("record", "--q", Path(d) / "q.npy", "--k", Path(d) / "q.npy", "--model",
                         "hunyuanvideo-720p", "-o", Path(d) / "q.npy")
             self.assert_one_line(r, 2, "would overwrite an input")
+
+    def test_bad_selection_values(self):
+        with tempfile.TemporaryDirectory() as d:
+            np.save(Path(d) / "q.npy", np.zeros((24, 256, 128), np.float32))
+            for flag, val in (("--density", "-1"), ("--topk", "-3"), ("--density", "nan"),
+                              ("--threshold", "0")):
+                r = run_cli("record", "--q", Path(d) / "q.npy", "--k", Path(d) / "q.npy",
+                            "--model", "hunyuanvideo-720p", flag, val, "-o", Path(d) / "r.npz")
+                self.assert_one_line(r, 2, flag.lstrip("-"))
 
     def test_pipeline_without_attention(self):
         with tempfile.TemporaryDirectory() as d:

@@ -102,6 +102,21 @@ TEST_CASE("CSV output is exactly the hand-computed table") {
         "5,3,2,skipped,\"x=3 is not allowed, see docs\",,\n");
 }
 
+TEST_CASE("an existing empty output file is a fresh start, not a finished sweep") {
+  // `: > r.csv` then a sweep into it reported "6 resumed, 0 rows", exit 0, and left 0 bytes.
+  const fs::path d = temp_dir("empty_output");
+  { std::ofstream(d / "r.csv"); }
+  std::atomic<int> calls{0};
+  auto sum = run_sweep(small_spec(), fake_evaluator(&calls), opts(d / "r.csv", 1));
+  REQUIRE(sum.ok());
+  CHECK(sum->complete);
+  CHECK(sum->resumed_points == 0);
+  CHECK(calls.load() == 6);
+  CHECK(sum->rows_written == 10);
+  CHECK(slurp(d / "r.csv").rfind("point,x,z,status,reason,policy,value\n0,1,0.5,ok,,p1,1.5\n", 0) ==
+        0);
+}
+
 TEST_CASE("JSON Lines output") {
   const fs::path d = temp_dir("jsonl");
   auto sum = run_sweep(small_spec("[3, 1]"), fake_evaluator(), opts(d / "r.jsonl", 1));
