@@ -15,6 +15,7 @@ namespace pt = sparsp::patterns;
 struct PatternArgs {
   std::string model;
   std::string tile, window;
+  double max_memory_gib = 16.0;  // as simulate's default (study::kDefaultMaxMemoryBytes)
   pt::PatternOptions opt;
 };
 
@@ -44,6 +45,9 @@ void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
                           "model preset (hunyuanvideo-720p, hunyuanvideo-sta, wan2.1-14b-720p, "
                           "wan2.1-1.3b-480p, cogvideox-5b) or model JSON path");
   if (model_required) m->required();
+  c->add_option("--max-memory-gib", a.max_memory_gib,
+                "refuse generators whose masks would need more (GiB; default 16, as simulate)")
+      ->check(above_up_to(0, 1e6));
   c->add_option("--kind", a.opt.kind, "dense|sta|radial|svg|topk|cdf|random")
       ->capture_default_str();
   c->add_option("--block", a.opt.block_tokens, "tokens per block")
@@ -81,6 +85,7 @@ void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
 }
 
 Status finish_args(PatternArgs& a) {
+  a.opt.max_memory_bytes = a.max_memory_gib * static_cast<double>(1ull << 30);
   if (!a.tile.empty()) {
     auto t = parse_triple(a.tile, "--tile");
     if (!t) return t.error();

@@ -134,6 +134,10 @@ std::vector<std::pair<std::string, std::string>> pattern_kinds() {
   return v;
 }
 
+double pattern_memory_bytes(double blocks, int layers, int heads) {
+  return blocks * blocks * (static_cast<double>(layers) * heads / 8.0 + 4.0);
+}
+
 Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const PatternOptions& o) {
   const std::string src = src_of(model);
   if (o.kind == "file") {
@@ -155,6 +159,17 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
   if (!lr) return lr.error();
   BlockLayout L = std::move(*lr);
   char buf[256];
+  // `--block 1` ran for minutes or ended in bad_alloc (exit 1): refuse it up front.
+  if (const double need = pattern_memory_bytes(L.num_blocks, layers, heads);
+      o.max_memory_bytes > 0 && need > o.max_memory_bytes) {
+    std::snprintf(buf, sizeof buf,
+                  "block %d gives %d blocks: an estimated %.1f GiB for one step's masks (%d "
+                  "layers x %d heads), over the limit of %.1f GiB; use a larger --block or raise "
+                  "--max-memory-gib",
+                  L.block_tokens, L.num_blocks, need / (1ull << 30), layers, heads,
+                  o.max_memory_bytes / (1ull << 30));
+    return input_error(src, "block", buf);
+  }
 
   if (o.kind == "dense") {
     std::snprintf(buf, sizeof buf, "dense block %d", L.block_tokens);

@@ -210,8 +210,17 @@ struct PatternOptions {
   int steps = 0;                   ///< 0: model steps
   int layers = 0;                  ///< 0: model layers
   std::string input{};               ///< kind "file": recorded mask (.npy/.npz/.spm)
+  /// Generators: refuse (exit 2) a layout whose masks would need more than this many bytes, as
+  /// estimated by pattern_memory_bytes(); 0 = no check (the study has its own, RunOptions).
+  double max_memory_bytes = 0;
   std::string q_path{}, k_path{};      ///< topk/cdf from real Q/K dumps (.npy [H, tokens, head_dim])
 };
+
+/// Upper bound of a generator's memory for `blocks` blocks: the masks of one step (layers x
+/// heads x blocks^2 / 8 bytes: all distinct in the worst case) plus 4 bytes per block pair of
+/// scores (topk/cdf). Hand arithmetic from the data structures (BlockMask bit rows, float score
+/// rows), not measured: hunyuanvideo-720p at block 1 (119,056 blocks) needs 2.4 TiB.
+double pattern_memory_bytes(double blocks, int layers, int heads);
 
 /// Registered kinds with a one-line description each, sorted by name.
 std::vector<std::pair<std::string, std::string>> pattern_kinds();

@@ -399,3 +399,23 @@ TEST_CASE("topk synthetic equals the top k of fully scored rows (pruning is exac
         }
   }
 }
+
+TEST_CASE("generators refuse a layout whose masks would not fit the memory limit") {
+  // One step of masks, all distinct at worst: layers x heads x blocks^2 / 8 bytes, plus 4 bytes
+  // of float scores per block pair. 1000 blocks, 60 layers x 24 heads: 1e6 x (180 + 4).
+  CHECK(pattern_memory_bytes(1000, 60, 24) == doctest::Approx(1.84e8));
+  auto m = load_model("hunyuanvideo-sta");
+  REQUIRE(m.ok());
+  PatternOptions o;
+  o.kind = "random";
+  o.block_tokens = 384;  // 301 blocks: 90,601 pairs x (60 x 24 / 8 + 4) = 16.67 MB
+  o.max_memory_bytes = 16e6;
+  auto p = make_pattern(*m, o);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().exit_code == 2);
+  CHECK(p.error().message.find("block 384 gives 301 blocks") != std::string::npos);
+  o.max_memory_bytes = 17e6;
+  CHECK(make_pattern(*m, o).ok());
+  o.max_memory_bytes = 0;  // no check (the study path has its own)
+  CHECK(make_pattern(*m, o).ok());
+}
