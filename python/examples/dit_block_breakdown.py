@@ -1,6 +1,6 @@
 """Time the parts of one Wan2.1-14B DiT block at 720p on this GPU (random weights, bf16, forward).
 
-    python3 python/examples/dit_block_breakdown.py [tokens] [repeats]
+    PYTHONPATH=python python3 python/examples/dit_block_breakdown.py [tokens] [repeats]
 
 Shapes from the Wan2.1-14B config (Wan-Video/Wan2.1 wan/configs/wan_t2v_14B.py): dim 5120,
 40 heads x 128, FFN 13824 (GELU tanh), 512 text tokens (umT5) for the cross-attention, RMSNorm on
@@ -12,6 +12,8 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+from sparsp_torch.measure import time_cuda
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 75600
 REP = int(sys.argv[2]) if len(sys.argv) > 2 else 10
@@ -31,18 +33,7 @@ cis = torch.polar(torch.ones_like(freqs), freqs)
 
 
 def timed(fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(REP):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return sorted(ts)[len(ts) // 2]
+    return time_cuda(torch, fn, 3, REP) * 1e3  # ms
 
 
 q = (x @ W["q"]).view(1, N, H, HD)

@@ -42,7 +42,8 @@ def resolve_callable(spec: str):
         raise InputError(f"cannot load '{spec}': {e}") from None
 
 
-def _time(torch, fn, warmup, repeats):
+def time_cuda(torch, fn, warmup, repeats):
+    """Median seconds of `fn()` over `repeats` CUDA-event timings after `warmup` calls."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -105,7 +106,7 @@ def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern:
     hidden = int(m.get("hidden", H * D))
     x = torch.randn(N, hidden, device=dev, dtype=torch.bfloat16)
     w = torch.randn(hidden, 3 * hidden, device=dev, dtype=torch.bfloat16)
-    t_gemm = _time(torch, lambda: x @ w, warmup, repeats)
+    t_gemm = time_cuda(torch, lambda: x @ w, warmup, repeats)
     gemm_tflops = 2.0 * N * hidden * 3 * hidden / t_gemm / 1e12
     dense_pairs = float(N) * N * H
     entries = []
@@ -175,8 +176,8 @@ def measure(topology_in: str, out: str, model: str, kernels: list[str], pattern:
             def run_tiny(fn=fn):
                 return fn(*tiny)
         try:
-            t = _time(torch, run, warmup, repeats)
-            t0 = _time(torch, run_tiny, warmup, repeats)
+            t = time_cuda(torch, run, warmup, repeats)
+            t0 = time_cuda(torch, run_tiny, warmup, repeats)
         except Exception as e:  # noqa: BLE001 - a backend missing for this GPU or shape
             log(f"measure: {kname}: not available on this GPU/shape: {str(e).splitlines()[0]}")
             continue

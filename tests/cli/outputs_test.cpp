@@ -117,14 +117,7 @@ TEST_CASE("topo import -o - writes the topology JSON to standard output") {
 TEST_CASE("a sweep whose every point is skipped exits 1 saying so") {
   const fs::path d = fresh_dir("sparsp_outputs_skipped");
   // pcie_gen 4.5 is not an integer: the only point is skipped.
-  std::ofstream(d / "sweep.json") << R"({"schema_version": 1,
-    "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
-                "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
-                             "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
-              "model": "hunyuanvideo-sta",
-              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
-              "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
-    "axes": [{"name": "pcie_gen", "values": [4.5, 5.5]}]})";
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4.5, 5.5]");
   const std::string out = (d / "r.csv").string();
   Run r = run("sweep -c " + (d / "sweep.json").string() + " -o " + out + " -j 1 --progress off");
   CHECK(r.rc == 1);
@@ -137,14 +130,8 @@ TEST_CASE("sweep and tune take --max-memory-gib, as simulate does") {
   // Block 384 on HunyuanVideo-STA: 301 blocks, 10 B per block pair -> 0.9 MB, over a limit of
   // 0.0001 GiB (107 KB), under the default 16 GiB.
   const fs::path d = fresh_dir("sparsp_outputs_memory");
-  const std::string study = R"({"schema_version": 1, "topology": {"schema_version": 1,
-      "name": "t2", "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
-                                 "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
-      "model": "hunyuanvideo-sta",
-      "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
-      "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]})";
-  std::ofstream(d / "sweep.json") << R"({"schema_version": 1, "study": )" << study
-                                  << R"(, "axes": [{"name": "pcie_gen", "values": [4]}]})";
+  const std::string study = small_study_json();
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4]");
   const std::string sweep = "sweep -c " + (d / "sweep.json").string() + " -j 1 --progress off -o ";
   Run r = run(sweep + (d / "a.csv").string());
   CHECK(r.rc == 0);
@@ -170,14 +157,7 @@ TEST_CASE("a sweep writes no scratch files: nothing is left behind by SIGINT or 
   // made (/proc) does not matter: before, every point was skipped ("cannot create the scratch
   // folder").
   const fs::path d = fresh_dir("sparsp_outputs_scratch");
-  std::ofstream(d / "sweep.json") << R"({"schema_version": 1,
-    "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
-                "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
-                             "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
-              "model": "hunyuanvideo-sta",
-              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
-              "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
-    "axes": [{"name": "pcie_gen", "values": [4, 5]}]})";
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4, 5]");
   Run r = run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
                   " -j 1 --progress off",
               "TMPDIR=/proc");

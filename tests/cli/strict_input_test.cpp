@@ -61,14 +61,7 @@ TEST_CASE("defect 3: a second sweep on an output in use exits 2 saying so") {
 
 TEST_CASE("defect 5: a skipped point's reason names the place in the sweep, not a temp file") {
   const fs::path d = temp_dir("reason");
-  std::ofstream(d / "sweep.json") << R"({"schema_version": 1,
-    "study": {"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
-                "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
-                             "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
-              "model": "hunyuanvideo-sta",
-              "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
-              "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
-    "axes": [{"name": "pcie_gen", "values": [4.5]}]})";
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4.5]");
   for (const char* out : {"a.csv", "b.csv"})
     REQUIRE(run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / out).string() +
                 " -j 1 --progress off")
