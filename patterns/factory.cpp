@@ -20,6 +20,7 @@ struct Kind {
 constexpr Kind kKinds[] = {
     {"cdf",
      "smallest KV set reaching a softmax-mass threshold (SpargeAttn), synthetic or Q/K scores"},
+    {"causal", "causal (LLM) attention: KV blocks up to and including the query block"},
     {"dense", "full attention"},
     {"file", "recorded masks (.npy/.npz/.spm)"},
     {"radial", "Radial Attention: band halving with frame distance, first-frame sink"},
@@ -171,10 +172,10 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
     return input_error(src, "block", buf);
   }
 
-  if (o.kind == "dense") {
-    std::snprintf(buf, sizeof buf, "dense block %d", L.block_tokens);
+  if (o.kind == "dense" || o.kind == "causal") {
+    std::snprintf(buf, sizeof buf, "%s block %d", o.kind.c_str(), L.block_tokens);
     auto p = std::make_unique<StoredPattern>(model, L, steps, layers, heads, false, buf);
-    const int id = p->intern(dense_mask(L));
+    const int id = p->intern(o.kind == "dense" ? dense_mask(L) : causal_mask(L));
     for (int l = 0; l < layers; ++l)
       for (int h = 0; h < heads; ++h) p->assign(0, l, h, id);
     p->finalize();

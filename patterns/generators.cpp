@@ -29,6 +29,13 @@ BlockMask dense_mask(const BlockLayout& L) {
   return m;
 }
 
+BlockMask causal_mask(const BlockLayout& L) {
+  BlockMask m(L.num_blocks, L.num_blocks);
+  for (int q = 0; q < L.num_blocks; ++q)
+    for (int k = 0; k <= q; ++k) m.set(q, k, true);
+  return m;
+}
+
 // Sliding Tile Attention (Zhang et al., "Fast Video Generation with Sliding Tile Attention",
 // arXiv:2502.04507, Sec. 3): tokens are grouped into tiles; a query tile attends to the
 // kt x kh x kw tiles of a window centred on it, the window shifted to stay inside the tile grid

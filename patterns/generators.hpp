@@ -8,6 +8,10 @@
 namespace sparsp::patterns {
 
 BlockMask dense_mask(const BlockLayout& L);
+/// Causal (LLM-style) block mask: query block q attends to KV blocks k <= q (lower triangle with
+/// the diagonal; the diagonal block is itself masked token by token inside the kernel, as
+/// FlashAttention's causal=True). Density (n + 1) / (2n) for n blocks.
+BlockMask causal_mask(const BlockLayout& L);
 Result<BlockMask> sta_mask(const BlockLayout& L, std::array<int, 3> window, bool text_dense,
                            const std::string& src);
 Result<BlockMask> radial_mask(const BlockLayout& L, double decay, bool wan_variant, bool sink,

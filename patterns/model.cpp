@@ -114,15 +114,15 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
   // Unknown keys are errors: a typo ("mlp_hiden") would silently take the default.
   static const char* const kKeys[] = {
-      "schema_version", "name",        "description", "source",        "latent",
-      "text_tokens",    "heads",       "head_dim",    "layers",        "hidden",
-      "mlp_hidden",     "dtype_bytes", "steps",       "text_position", "pipeline"};
+      "schema_version", "name",     "description",   "source",  "latent", "text_tokens",
+      "heads",          "kv_heads", "head_dim",      "layers",  "hidden", "mlp_hidden",
+      "dtype_bytes",    "steps",    "text_position", "pipeline"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys))
       return input_error(src, "/" + it.key(),
                          "unknown key '" + it.key() +
                              "' (known: schema_version, name, description, source, latent, "
-                             "text_tokens, heads, head_dim, layers, hidden, mlp_hidden, "
+                             "text_tokens, heads, kv_heads, head_dim, layers, hidden, mlp_hidden, "
                              "dtype_bytes, steps, text_position, pipeline)");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))
     return input_error(src, "/schema_version", "unsupported schema version (expected 1)");
@@ -137,12 +137,18 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   int64_t vol = 1;
   for (int d = 0; d < 3; ++d) {
     const json& v = (*lat)[static_cast<size_t>(d)];
-    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 100000)
-      return input_error(src, "/latent/" + std::to_string(d), "expected a positive integer");
+    // Each dimension up to 2^28, like the volume (token counts are int; the masks' own limit is
+    // pattern_memory_bytes, checked by the pattern generators against --max-memory-gib).
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t{1} << 28))
+      return input_error(src, "/latent/" + std::to_string(d),
+                         "expected an integer in 1..268435456 (2^28)");
     m.latent[static_cast<size_t>(d)] = v.get<int>();
     vol *= m.latent[static_cast<size_t>(d)];
+    if (vol > (int64_t{1} << 28))
+      return input_error(src, "/latent",
+                         "too many video tokens: T x H x W must be at most 268435456 (2^28; token "
+                         "counts are 32-bit)");
   }
-  if (vol > (int64_t{1} << 28)) return input_error(src, "/latent", "too many video tokens");
   struct Field {
     const char* key;
     int* dst;
@@ -153,6 +159,7 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   const Field fields[] = {
       {"text_tokens", &m.text_tokens, 0, 1 << 20, false, 0},
       {"heads", &m.heads, 1, 4096, true, 0},
+      {"kv_heads", &m.kv_heads, 1, 4096, false, 0},
       {"head_dim", &m.head_dim, 1, 4096, true, 0},
       {"layers", &m.layers, 1, 10000, true, 0},
       {"hidden", &m.hidden, 0, 1 << 20, false, 0},
@@ -166,6 +173,11 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
     *f.dst = *r;
   }
   if (m.hidden == 0) m.hidden = m.heads * m.head_dim;
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.heads % m.kv_heads != 0)
+    return input_error(src, "/kv_heads",
+                       "kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" +
+                           std::to_string(m.heads) + ")");
   std::string pos = "none";
   if (auto it = j.find("text_position"); it != j.end()) {
     if (!it->is_string()) return input_error(src, "/text_position", "expected start|end|none");

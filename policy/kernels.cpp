@@ -218,6 +218,7 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
   ResolvedCompute out;
   ComputeModel& m = out.model;
   if (gpu.peak_bf16_flops > 0) m.peak_bf16_flops = gpu.peak_bf16_flops;
+  if (gpu.memory_bandwidth_Bps > 0) m.memory_bandwidth_Bps = gpu.memory_bandwidth_Bps;
   const KernelSpec* kernel = &kernels().front();  // generic
   if (!rq.kernel.empty()) {
     auto k = find_kernel(rq.kernel, rq.file, rq.kernel_place);

@@ -287,6 +287,81 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
 
 }  // namespace
 
+// A compute task's kind and coverage (policy/PLAN.md "Compute kinds"); absent kind: attention
+// (plans of schema 1).
+static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const std::string& cp,
+                                               int gpus, sim::TaskCompute& w) {
+  std::string kind = "attention";
+  if (auto it = cj.find("kind"); it != cj.end()) {
+    if (!it->is_string()) return rd.err(cp + "/kind", "expected a string");
+    kind = it->get<std::string>();
+  }
+  if (kind == "attention")
+    w.kind = sim::TaskKind::attention;
+  else if (kind == "gemm")
+    w.kind = sim::TaskKind::gemm;
+  else if (kind == "copy")
+    w.kind = sim::TaskKind::copy;
+  else if (kind == "other")
+    w.kind = sim::TaskKind::other;
+  else
+    return rd.err(cp + "/kind",
+                  "unknown kind \"" + kind + "\" (known: attention, gemm, copy, other)");
+  auto only = [&](const char* key, sim::TaskKind k) -> std::optional<Error> {
+    if (cj.contains(key) && w.kind != k)
+      return rd.err(cp + "/" + key,
+                    std::string("applies to kind \"") + sim::task_kind_name(k) + "\" only");
+    return std::nullopt;
+  };
+  for (const char* key : {"q_ranks", "kv_ranks", "heads", "partial"})
+    if (auto e = only(key, sim::TaskKind::attention)) return e;
+  if (auto e = only("bytes", sim::TaskKind::copy)) return e;
+  for (const char* key : {"m", "n", "k", "count"})
+    if (auto e = only(key, sim::TaskKind::gemm)) return e;
+  auto ranks = [&](const char* key, std::vector<int>& out) -> std::optional<Error> {
+    auto it = cj.find(key);
+    if (it == cj.end()) return std::nullopt;
+    if (!it->is_array()) return rd.err(cp + "/" + key, "expected an array of ranks");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& v = (*it)[i];
+      if (!is_int(v) || v.get<int64_t>() < 0 || v.get<int64_t>() >= gpus)
+        return rd.err(ptr_index(cp + "/" + key, i), "expected a rank in 0..gpus-1");
+      out.push_back(v.get<int>());
+    }
+    return std::nullopt;
+  };
+  if (auto e = ranks("q_ranks", w.q_ranks)) return e;
+  if (auto e = ranks("kv_ranks", w.kv_ranks)) return e;
+  if (auto it = cj.find("heads"); it != cj.end()) {
+    if (!it->is_array() || it->size() != 2 || !is_int((*it)[0]) || !is_int((*it)[1]) ||
+        (*it)[0].get<int64_t>() < 0 || (*it)[1].get<int64_t>() <= (*it)[0].get<int64_t>() ||
+        (*it)[1].get<int64_t>() > 4096)
+      return rd.err(cp + "/heads", "expected [first, end) with 0 <= first < end <= 4096");
+    w.head_begin = (*it)[0].get<int>();
+    w.head_end = (*it)[1].get<int>();
+  }
+  if (auto it = cj.find("partial"); it != cj.end()) {
+    if (!it->is_boolean()) return rd.err(cp + "/partial", "expected true or false");
+    w.partial = it->get<bool>();
+  }
+  if (auto it = cj.find("bytes"); it != cj.end()) {
+    if (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= kMaxBytes))
+      return rd.err(cp + "/bytes", "expected a number in 0..2^50 (1 PiB)");
+    w.bytes = it->get<double>();
+  }
+  for (auto [key, dst] : {std::pair<const char*, int64_t*>{"m", &w.m},
+                          {"n", &w.n},
+                          {"k", &w.k},
+                          {"count", &w.count}}) {
+    auto it = cj.find(key);
+    if (it == cj.end()) continue;
+    if (!is_int(*it) || it->get<int64_t>() < 1 || it->get<int64_t>() > (int64_t{1} << 40))
+      return rd.err(cp + "/" + key, "expected an integer in 1..2^40");
+    *dst = it->get<int64_t>();
+  }
+  return std::nullopt;
+}
+
 Result<Plan> parse_plan(const std::string& text, const std::string& source_name) {
   Reader rd(source_name);
   auto parsed = parse_json<Json>(text, source_name);
@@ -303,10 +378,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   Plan p;
   if (auto* v = rd.member(root, "", "schema_version", true, is_int, "integer", e)) {
     p.schema_version = v->get<int>();
-    if (p.schema_version != 1)
+    if (p.schema_version != 1 && p.schema_version != 2)
       return rd.err("/schema_version", "unsupported schema_version " +
                                            std::to_string(p.schema_version) +
-                                           " (this build reads 1)");
+                                           " (this build reads 1 and 2)");
   }
   if (e) return *e;
   if (auto* v = rd.member(root, "", "model", false, is_str, "string", e))
@@ -582,8 +657,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string cp = ptr_index(lp + "/compute", ci);
         const Json& cj = (*cs)[ci];
         if (!cj.is_object()) return rd.err(cp, "expected an object");
-        if (auto ke = check_keys(rd, cj, cp,
-                                 {"id", "gpu", "duration_s", "flops", "after", "stream", "layer"}))
+        if (auto ke = check_keys(
+                rd, cj, cp,
+                {"id", "gpu", "duration_s", "flops", "after", "stream", "layer", "kind", "q_ranks",
+                 "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"}))
           return *ke;
         sim::ComputeTask c;
         if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e))
@@ -615,6 +692,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                         "expected seconds in 0..1e6, got " + num_text(c.duration_s));
         if (!(c.flops >= 0) || !(c.flops <= kMaxFlops))
           return rd.err(cp + "/flops", "expected FLOP in 0..1e24, got " + num_text(c.flops));
+        if (auto ke = parse_task_compute(rd, cj, cp, p.gpus, c.what)) return *ke;
         L.work.compute.push_back(std::move(c));
       }
     }
@@ -749,6 +827,21 @@ std::string to_json(const Plan& plan) {
       cj["after"] = c.after;
       cj["stream"] = c.stream;
       if (c.layer != L.layer) cj["layer"] = c.layer;
+      const sim::TaskCompute& w = c.what;
+      cj["kind"] = sim::task_kind_name(w.kind);
+      if (w.kind == sim::TaskKind::attention) {
+        if (!w.q_ranks.empty()) cj["q_ranks"] = w.q_ranks;
+        if (!w.kv_ranks.empty()) cj["kv_ranks"] = w.kv_ranks;
+        if (w.head_end > 0) cj["heads"] = {w.head_begin, w.head_end};
+        cj["partial"] = w.partial;
+      } else if (w.kind == sim::TaskKind::copy) {
+        cj["bytes"] = w.bytes;
+      } else if (w.kind == sim::TaskKind::gemm) {
+        cj["m"] = w.m;
+        cj["n"] = w.n;
+        cj["k"] = w.k;
+        cj["count"] = w.count;
+      }
       cs.push_back(std::move(cj));
     }
     lj["compute"] = std::move(cs);

@@ -3,8 +3,10 @@
 // runtime is listed.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "demand.hpp"
 #include "registry.hpp"
@@ -85,14 +87,31 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return plan.tasks[x].phase < plan.tasks[y].phase; });
+  // Partial outputs: an attention task is one of several pieces of the same queries and heads on
+  // its rank (ring steps, local + remote pieces), merged by log-sum-exp.
+  using QueryKey = std::tuple<int, std::vector<int>, int, int>;
+  auto query_key = [](const AttentionTask& x) {
+    return QueryKey{x.rank, x.what.q_ranks, x.what.head_begin, x.what.head_end};
+  };
+  std::map<QueryKey, int> pieces;
+  for (const auto& t : plan.tasks)
+    if (t.what.kind == sim::TaskKind::attention) ++pieces[query_key(t)];
   for (size_t i : order) {
     const auto& a = plan.tasks[i];
     sim::ComputeTask c;
     c.id = tid(i);
     c.gpu = endpoint(rt, a.rank, -1);
-    c.duration_s = cm.attention_time_s(a.flops);
+    c.what = a.what;
+    if (c.what.kind == sim::TaskKind::copy) {
+      c.duration_s = cm.copy_time_s(a.what.bytes);
+    } else {
+      c.duration_s = cm.attention_time_s(a.flops);
+      if (c.what.q_ranks.empty()) c.what.q_ranks = {a.rank};
+      c.what.partial = pieces[query_key(a)] > 1;
+    }
     std::set<std::string> after;
     for (int m : a.after_msgs) after.insert(mid(static_cast<size_t>(m)));
+    for (int t : a.after_tasks) after.insert(tid(static_cast<size_t>(t)));
     if (mode == Mode::sync) {
       for (size_t mi : msgs_of[static_cast<size_t>(a.rank)]) {
         const auto& m = plan.messages[mi];

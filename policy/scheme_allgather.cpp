@@ -29,6 +29,8 @@ Result<CommPlan> scheme_allgather(const LayerInput& in, const Params& p) {
     for (int o = 0; o < P; ++o)
       if (o != g) f += d.flops[static_cast<size_t>(g) * P + o];
     AttentionTask t{g, f, 0, {}, "remote"};
+    for (int o = 0; o < P; ++o)
+      if (o != g) t.what.kv_ranks.push_back(o);
     for (size_t i = 0; i < plan.messages.size(); ++i)
       if (plan.messages[i].dst == g || plan.messages[i].src == g)
         t.after_msgs.push_back(static_cast<int>(i));

@@ -45,7 +45,10 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
     double f = 0;
     for (int o = 0; o < P; ++o)
       if (o != g) f += d.flops[static_cast<size_t>(g) * P + o];
-    if (f > 0) add_task(plan, AttentionTask{g, f, 0, involved[static_cast<size_t>(g)], "remote"});
+    AttentionTask t{g, f, 0, involved[static_cast<size_t>(g)], "remote"};
+    for (int o = 0; o < P; ++o)
+      if (o != g && d.flops[static_cast<size_t>(g) * P + o] > 0) t.what.kv_ranks.push_back(o);
+    if (f > 0) add_task(plan, std::move(t));
   }
   return plan;
 }

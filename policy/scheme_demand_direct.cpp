@@ -34,7 +34,9 @@ Result<CommPlan> scheme_demand_direct(const LayerInput& in, const Params& p) {
       m.tag = "kv";
       if (!req.empty()) m.after_msgs.push_back(req[go]);
       const int id = add_msg(plan, std::move(m));
-      if (d.flops[go] > 0) add_task(plan, AttentionTask{g, d.flops[go], 0, {id}, "remote"});
+      AttentionTask t{g, d.flops[go], 0, {id}, "remote"};
+      t.what.kv_ranks = {o};
+      if (d.flops[go] > 0) add_task(plan, std::move(t));
     }
   return plan;
 }

@@ -30,7 +30,9 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
   };
   auto remote_task = [&](int g, int o, int msg) {
     const double f = d.flops[static_cast<size_t>(g) * P + o];
-    if (f > 0) add_task(plan, AttentionTask{g, f, 0, {msg}, "remote"});
+    AttentionTask t{g, f, 0, {msg}, "remote"};
+    t.what.kv_ranks = {o};
+    if (f > 0) add_task(plan, std::move(t));
   };
   for (int o = 0; o < P; ++o) {
     std::vector<int> staged, direct_p2p;

@@ -39,7 +39,9 @@ std::vector<int> add_local_tasks(CommPlan& plan, const Demand& d) {
   std::vector<int> idx(static_cast<size_t>(d.ranks), -1);
   for (int g = 0; g < d.ranks; ++g) {
     const double f = d.flops[static_cast<size_t>(g) * d.ranks + g];
-    if (f > 0) idx[static_cast<size_t>(g)] = add_task(plan, AttentionTask{g, f, 0, {}, "local"});
+    AttentionTask t{g, f, 0, {}, "local"};
+    t.what.kv_ranks = {g};
+    if (f > 0) idx[static_cast<size_t>(g)] = add_task(plan, std::move(t));
   }
   return idx;
 }
@@ -88,8 +90,12 @@ std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
     const int dst = m.dst;
     prev = add_msg(plan, std::move(m));
     const double f = flops_at[static_cast<size_t>(to)];
-    if (f > 0 || keep_empty_tasks)
-      tasks[static_cast<size_t>(s)] = add_task(plan, AttentionTask{dst, f, s, {prev}, "ring"});
+    if (f > 0 || keep_empty_tasks) {
+      AttentionTask t{dst, f, s, {prev}, "ring"};
+      t.what = shard.what;
+      if (t.what.kv_ranks.empty()) t.what.kv_ranks = {ring[static_cast<size_t>(shard.owner)]};
+      tasks[static_cast<size_t>(s)] = add_task(plan, std::move(t));
+    }
   }
   return tasks;
 }
@@ -136,6 +142,12 @@ std::vector<int> add_discovery(CommPlan& plan, const LayerInput& in, const Deman
   return req;
 }
 
+int ulysses_kv_heads(int heads, int kv_heads, int u) {
+  const int kvh = kv_heads > 0 ? kv_heads : heads;
+  if (kvh >= u) return kvh % u == 0 ? kvh : -1;
+  return u % kvh == 0 ? u : -1;
+}
+
 Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag) {
   const int P = in.placement->ranks;
   const int H = in.model->heads;
@@ -145,11 +157,19 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
   if (H % u != 0)
     return Error{"heads (" + std::to_string(H) + ") not divisible by the Ulysses degree " +
                  std::to_string(u)};
+  const int kv_heads = in.model->kv_heads > 0 ? in.model->kv_heads : H;
+  const int kv_moved = ulysses_kv_heads(H, kv_heads, u);
+  if (kv_moved < 0)
+    return Error{"kv_heads (" + std::to_string(kv_heads) + ") and the Ulysses degree " +
+                 std::to_string(u) +
+                 " do not divide one another (yunchang/comm/all_to_all.py all_to_all_4D splits "
+                 "the heads into degree equal groups)"};
   const int r = P / u;
   const auto& layout = *in.layout;
   const double hb =
       static_cast<double>(in.model->head_dim) * in.model->dtype_bytes;  // per token, head
   const double hpg = static_cast<double>(H) / u;                        // heads per group
+  const double kvpg = static_cast<double>(kv_moved) / u;                // K (and V) heads per group
   std::vector<double> tokens(static_cast<size_t>(P), 0.0);
   std::vector<int> seq_group(static_cast<size_t>(layout.num_blocks));
   for (int k = 0; k < layout.num_blocks; ++k) {
@@ -164,8 +184,29 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
   for (int h = 0; h < H; ++h) head_group[static_cast<size_t>(h)] = h / (H / u);
   const auto fl = detail::grouped_flops(in, seq_group, r, seq_group, r, head_group, u);
   auto F = [&](int i, int j, int o) { return fl[(static_cast<size_t>(i) * r + j) * r + o]; };
+  auto group_ranks = [&](int j) {
+    std::vector<int> v;
+    for (int x = j * u; x < (j + 1) * u; ++x) v.push_back(x);
+    return v;
+  };
+  auto copy_task = [&](int x, double bytes, int phase, const std::string& t) {
+    AttentionTask c{x, 0, phase, {}, std::string(tag) + "_" + t};
+    c.what.kind = sim::TaskKind::copy;
+    c.what.bytes = bytes;
+    return c;
+  };
   CommPlan plan;
-  // All-to-all in: rank s sends its tokens' Q, K, V of head group i to rank (j, i).
+  // Transposes before the all-to-all in (yunchang/comm/all_to_all.py all_to_all_4D,
+  // scatter_idx 2: reshape + transpose(0, 2) + .contiguous() of Q, K and V each): rank x reads and
+  // writes its tokens' Q (H heads) and K, V (kv_moved heads each).
+  std::vector<int> pre_in(static_cast<size_t>(P), -1), post_in(static_cast<size_t>(P), -1);
+  if (u > 1)
+    for (int x = 0; x < P; ++x)
+      pre_in[static_cast<size_t>(x)] = add_task(
+          plan, copy_task(x, 2.0 * tokens[static_cast<size_t>(x)] * (H + 2.0 * kv_moved) * hb, 0,
+                          "pre_qkv"));
+  // All-to-all in: rank s sends its tokens' Q, K, V of head group i to rank (j, i); K and V
+  // carry kv_moved / u heads each (grouped-query attention).
   std::vector<std::vector<int>> a2a_of(static_cast<size_t>(P));
   for (int s = 0; s < P; ++s)
     for (int dd = 0; dd < P; ++dd) {
@@ -173,22 +214,40 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       Message m;
       m.src = s;
       m.dst = dd;
-      m.bytes = 3.0 * tokens[static_cast<size_t>(s)] * hpg * hb;
+      m.bytes = tokens[static_cast<size_t>(s)] * (hpg + 2.0 * kvpg) * hb;
       m.collective = true;
       m.host_staged = staged;
       m.phase = 0;
+      if (pre_in[static_cast<size_t>(s)] >= 0) m.after_tasks = {pre_in[static_cast<size_t>(s)]};
       m.tag = std::string(tag) + "_qkv";
       const int id = add_msg(plan, std::move(m));
       a2a_of[static_cast<size_t>(s)].push_back(id);
       a2a_of[static_cast<size_t>(dd)].push_back(id);
     }
+  // Transposes after it (all_to_all_4D: output.transpose(0, 1).contiguous()): rank (j, i) holds
+  // the whole sequence shard j of its head group; it waits for the whole all-to-all (NCCL's
+  // all-to-all completes as a whole per rank).
+  if (u > 1)
+    for (int x = 0; x < P; ++x) {
+      AttentionTask c =
+          copy_task(x, 2.0 * group_tokens[static_cast<size_t>(x / u)] * (hpg + 2.0 * kvpg) * hb, 0,
+                    "post_qkv");
+      c.after_msgs = a2a_of[static_cast<size_t>(x)];
+      c.after_tasks = {pre_in[static_cast<size_t>(x)]};
+      post_in[static_cast<size_t>(x)] = add_task(plan, std::move(c));
+    }
   std::vector<std::vector<int>> tasks_of(static_cast<size_t>(P));
-  // Attention: local shard after the all-to-all (NCCL all-to-all completes as a whole per rank).
+  // Attention: local shard after the all-to-all and its transposes.
   for (int x = 0; x < P; ++x) {
     const int j = x / u, i = x % u;
     const double f = F(i, j, j);
-    tasks_of[static_cast<size_t>(x)].push_back(
-        add_task(plan, AttentionTask{x, f, 0, a2a_of[static_cast<size_t>(x)], tag}));
+    AttentionTask t{x, f, 0, a2a_of[static_cast<size_t>(x)], tag};
+    if (post_in[static_cast<size_t>(x)] >= 0) t.after_tasks = {post_in[static_cast<size_t>(x)]};
+    t.what.q_ranks = group_ranks(j);
+    t.what.kv_ranks = group_ranks(j);
+    t.what.head_begin = i * (H / u);
+    t.what.head_end = (i + 1) * (H / u);
+    tasks_of[static_cast<size_t>(x)].push_back(add_task(plan, std::move(t)));
   }
   // Ring over the r groups for each head group i: ranks (0, i), (1, i), ..., (r-1, i); the K and
   // V of group o's tokens for head group i, after the all-to-all that brought them.
@@ -199,18 +258,36 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       RingShard shard;
       shard.owner = o;
       shard.last_step = r - 1;
-      shard.bytes = 2.0 * group_tokens[static_cast<size_t>(o)] * hpg * hb;
+      shard.bytes = 2.0 * group_tokens[static_cast<size_t>(o)] * kvpg * hb;
       shard.first_after = a2a_of[static_cast<size_t>(ring[static_cast<size_t>(o)])];
+      shard.what.kv_ranks = group_ranks(o);
+      shard.what.head_begin = i * (H / u);
+      shard.what.head_end = (i + 1) * (H / u);
       std::vector<double> flops_at(static_cast<size_t>(r));
       for (int j = 0; j < r; ++j) flops_at[static_cast<size_t>(j)] = F(i, j, o);
       const auto steps =
           add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
-      for (int s = 1; s < r; ++s)
-        tasks_of[static_cast<size_t>(ring[static_cast<size_t>((o + s) % r)])].push_back(
-            steps[static_cast<size_t>(s)]);
+      for (int s = 1; s < r; ++s) {
+        const int x = ring[static_cast<size_t>((o + s) % r)];
+        auto& t = plan.tasks[static_cast<size_t>(steps[static_cast<size_t>(s)])];
+        t.what.q_ranks = group_ranks(x / u);
+        if (post_in[static_cast<size_t>(x)] >= 0) t.after_tasks = {post_in[static_cast<size_t>(x)]};
+        tasks_of[static_cast<size_t>(x)].push_back(steps[static_cast<size_t>(s)]);
+      }
     }
   }
+  // Transpose before the all-to-all out (all_to_all_4D, scatter_idx 1: transpose(0, 3)
+  // .transpose(0, 1).contiguous()) of the output of rank (j, i)'s heads over shard j.
+  std::vector<int> pre_out(static_cast<size_t>(P), -1);
+  if (u > 1)
+    for (int x = 0; x < P; ++x) {
+      AttentionTask c =
+          copy_task(x, 2.0 * group_tokens[static_cast<size_t>(x / u)] * hpg * hb, r, "pre_out");
+      c.after_tasks = tasks_of[static_cast<size_t>(x)];
+      pre_out[static_cast<size_t>(x)] = add_task(plan, std::move(c));
+    }
   // All-to-all out: rank (j, i) returns the output of its heads for rank dd's tokens.
+  std::vector<std::vector<int>> out_into(static_cast<size_t>(P));
   for (int s = 0; s < P; ++s)
     for (int dd = 0; dd < P; ++dd) {
       if (s == dd || s / u != dd / u) continue;
@@ -221,9 +298,20 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       m.collective = true;
       m.host_staged = staged;
       m.phase = r;
-      m.after_tasks = tasks_of[static_cast<size_t>(s)];
+      m.after_tasks = pre_out[static_cast<size_t>(s)] >= 0
+                          ? std::vector<int>{pre_out[static_cast<size_t>(s)]}
+                          : tasks_of[static_cast<size_t>(s)];
       m.tag = std::string(tag) + "_out";
-      add_msg(plan, std::move(m));
+      out_into[static_cast<size_t>(dd)].push_back(add_msg(plan, std::move(m)));
+    }
+  // Transpose after it (all_to_all_4D: output.transpose(0, 2).contiguous()): the rank's own
+  // tokens, all heads.
+  if (u > 1)
+    for (int x = 0; x < P; ++x) {
+      AttentionTask c = copy_task(x, 2.0 * tokens[static_cast<size_t>(x)] * H * hb, r, "post_out");
+      c.after_msgs = out_into[static_cast<size_t>(x)];
+      c.after_tasks = {pre_out[static_cast<size_t>(x)]};
+      add_task(plan, std::move(c));
     }
   return plan;
 }

@@ -33,6 +33,7 @@ struct RingShard {
   double bytes = 0;                // shard size, bytes
   std::vector<int32_t> kv_blocks;  // blocks carried (empty where not tracked block by block)
   std::vector<int> first_after;    // messages the step-1 send waits for
+  sim::TaskCompute what;           // coverage of the step tasks (kv_ranks empty: the owner's)
 };
 
 // At step s = 1..last_step the rank at ring position owner+s-1 forwards the shard to the one at
@@ -57,6 +58,20 @@ std::vector<int> add_discovery(CommPlan& plan, const LayerInput& in, const Deman
 // H/u heads, attention, all-to-all of the output back. USP (Fang & Zhao 2024, xDiT): u x r = P;
 // ranks j*u .. j*u+u-1 form Ulysses group j; after the all-to-all, rank (j, i) rings the KV of
 // sequence shard j, head group i, with ranks (j', i) of the other groups.
+// K and V heads each all-to-all carries in all, with `kv_heads` K/V heads (grouped-query
+// attention) and Ulysses degree u: kv_heads when u divides it; u when kv_heads < u divides u
+// (each K/V head replicated u / kv_heads times before the all-to-all, one per rank, as
+// DeepSpeed-Ulysses' GQA support and Megatron's repeat_kv do; yunchang itself requires kv_heads
+// divisible by u: yunchang/comm/all_to_all.py all_to_all_4D reshapes hc into (P, hc / P), and
+// its README says Ulysses "is not suitable for GQA"); -1 when neither divides the other.
+int ulysses_kv_heads(int heads, int kv_heads, int u);
+
+// Copies: u > 1 adds, per rank, the transposes + .contiguous() copies of
+// yunchang/comm/all_to_all.py all_to_all_4D around each all-to-all (kind copy, bytes read +
+// written): before the all-to-all in 2 x tokens x (H + 2 kv) x head_dim x dtype, after it the same
+// over the rank's sequence group and 1/u of the heads; around the output all-to-all the output
+// (H heads) likewise. xDiT's USP (xfuser/core/long_ctx_attention/hybrid/attn_layer.py) calls the
+// same yunchang SeqAllToAll4D.
 Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag);
 
 }  // namespace sparsp::policy::detail

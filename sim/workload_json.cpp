@@ -181,4 +181,18 @@ Result<Workload> load_workload(const std::string& path) {
   return parse_workload(*text, path);
 }
 
+const char* task_kind_name(TaskKind k) {
+  switch (k) {
+    case TaskKind::attention:
+      return "attention";
+    case TaskKind::gemm:
+      return "gemm";
+    case TaskKind::copy:
+      return "copy";
+    case TaskKind::other:
+      return "other";
+  }
+  return "other";
+}
+
 }  // namespace sparsp::sim

@@ -49,6 +49,8 @@ struct ModelSpec {
   int text_tokens = 0;          ///< text tokens taking part in self-attention
   TextPosition text_position = TextPosition::none;
   int heads = 0;
+  /// K and V heads (grouped-query attention, JSON "kv_heads"; divides heads). Default: heads.
+  int kv_heads = 0;
   int head_dim = 0;
   int layers = 0;
   int hidden = 0;      ///< model width

@@ -31,7 +31,7 @@ struct LayerPlan {
 };
 
 struct Plan {
-  int schema_version = 1;
+  int schema_version = 2;     ///< 2: compute tasks carry `kind` (1 still loads)
   std::string topology_json;  ///< canonical topology (Topology::to_json())
   std::string model;          ///< model preset name
   std::string pattern;        ///< Pattern::describe()

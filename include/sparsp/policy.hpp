@@ -38,6 +38,9 @@ struct ComputeModel {
                                        ///< block kernels lower, STA reports ~ 45% MFU on H100)
   double gemm_efficiency = 0.7;        ///< large bf16 GEMMs (cuBLAS) on the same GPUs
   double launch_overhead_s = 5e-6;     ///< per kernel launch (CUDA launch latency, ~ 4-6 us)
+  /// Device memory bandwidth, bytes/s: the GPU's memory_bandwidth_GBps (configs/gpus/models.json,
+  /// datasheet) when known; default the RTX 4090's 1008 GB/s (its datasheet, as the FLOP/s).
+  double memory_bandwidth_Bps = 1008e9;
 
   double attention_flops(double q_tokens, double k_tokens, int head_dim) const {
     return 4.0 * q_tokens * k_tokens * head_dim;
@@ -45,6 +48,12 @@ struct ComputeModel {
   /// Seconds for `flops` of attention work in one kernel (launch overhead included).
   double attention_time_s(double flops) const {
     return flops / (peak_bf16_flops * attention_efficiency) + launch_overhead_s;
+  }
+  /// Seconds of one memory-bound copy kernel (a transpose or .contiguous()) moving `bytes` read
+  /// + written: bytes / memory bandwidth + launch overhead (no cache reuse; a strided transpose
+  /// reads and writes each element once).
+  double copy_time_s(double bytes) const {
+    return bytes / memory_bandwidth_Bps + launch_overhead_s;
   }
   /// Non-attention work of one transformer block per token: QKV projection (2 * hidden * 3 *
   /// hidden FLOPs), output projection (2 * hidden^2) and MLP (2 * 2 * hidden * mlp_hidden), i.e.
@@ -229,13 +238,17 @@ struct Message {
   std::string tag;              ///< short id part, e.g. "kv", "fwd", "a2a"
 };
 
-/// A piece of attention work on one rank.
+/// A piece of compute on one rank: attention (the default), or a memory-bound copy around a
+/// collective (kind copy, `what.bytes`), as sim::TaskCompute describes; the runtime times
+/// attention by `flops`, copies by `what.bytes` (ComputeModel::copy_time_s).
 struct AttentionTask {
   int rank = 0;
   double flops = 0;
   int phase = 0;
   std::vector<int> after_msgs;  ///< data it consumes
   std::string tag;
+  sim::TaskCompute what{};         ///< kind and coverage (attention: kv_ranks at least)
+  std::vector<int> after_tasks{};  ///< tasks that must end first (copies around an all-to-all)
 };
 
 /// The output of a scheme for one (step, layer): transfers and attention pieces with their

@@ -59,6 +59,29 @@ struct Transfer {
   std::vector<int32_t> kv_blocks;        ///< KV block ids carried
 };
 
+/// What a compute task computes (plan schema 2, policy/PLAN.md "Compute kinds"). Carried, not
+/// interpreted by the engine: its time is `duration_s` (or `flops`) as before.
+enum class TaskKind { attention, gemm, copy, other };
+
+/// The compute a task describes. attention: the (query block, KV block, head) triples with the
+/// query block owned by a rank in `q_ranks`, the KV block owned by a rank in `kv_ranks` (the
+/// plan's block_owner), the head in [head_begin, head_end), and active in the layer's mask; so
+/// one KV set per query block, shared across the heads of the range wherever the pattern's masks
+/// are. `partial`: the output is a partial one (with its log-sum-exp) to be merged with the
+/// rank's other pieces for the same queries. gemm: `count` GEMMs of m x n x k. copy: a
+/// memory-bound transpose or contiguous copy moving `bytes` (read + written).
+struct TaskCompute {
+  TaskKind kind = TaskKind::attention;
+  std::vector<int> q_ranks;                ///< attention; empty: the task's own rank
+  std::vector<int> kv_ranks;               ///< attention; empty: unknown (plans of schema 1)
+  int head_begin = 0, head_end = 0;        ///< attention; [0, 0): all heads
+  bool partial = false;                    ///< attention
+  int64_t m = 0, n = 0, k = 0, count = 0;  ///< gemm
+  double bytes = 0;                        ///< copy: bytes read + written
+};
+
+const char* task_kind_name(TaskKind k);
+
 struct ComputeTask {
   std::string id;
   std::string gpu;                       ///< "gpuN"
@@ -67,6 +90,7 @@ struct ComputeTask {
   std::vector<std::string> after;
   std::string stream;
   int layer = -1;
+  TaskCompute what;  ///< plan metadata (carried, not interpreted)
 };
 
 struct Workload {

@@ -21,10 +21,10 @@ std::vector<std::string> names(const std::vector<policy::PolicyInfo>& list) {
 }
 }  // namespace
 
-TEST_CASE("registry: all five placements and seven schemes, in listing order") {
+TEST_CASE("registry: all six placements and seven schemes, in listing order") {
   CHECK(names(policy::placements()) == std::vector<std::string>{"contiguous", "striped", "balanced",
-                                                                "dependency_aware",
-                                                                "head_parallel"});
+                                                                "dependency_aware", "head_parallel",
+                                                                "zigzag"});
   CHECK(names(policy::schemes()) == std::vector<std::string>{"ring", "allgather", "ulysses", "usp",
                                                              "demand_alltoall", "demand_direct",
                                                              "demand_hierarchical"});

@@ -106,3 +106,56 @@ TEST_CASE("a plan's layer plans are distinct (step, layer) pairs") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "p.json:/layers/1: (step 0, layer 0) repeats /layers/0");
 }
+
+TEST_CASE("plan schema 2: compute kinds round-trip; schema 1 plans load as attention") {
+  policy::Plan p = small_plan();
+  CHECK(p.schema_version == 2);
+  auto& c = p.layers[0].work.compute[0];
+  c.what.kv_ranks = {0};
+  c.what.head_begin = 0;
+  c.what.head_end = 1;
+  c.what.partial = true;
+  sim::ComputeTask copy;
+  copy.id = "c2";
+  copy.gpu = "gpu0";
+  copy.duration_s = 1e-5;
+  copy.layer = 3;
+  copy.what.kind = sim::TaskKind::copy;
+  copy.what.bytes = 2097152;
+  p.layers[0].work.compute.push_back(copy);
+  const std::string a = policy::to_json(p);
+  auto q = policy::parse_plan(a, "a.json");
+  REQUIRE(q.ok());
+  const auto& w = q->layers[0].work.compute;
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].what.kind == sim::TaskKind::attention);
+  CHECK(w[0].what.kv_ranks == std::vector<int>{0});
+  CHECK(w[0].what.head_end == 1);
+  CHECK(w[0].what.partial);
+  CHECK(w[1].what.kind == sim::TaskKind::copy);
+  CHECK(w[1].what.bytes == 2097152);
+  CHECK(policy::to_json(*q) == a);
+
+  // A schema-1 plan (no kind fields) loads; its tasks are attention.
+  auto j = nlohmann::json::parse(a);
+  j["schema_version"] = 1;
+  for (auto& t : j["layers"][0]["compute"])
+    for (const char* k : {"kind", "kv_ranks", "heads", "partial", "bytes"}) t.erase(k);
+  auto old = policy::parse_plan(j.dump(), "old.json");
+  REQUIRE(old.ok());
+  CHECK(old->layers[0].work.compute[1].what.kind == sim::TaskKind::attention);
+
+  // Bad kinds and fields of another kind are refused with their pointer.
+  j = nlohmann::json::parse(a);
+  j["layers"][0]["compute"][1]["kind"] = "matmul";
+  auto bad = policy::parse_plan(j.dump(), "bad.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message ==
+        "bad.json:/layers/0/compute/1/kind: unknown kind \"matmul\" (known: attention, gemm, "
+        "copy, other)");
+  j = nlohmann::json::parse(a);
+  j["layers"][0]["compute"][0]["bytes"] = 5;
+  bad = policy::parse_plan(j.dump(), "bad.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "bad.json:/layers/0/compute/0/bytes: applies to kind \"copy\" only");
+}
