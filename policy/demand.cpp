@@ -10,8 +10,11 @@
 
 namespace sparsp::policy::detail {
 
+int kv_heads_of(const patterns::ModelSpec& m) { return m.kv_heads > 0 ? m.kv_heads : m.heads; }
+
 double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k) {
-  return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * m.heads * m.head_dim * m.dtype_bytes;
+  return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * kv_heads_of(m) * m.head_dim *
+         m.dtype_bytes;
 }
 
 namespace {
@@ -108,7 +111,9 @@ Demand compute_demand(const LayerInput& in, bool split_text) {
     d.owned_tokens[static_cast<size_t>(o)] += layout.tokens_in_block[static_cast<size_t>(k)];
   }
   const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;  // K and V
-  std::vector<uint64_t> uni(static_cast<size_t>(nw)), head(static_cast<size_t>(nw));
+  std::vector<uint64_t> uni(static_cast<size_t>(nw)), head(static_cast<size_t>(nw)),
+      kv_need(static_cast<size_t>(nw));
+  const int group = std::max(1, H / kv_heads_of(*in.model));  // query heads per KV head
   for (int g = 0; g < P; ++g) {
     std::fill(uni.begin(), uni.end(), 0);
     for (int h = 0; h < H; ++h) {
@@ -124,8 +129,13 @@ Demand compute_demand(const LayerInput& in, bool split_text) {
         auto& hn = d.head_need[static_cast<size_t>(g)];
         if (hn.empty()) hn.assign(static_cast<size_t>(H) * nw, 0);
         std::copy(head.begin(), head.end(), hn.begin() + static_cast<ptrdiff_t>(h) * nw);
+        // Grouped-query attention: query heads h of one group (h / group) read the same K and V
+        // head, so a KV block is sent once per KV head that any of them needs.
+        if (h % group == 0) std::fill(kv_need.begin(), kv_need.end(), 0);
+        for (int w = 0; w < nw; ++w) kv_need[static_cast<size_t>(w)] |= head[static_cast<size_t>(w)];
+        if (h % group != group - 1 && h != H - 1) continue;
         for (int w = 0; w < nw; ++w) {
-          uint64_t x = head[static_cast<size_t>(w)];
+          uint64_t x = kv_need[static_cast<size_t>(w)];
           while (x) {
             const int k = w * 64 + std::countr_zero(x);
             x &= x - 1;
@@ -202,12 +212,14 @@ double union_bytes(const LayerInput& in, const Demand& d, int o,
   const int nw = words_for(layout.num_blocks);
   const int H = static_cast<int>(in.masks.size());
   const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;
+  const int group = std::max(1, H / kv_heads_of(*in.model));  // query heads per KV head
   double bytes = 0;
-  for (int h = 0; h < H; ++h) {
+  for (int h0 = 0; h0 < H; h0 += group) {  // one KV head: the union over its query heads
     for (int w = 0; w < nw; ++w) {
       uint64_t x = 0;
-      for (int g : requesters)
-        x |= d.head_need[static_cast<size_t>(g)][static_cast<size_t>(h) * nw + w];
+      for (int h = h0; h < std::min(H, h0 + group); ++h)
+        for (int g : requesters)
+          x |= d.head_need[static_cast<size_t>(g)][static_cast<size_t>(h) * nw + w];
       while (x) {
         const int k = w * 64 + std::countr_zero(x);
         x &= x - 1;

@@ -377,12 +377,14 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
   p->head_dim = model.head_dim;
   p->dtype_bytes = model.dtype_bytes;
   p->num_blocks = pattern.layout().num_blocks;
+  // K and V are stored per KV head (grouped-query attention: kv_heads <= heads).
+  const int kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;
   p->kv_block_bytes =
-      2.0 * pattern.layout().block_tokens * model.heads * model.head_dim * model.dtype_bytes;
+      2.0 * pattern.layout().block_tokens * kv_heads * model.head_dim * model.dtype_bytes;
   // Blocks of unequal size (tile padding, partial tiles) other than the last one need
   // per-block sizes so that replay can verify each block (policy/PLAN.md).
   const auto& tokens = pattern.layout().tokens_in_block;
-  const double per_token = 2.0 * model.heads * model.head_dim * model.dtype_bytes;
+  const double per_token = 2.0 * kv_heads * model.head_dim * model.dtype_bytes;
   bool ragged = false;
   for (size_t b = 0; b + 1 < tokens.size(); ++b)
     ragged = ragged || tokens[b] != pattern.layout().block_tokens;

@@ -41,7 +41,7 @@ struct Plan {
   int head_dim = 0;
   int dtype_bytes = 2;
   int num_blocks = 0;
-  double kv_block_bytes = 0;  ///< K and V of one block, all heads
+  double kv_block_bytes = 0;  ///< K and V of one block, all KV heads (kv_heads, GQA)
   PolicySpec policy;
   std::vector<int> block_owner;  ///< [num_blocks] GPU rank owning each query/KV block
   /// [num_blocks] or empty: bytes of K and V of each block when blocks differ in size (a partial

@@ -181,3 +181,47 @@ TEST_CASE("zigzag: rank r holds chunks r and 2P-1-r") {
   REQUIRE_FALSE(pl.ok());
   CHECK(pl.error().message.find("7 blocks cannot be cut into 2 x 4 = 8") != std::string::npos);
 }
+
+TEST_CASE("grouped-query attention shrinks ring and demand-directed KV volumes by kv_heads / heads") {
+  // 16 blocks x 128 tokens, H = 4 heads, head_dim 64, 2 B: one KV block over all 4 heads is
+  // 2 x 128 x 4 x 64 x 2 = 131072 B; over kv_heads = 2 it is 65536 B.
+  // Ring over P = 2 ranks of 8 blocks each: each rank forwards its shard once (P - 1 = 1 step):
+  //   MHA 2 x 8 x 131072 = 2097152 B; GQA half of it, 1048576 B.
+  TestPattern pat(16, 128, 4, 64, [](int, int, int) { return true; });
+  const auto pl = contiguous(16, 2);
+  const auto rt = policy::RankTopology::flat(2, true);
+  auto ring_mha = policy::make_scheme("ring", pat.input(pl, rt), {});
+  REQUIRE(ring_mha.ok());
+  CHECK(ring_mha->payload_bytes() == doctest::Approx(2097152.0));
+  pat.set_kv_heads(2);
+  auto ring_gqa = policy::make_scheme("ring", pat.input(pl, rt), {});
+  REQUIRE(ring_gqa.ok());
+  CHECK(ring_gqa->payload_bytes() == doctest::Approx(1048576.0));
+}
+
+TEST_CASE("grouped-query attention, per-head demand: a KV head is sent once for its query heads") {
+  // 4 blocks x 128 tokens over 2 ranks (blocks 0-1 on rank 0, 2-3 on rank 1); H = 4 query heads,
+  // kv_heads = 2 (heads {0,1} read KV head 0, {2,3} KV head 1); head_dim 64, 2 B: one block of
+  // one KV head is 2 x 128 x 64 x 2 = 32768 B.
+  // Query block 0 (rank 0) needs KV block 2 in heads 0 and 1 only, block 3 in head 2 only:
+  //   KV head 0 needs block 2 (once, though two query heads read it); KV head 1 needs block 3.
+  //   -> rank 1 sends rank 0 2 x 32768 = 65536 B (MHA, per query head: 3 x 32768 = 98304 B).
+  auto need = [](int h, int q, int k) {
+    if (q == k || (q / 2 == k / 2)) return true;  // own blocks
+    if (q == 0 && k == 2) return h <= 1;
+    if (q == 0 && k == 3) return h == 2;
+    return false;
+  };
+  TestPattern pat(4, 128, 4, 64, need);
+  const auto pl = contiguous(4, 2);
+  const auto rt = policy::RankTopology::flat(2, true);
+  auto mha = policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block),
+                                 {});
+  REQUIRE(mha.ok());
+  CHECK(mha->payload_bytes() == doctest::Approx(98304.0));
+  pat.set_kv_heads(2);
+  auto gqa = policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block),
+                                 {});
+  REQUIRE(gqa.ok());
+  CHECK(gqa->payload_bytes() == doctest::Approx(65536.0));
+}
