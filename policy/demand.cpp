@@ -132,7 +132,8 @@ Demand compute_demand(const LayerInput& in, bool split_text) {
         // Grouped-query attention: query heads h of one group (h / group) read the same K and V
         // head, so a KV block is sent once per KV head that any of them needs.
         if (h % group == 0) std::fill(kv_need.begin(), kv_need.end(), 0);
-        for (int w = 0; w < nw; ++w) kv_need[static_cast<size_t>(w)] |= head[static_cast<size_t>(w)];
+        for (int w = 0; w < nw; ++w)
+          kv_need[static_cast<size_t>(w)] |= head[static_cast<size_t>(w)];
         if (h % group != group - 1 && h != H - 1) continue;
         for (int w = 0; w < nw; ++w) {
           uint64_t x = kv_need[static_cast<size_t>(w)];

@@ -182,7 +182,8 @@ TEST_CASE("zigzag: rank r holds chunks r and 2P-1-r") {
   CHECK(pl.error().message.find("7 blocks cannot be cut into 2 x 4 = 8") != std::string::npos);
 }
 
-TEST_CASE("grouped-query attention shrinks ring and demand-directed KV volumes by kv_heads / heads") {
+TEST_CASE(
+    "grouped-query attention shrinks ring and demand-directed KV volumes by kv_heads / heads") {
   // 16 blocks x 128 tokens, H = 4 heads, head_dim 64, 2 B: one KV block over all 4 heads is
   // 2 x 128 x 4 x 64 x 2 = 131072 B; over kv_heads = 2 it is 65536 B.
   // Ring over P = 2 ranks of 8 blocks each: each rank forwards its shard once (P - 1 = 1 step):
@@ -215,13 +216,13 @@ TEST_CASE("grouped-query attention, per-head demand: a KV head is sent once for 
   TestPattern pat(4, 128, 4, 64, need);
   const auto pl = contiguous(4, 2);
   const auto rt = policy::RankTopology::flat(2, true);
-  auto mha = policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block),
-                                 {});
+  auto mha =
+      policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block), {});
   REQUIRE(mha.ok());
   CHECK(mha->payload_bytes() == doctest::Approx(98304.0));
   pat.set_kv_heads(2);
-  auto gqa = policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block),
-                                 {});
+  auto gqa =
+      policy::make_scheme("demand_direct", pat.input(pl, rt, policy::Granularity::head_block), {});
   REQUIRE(gqa.ok());
   CHECK(gqa->payload_bytes() == doctest::Approx(65536.0));
 }
