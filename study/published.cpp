@@ -84,8 +84,9 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
   auto parsed = parse_json<json>(*text, path);
   if (!parsed) return parsed.error();
   const json& j = *parsed;
-  if (auto st = check_keys(path, j, "", {"schema_version", "name", "description", "source",
-                                         "setup", "sizes", "notes"});
+  if (auto st = check_keys(
+          path, j, "",
+          {"schema_version", "name", "description", "source", "setup", "sizes", "notes"});
       !st)
     return st.error();
   if (!j.contains("schema_version") || j["schema_version"] != 1)
@@ -107,9 +108,9 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
 
   if (!j.contains("setup")) return input_error(path, "", "missing field \"setup\"");
   const json& setup = j["setup"];
-  if (auto st = check_keys(path, setup, "/setup",
-                           {"topology", "gpus", "model", "pattern", "metric", "compute", "batch",
-                            "notes"});
+  if (auto st = check_keys(
+          path, setup, "/setup",
+          {"topology", "gpus", "model", "pattern", "metric", "compute", "batch", "notes"});
       !st)
     return st.error();
   auto topo = get_string(path, setup, "topology", "/setup", true);
@@ -157,7 +158,8 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
   for (size_t i = 0; i < j["sizes"].size(); ++i) {
     const json& s = j["sizes"][i];
     const std::string sp = "/sizes/" + std::to_string(i);
-    if (auto st = check_keys(path, s, sp, {"name", "tokens", "latent", "gpus", "measured", "notes"});
+    if (auto st =
+            check_keys(path, s, sp, {"name", "tokens", "latent", "gpus", "measured", "notes"});
         !st)
       return st.error();
     PublishedSize size;

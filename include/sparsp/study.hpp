@@ -211,17 +211,17 @@ struct KendallTau {
 KendallTau kendall_tau_a(const std::vector<double>& x, const std::vector<double>& y);
 
 struct PublishedRow {
-  std::string policy;            ///< the policy spec as written
-  double measured_time_s = 0;    ///< time_s, or 1 / throughput_per_s
-  double predicted_time_s = 0;   ///< the simulated figure named by the file's metric
+  std::string policy;           ///< the policy spec as written
+  double measured_time_s = 0;   ///< time_s, or 1 / throughput_per_s
+  double predicted_time_s = 0;  ///< the simulated figure named by the file's metric
   /// |predicted throughput / measured throughput - 1| = |measured_time_s / predicted_time_s - 1|
   double throughput_error = 0;
 };
 struct PublishedSize {
-  std::string name;              ///< e.g. "8K"
+  std::string name;  ///< e.g. "8K"
   int gpus = 0;
   std::vector<PublishedRow> rows;
-  KendallTau tau;                ///< predicted vs measured time over rows
+  KendallTau tau;  ///< predicted vs measured time over rows
 };
 struct PublishedFile {
   std::string path, name, url, table, metric;
