@@ -74,5 +74,6 @@ void add_sim_commands(CLI::App& app, Context& ctx);        // `sim run`
 void add_simulate_commands(CLI::App& app, Context& ctx);   // `simulate`
 void add_replay_commands(CLI::App& app, Context& ctx);     // `replay`, `validate`, `calibrate`
 void add_study_commands(CLI::App& app, Context& ctx);      // `sweep`, `tune`
+void add_published_commands(CLI::App& app, Context& ctx);  // `check-published`
 
 }  // namespace sparsp::cli

@@ -320,6 +320,7 @@ int main(int argc, char** argv) {
   sparsp::cli::add_simulate_commands(app, ctx);
   sparsp::cli::add_replay_commands(app, ctx);
   sparsp::cli::add_study_commands(app, ctx);
+  sparsp::cli::add_published_commands(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -597,7 +597,8 @@ PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int ste
 }
 
 Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
-  auto model = patterns::load_model(st.model);
+  auto model = st.model_json.empty() ? patterns::load_model(st.model)
+                                     : patterns::parse_model(st.model_json, st.model);
   if (!model) return at(st, "/model", model.error());
   StudyResult out;
   out.name = st.name;

@@ -30,6 +30,9 @@ struct Study {
   /// ("/topologies/1" names the second entry).
   std::string topologies_key = "topology";
   std::string model = "hunyuanvideo-sta";
+  /// A model JSON text (configs/README.md model schema) used instead of `model` when not empty
+  /// (check_published builds models inline); `model` then only names it in errors.
+  std::string model_json;
   patterns::PatternOptions pattern;      ///< kind "file": recorded mask in pattern.input
   std::vector<int> gpus;                 ///< GPU index of each rank; empty: all GPUs
   int num_gpus = 0;                      ///< > 0 and gpus empty: the first num_gpus GPUs
@@ -192,5 +195,57 @@ std::string to_json(const StudyResult& r);
 /// simulated, then (issue 14) denoise_time_s, denoise_speedup, not_modelled (stage names joined
 /// with ';', empty when all are modelled) and compute_source.
 std::string to_csv(const StudyResult& r);
+
+// ---- Ranking validation against published benchmarks (issue 19 item 4) ----
+// A published-benchmark file (configs/published/README.md) names a source, a setup (topology,
+// model, pattern, metric) and per problem size the measured time or throughput of each policy.
+// check_published simulates every policy of every size and compares the orderings.
+
+/// Kendall rank correlation tau-a of two equally long sequences: (C - D) / (n (n - 1) / 2), where
+/// a pair (i, j) is concordant when x and y order it the same way, discordant when opposite, and
+/// neither when x or y ties on it (so ties lower |tau|). n < 2: tau is NaN (no pair).
+struct KendallTau {
+  double tau = 0;
+  int concordant = 0, discordant = 0, pairs = 0;  ///< pairs = n (n - 1) / 2
+};
+KendallTau kendall_tau_a(const std::vector<double>& x, const std::vector<double>& y);
+
+struct PublishedRow {
+  std::string policy;           ///< the policy spec as written
+  double measured_time_s = 0;   ///< time_s, or 1 / throughput_per_s
+  double predicted_time_s = 0;  ///< the simulated figure named by the file's metric
+  /// |predicted throughput / measured throughput - 1| = |measured_time_s / predicted_time_s - 1|
+  double throughput_error = 0;
+};
+struct PublishedSize {
+  std::string name;  ///< e.g. "8K"
+  int gpus = 0;
+  std::vector<PublishedRow> rows;
+  KendallTau tau;  ///< predicted vs measured time over rows
+};
+struct PublishedFile {
+  std::string path, name, url, table, metric;
+  std::vector<PublishedSize> sizes;
+  double median_throughput_error = 0;  ///< over all rows of the file
+};
+struct PublishedCheck {
+  std::vector<PublishedFile> files;
+  double median_throughput_error = 0;  ///< over all rows of all files
+  double min_tau = 0;                  ///< lowest tau over sizes with a pair (NaN: none)
+};
+
+/// Reads and simulates the published-benchmark files. Errors (exit 2, no result): unreadable or
+/// malformed file, unknown field, unknown policy, a size without measurements, a time or
+/// throughput that is not a positive finite number, a policy that cannot run on the size's GPUs;
+/// each names the file and the JSON pointer.
+Result<PublishedCheck> check_published(const std::vector<std::string>& paths,
+                                       const RunOptions& options = {});
+/// Text table per file and size: policy, measured and predicted time, throughput error, tau.
+std::string format_published(const PublishedCheck& c);
+/// JSON: {"schema_version": 1, "files": [{"path", "name", "url", "table", "metric", "sizes":
+/// [{"name", "gpus", "kendall_tau", "concordant", "discordant", "pairs", "rows": [{"policy",
+/// "measured_time_s", "predicted_time_s", "throughput_error"}]}], "median_throughput_error"}],
+/// "median_throughput_error", "min_kendall_tau"} (NaN as null).
+std::string published_to_json(const PublishedCheck& c);
 
 }  // namespace sparsp::study

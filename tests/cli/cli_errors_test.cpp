@@ -53,7 +53,7 @@ TEST_CASE("cli: CLI11 errors are one line 'sparsp: <subcommand>: <option>: <mess
        "replay: --timeout-s: must be between 0 and 1e+07, got -1"},
       {"bogus",
        "unknown subcommand 'bogus' (one of: topo, pattern, sim, simulate, replay, validate, "
-       "calibrate, sweep, tune; see sparsp --help)"},
+       "calibrate, sweep, tune, check-published; see sparsp --help)"},
       {"sweep -c " + cfg + " -o x.csv -j -1", "sweep: --threads: must be >= 0, got -1"},
       {"tune -c " + cfg + " --budget -1", "tune: --budget: must be >= 1, got -1"},
       {"tune -c " + cfg + " --top 0", "tune: --top: must be >= 1, got 0"},
