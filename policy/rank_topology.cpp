@@ -33,6 +33,21 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
     for (size_t b = 0; b < gpus.size(); ++b)
       rt.p2p[a * gpus.size() + b] =
           a != b && gpus[a] != gpus[b] && topo.p2p_allowed(gpus[a], gpus[b]);
+  // NCCL's default P2P level (RankTopology::nccl_p2p): PXB, or any path on an AMD CPU when the
+  // machine has at most 2 GPUs.
+  bool amd = false;
+  for (const auto& n : topo.nodes())
+    if (n.kind == topology::NodeKind::cpu && n.family.rfind("amd", 0) == 0) amd = true;
+  const bool any_path = amd && topo.num_gpus() <= 2;
+  rt.nccl_p2p.assign(gpus.size() * gpus.size(), 0);
+  for (size_t a = 0; a < gpus.size(); ++a)
+    for (size_t b = 0; b < gpus.size(); ++b) {
+      if (!rt.p2p[a * gpus.size() + b]) continue;
+      const auto& route = topo.route_ref(gpus[a], gpus[b]);
+      const bool near = route && (route->path_class == topology::PathClass::nvlink ||
+                                  route->path_class <= topology::PathClass::pxb);
+      rt.nccl_p2p[a * gpus.size() + b] = near || any_path;
+    }
   return rt;
 }
 

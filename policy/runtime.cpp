@@ -74,7 +74,12 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     t.engine =
         (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
     t.comm_sms = t.engine == sim::Engine::sm ? comm_sms : 0;
-    t.route = m.host_staged ? topology::RouteMode::host_staged : topology::RouteMode::automatic;
+    // An SM-driven transfer is an NCCL send/recv: NCCL carries it through host memory (SHM)
+    // where its default P2P level stops (RankTopology::nccl_p2p).
+    const bool nccl_shm = t.engine == sim::Engine::sm && m.src >= 0 && m.dst >= 0 &&
+                          m.src != m.dst && !rt.nccl_p2p_allowed(m.src, m.dst);
+    t.route = m.host_staged || nccl_shm ? topology::RouteMode::host_staged
+                                        : topology::RouteMode::automatic;
     t.chunk_bytes = chunk;
     t.staging_buffers = staging;
     t.layer = layer;

@@ -157,7 +157,17 @@ struct RankTopology {
   std::vector<std::vector<std::string>> ancestors;    ///< [P] nearest first, up to the socket
   std::vector<uint8_t> p2p;                           ///< [P*P] direct peer access allowed
   std::vector<int> numa;                              ///< [P] NUMA node of the rank's GPU
+  /// [P*P] NCCL would use its P2P transport between the pair by default; otherwise its SHM
+  /// transport (through host memory). NCCL 2.30.7 src/graph/paths.cc ncclTopoCheckP2p: P2P only
+  /// up to PXB (not across a host bridge: PHB, NODE, SYS), except between the GPUs of a
+  /// <= 2-GPU system on an AMD CPU (any path); NVLink pairs always; never without peer access.
+  /// Empty: same as p2p.
+  std::vector<uint8_t> nccl_p2p;
   bool p2p_allowed(int a, int b) const { return p2p[static_cast<size_t>(a) * ranks + b] != 0; }
+  bool nccl_p2p_allowed(int a, int b) const {
+    return nccl_p2p.empty() ? p2p_allowed(a, b)
+                            : nccl_p2p[static_cast<size_t>(a) * ranks + b] != 0;
+  }
   /// Flat topology of P ranks under one switch with full P2P (tests).
   static RankTopology flat(int ranks, bool p2p);
 };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sparsp/plan.hpp"
+#include "sparsp/policy.hpp"
 #include "sparsp/topology.hpp"
 
 using nlohmann::ordered_json;
@@ -127,4 +128,27 @@ TEST_CASE("plan: kv_block_bytes > 0 with blocks; at least one layer plan; bounde
   j["layers"][0]["compute"][0].erase("duration_s");  // 'duration_s' or 'flops', not both
   j["layers"][0]["compute"][0]["flops"] = 1e300;
   CHECK(starts(plan_error(j), "p.json:/layers/0/compute/0/flops: expected FLOP in 0..1e24"));
+}
+
+TEST_CASE("rank topology: NCCL's default P2P level (P2P up to PXB, SHM beyond; NVLink always)") {
+  // NCCL 2.30.7 src/graph/paths.cc ncclTopoCheckP2p: p2pLevel = PATH_PXB unless an AMD CPU with
+  // <= 2 GPUs. 8x-l40s-gen4-4switch (topo matrix): GPU0-GPU1 PIX -> P2P; GPU0-GPU2 NODE and
+  // GPU0-GPU4 SYS -> SHM, though the topology allows peer access on all three pairs.
+  auto topo = topology::Topology::load("8x-l40s-gen4-4switch");
+  REQUIRE(topo.ok());
+  auto rt = policy::rank_topology(*topo, {0, 1, 2, 4});
+  REQUIRE(rt.ok());
+  CHECK(rt->p2p_allowed(0, 1));
+  CHECK(rt->p2p_allowed(0, 2));
+  CHECK(rt->nccl_p2p_allowed(0, 1));
+  CHECK_FALSE(rt->nccl_p2p_allowed(0, 2));
+  CHECK_FALSE(rt->nccl_p2p_allowed(0, 3));  // rank 3 = GPU4, SYS
+  auto nv = topology::Topology::load("2x-h200-nvlink");
+  REQUIRE(nv.ok());
+  auto rt_nv = policy::rank_topology(*nv, {0, 1});
+  REQUIRE(rt_nv.ok());
+  CHECK(rt_nv->nccl_p2p_allowed(0, 1));
+  // A flat test topology (no paths): same as its peer access.
+  CHECK(policy::RankTopology::flat(2, true).nccl_p2p_allowed(0, 1));
+  CHECK_FALSE(policy::RankTopology::flat(2, false).nccl_p2p_allowed(0, 1));
 }
