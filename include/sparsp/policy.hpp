@@ -165,8 +165,7 @@ struct RankTopology {
   std::vector<uint8_t> nccl_p2p;
   bool p2p_allowed(int a, int b) const { return p2p[static_cast<size_t>(a) * ranks + b] != 0; }
   bool nccl_p2p_allowed(int a, int b) const {
-    return nccl_p2p.empty() ? p2p_allowed(a, b)
-                            : nccl_p2p[static_cast<size_t>(a) * ranks + b] != 0;
+    return nccl_p2p.empty() ? p2p_allowed(a, b) : nccl_p2p[static_cast<size_t>(a) * ranks + b] != 0;
   }
   /// Flat topology of P ranks under one switch with full P2P (tests).
   static RankTopology flat(int ranks, bool p2p);
