@@ -10,10 +10,8 @@
 
 namespace sparsp::policy::detail {
 
-int kv_heads_of(const patterns::ModelSpec& m) { return m.kv_heads > 0 ? m.kv_heads : m.heads; }
-
 double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k) {
-  return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * kv_heads_of(m) * m.head_dim *
+  return 2.0 * l.tokens_in_block[static_cast<size_t>(k)] * m.kv_heads_or_heads() * m.head_dim *
          m.dtype_bytes;
 }
 
@@ -113,7 +111,7 @@ Demand compute_demand(const LayerInput& in, bool split_text) {
   const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;  // K and V
   std::vector<uint64_t> uni(static_cast<size_t>(nw)), head(static_cast<size_t>(nw)),
       kv_need(static_cast<size_t>(nw));
-  const int group = std::max(1, H / kv_heads_of(*in.model));  // query heads per KV head
+  const int group = std::max(1, H / in.model->kv_heads_or_heads());  // query heads per KV head
   for (int g = 0; g < P; ++g) {
     std::fill(uni.begin(), uni.end(), 0);
     for (int h = 0; h < H; ++h) {
@@ -213,7 +211,7 @@ double union_bytes(const LayerInput& in, const Demand& d, int o,
   const int nw = words_for(layout.num_blocks);
   const int H = static_cast<int>(in.masks.size());
   const double per_token_head = 2.0 * in.model->head_dim * in.model->dtype_bytes;
-  const int group = std::max(1, H / kv_heads_of(*in.model));  // query heads per KV head
+  const int group = std::max(1, H / in.model->kv_heads_or_heads());  // query heads per KV head
   double bytes = 0;
   for (int h0 = 0; h0 < H; h0 += group) {  // one KV head: the union over its query heads
     for (int w = 0; w < nw; ++w) {

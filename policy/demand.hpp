@@ -8,8 +8,6 @@
 namespace sparsp::policy::detail {
 
 /// Bytes of K and V of block k for all heads (2 * tokens * heads * head_dim * dtype_bytes).
-/// K and V heads of the model (grouped-query attention; `kv_heads`, default heads).
-int kv_heads_of(const patterns::ModelSpec& m);
 /// Bytes of K and V of block k, over the model's KV heads.
 double kv_block_bytes(const patterns::ModelSpec& m, const patterns::BlockLayout& l, int k);
 

@@ -44,8 +44,8 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
     for (size_t b = 0; b < gpus.size(); ++b) {
       if (!rt.p2p[a * gpus.size() + b]) continue;
       const auto& route = topo.route_ref(gpus[a], gpus[b]);
-      const bool near = route && (route->path_class == topology::PathClass::nvlink ||
-                                  route->path_class <= topology::PathClass::pxb);
+      // PathClass is ordered nearest first: nvlink, pix and pxb are within NCCL's level.
+      const bool near = route && route->path_class <= topology::PathClass::pxb;
       rt.nccl_p2p[a * gpus.size() + b] = near || any_path;
     }
   return rt;

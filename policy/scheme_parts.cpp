@@ -157,7 +157,7 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
   if (H % u != 0)
     return Error{"heads (" + std::to_string(H) + ") not divisible by the Ulysses degree " +
                  std::to_string(u)};
-  const int kv_heads = in.model->kv_heads > 0 ? in.model->kv_heads : H;
+  const int kv_heads = in.model->kv_heads_or_heads();
   const int kv_moved = ulysses_kv_heads(H, kv_heads, u);
   if (kv_moved < 0)
     return Error{"kv_heads (" + std::to_string(kv_heads) + ") and the Ulysses degree " +

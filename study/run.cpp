@@ -378,7 +378,7 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
   p->dtype_bytes = model.dtype_bytes;
   p->num_blocks = pattern.layout().num_blocks;
   // K and V are stored per KV head (grouped-query attention: kv_heads <= heads).
-  const int kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;
+  const int kv_heads = model.kv_heads_or_heads();
   p->kv_block_bytes =
       2.0 * pattern.layout().block_tokens * kv_heads * model.head_dim * model.dtype_bytes;
   // Blocks of unequal size (tile padding, partial tiles) other than the last one need

@@ -51,6 +51,8 @@ struct ModelSpec {
   int heads = 0;
   /// K and V heads (grouped-query attention, JSON "kv_heads"; divides heads). Default: heads.
   int kv_heads = 0;
+  /// kv_heads, or heads where it is 0 (a spec built in code; the JSON parser always sets it).
+  int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int head_dim = 0;
   int layers = 0;
   int hidden = 0;      ///< model width
