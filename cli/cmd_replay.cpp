@@ -41,7 +41,7 @@ Result<std::vector<int>> parse_devices(const std::string& s) {
 }
 
 struct ReplayArgs {
-  std::string plan, devices, out, perfetto;
+  std::string plan, devices, out, perfetto, compute;
   bool json = false, no_compute = false, no_nccl = false;
   replay::ReplayOptions opt;
 };
@@ -96,7 +96,15 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "0: never")
       ->capture_default_str()
       ->check(between(0, 1e7));
-  r->add_flag("--no-compute", ra->no_compute, "do not emulate compute tasks");
+  r->add_flag("--no-compute", ra->no_compute, "no compute tasks (the same as --compute none)");
+  r->add_option("--compute", ra->compute,
+                "real: run the plan's block-sparse attention (sparsp's kernel; host: on the CPU) "
+                "and check its output; emulated: busy the GPU for each task's modelled time; "
+                "none: transfers only. Default: real where the plan allows it, else emulated")
+      ->check(CLI::IsMember({"real", "emulated", "none"}));
+  r->add_flag("--check-all", ra->opt.check_all,
+              "output check over every query block (default: first, middle and last of each "
+              "rank, and every one reading --corrupt-block)");
   r->add_flag("--no-nccl", ra->no_nccl,
               "SM-driven transfers run as copy kernels instead of NCCL send/recv");
   r->add_flag("--json", ra->json,
@@ -105,7 +113,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "fault injection: do not run this transfer")
       ->group("");
   r->add_option("--corrupt-block", ra->opt.corrupt_block,
-                "fault injection: corrupt this received block")
+                "fault injection: overwrite a span of this block as it is received")
       ->group("");
   r->callback([ra, &ctx] {
     auto devs = parse_devices(ra->devices);
@@ -115,6 +123,21 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     }
     ra->opt.devices = *devs;
     ra->opt.emulate_compute = !ra->no_compute;
+    if (ra->no_compute && !ra->compute.empty() && ra->compute != "none") {
+      ctx.exit_code = report(Error{"replay: --no-compute means --compute none; it contradicts "
+                                   "--compute " + ra->compute, 2});
+      return;
+    }
+    ra->opt.compute = ra->compute == "real"       ? replay::ComputeMode::real
+                      : ra->compute == "emulated" ? replay::ComputeMode::emulated
+                      : ra->compute == "none" || ra->no_compute
+                          ? replay::ComputeMode::none
+                          : replay::ComputeMode::automatic;
+    if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::none) {
+      ctx.exit_code = report(Error{"replay: --check-all checks attention outputs; there are none "
+                                   "with --compute none (--no-compute)", 2});
+      return;
+    }
     ra->opt.use_nccl = !ra->no_nccl;
     auto plan = policy::load_plan(ra->plan);
     if (!plan) {
@@ -151,6 +174,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         return;
       }
     }
+    if (!res->compute_note.empty()) std::fprintf(stderr, "note: %s\n", res->compute_note.c_str());
     if (ra->json) {
       std::cout << replay::summary_json(*res);
     } else {
@@ -160,6 +184,11 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
           res->layers.size(), res->device_description.c_str(), res->bytes_moved / 1e9,
           res->bytes_verified / 1e9, static_cast<long long>(res->blocks_verified),
           res->total_s * 1e3);
+      if (res->output_check.ran)
+        std::printf("output check: %lld query blocks, max |O - O_ref| %.3g (tolerance %.3g): %s\n",
+                    static_cast<long long>(res->output_check.checked_blocks),
+                    res->output_check.max_abs_error, res->output_check.tolerance,
+                    res->output_check.passed ? "passed" : "FAILED");
     }
     ctx.exit_code = 0;
   });

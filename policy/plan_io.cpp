@@ -143,6 +143,7 @@ bool is_whole(const Json& j) {
   return std::isfinite(x) && x >= 0 && x == std::floor(x);
 }
 bool is_str(const Json& j) { return j.is_string(); }
+bool is_bool(const Json& j) { return j.is_boolean(); }
 bool is_arr(const Json& j) { return j.is_array(); }
 bool is_obj(const Json& j) { return j.is_object(); }
 
@@ -362,6 +363,54 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
   return std::nullopt;
 }
 
+/// Reads a layer's "mask" object (LayerMask) and checks its shape against the plan's header.
+std::optional<Error> parse_mask(Reader& rd, const Json& mj, const std::string& mp, const Plan& p,
+                                LayerMask& m) {
+  if (auto ke = check_keys(rd, mj, mp, {"per_head", "row_ptr", "kv_blocks"})) return *ke;
+  std::optional<Error> e;
+  if (auto* v = rd.member(mj, mp, "per_head", false, is_bool, "boolean", e))
+    m.per_head = v->get<bool>();
+  const Json* rp = rd.member(mj, mp, "row_ptr", true, is_arr, "array", e);
+  const Json* kb = rd.member(mj, mp, "kv_blocks", true, is_arr, "array", e);
+  if (e) return e;
+  const int64_t rows = static_cast<int64_t>(p.num_blocks) * (m.per_head ? p.heads : 1);
+  if (m.per_head && p.heads < 1) return rd.err(mp + "/per_head", "per-head masks need heads >= 1");
+  if (static_cast<int64_t>(rp->size()) != rows + 1)
+    return rd.err(mp + "/row_ptr", "expected " + std::to_string(rows + 1) + " entries (" +
+                                       (m.per_head ? "heads x num_blocks" : "num_blocks") +
+                                       " + 1), got " + std::to_string(rp->size()));
+  m.row_ptr.reserve(rp->size());
+  for (size_t i = 0; i < rp->size(); ++i) {
+    const Json& x = (*rp)[i];
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+        x.get<int64_t>() > static_cast<int64_t>(kb->size()))
+      return rd.err(ptr_index(mp + "/row_ptr", i),
+                    "expected an integer in 0.." + std::to_string(kb->size()));
+    const auto v = static_cast<int32_t>(x.get<int64_t>());
+    if ((i == 0 && v != 0) || (i > 0 && v < m.row_ptr.back()))
+      return rd.err(ptr_index(mp + "/row_ptr", i),
+                    i == 0 ? "expected 0 first" : "expected non-decreasing offsets");
+    m.row_ptr.push_back(v);
+  }
+  if (static_cast<size_t>(m.row_ptr.back()) != kb->size())
+    return rd.err(ptr_index(mp + "/row_ptr", rp->size() - 1),
+                  "expected the kv_blocks count " + std::to_string(kb->size()));
+  m.kv_blocks.reserve(kb->size());
+  for (size_t r = 0; r + 1 < m.row_ptr.size(); ++r)
+    for (int32_t i = m.row_ptr[r]; i < m.row_ptr[r + 1]; ++i) {
+      const Json& x = (*kb)[static_cast<size_t>(i)];
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= p.num_blocks)
+        return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
+                      "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+      const auto v = static_cast<int32_t>(x.get<int64_t>());
+      if (i > m.row_ptr[r] && v <= m.kv_blocks.back())
+        return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
+                      "expected strictly increasing block ids within a row");
+      m.kv_blocks.push_back(v);
+    }
+  return std::nullopt;
+}
+
 Result<Plan> parse_plan(const std::string& text, const std::string& source_name) {
   Reader rd(source_name);
   auto parsed = parse_json<Json>(text, source_name);
@@ -370,7 +419,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
   if (auto ke = check_keys(rd, root, "",
                            {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads",
-                            "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes", "policy",
+                            "kv_heads", "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes", "policy",
                             "topology", "block_owner", "block_bytes", "layers"}))
     return *ke;
 
@@ -392,6 +441,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (auto* v = rd.member(root, "", "block_tokens", false, is_int, "integer", e))
     p.block_tokens = v->get<int>();
   if (auto* v = rd.member(root, "", "heads", false, is_int, "integer", e)) p.heads = v->get<int>();
+  if (auto* v = rd.member(root, "", "kv_heads", false, is_int, "integer", e))
+    p.kv_heads = v->get<int>();
   if (auto* v = rd.member(root, "", "head_dim", false, is_int, "integer", e))
     p.head_dim = v->get<int>();
   if (auto* v = rd.member(root, "", "dtype_bytes", false, is_int, "integer", e))
@@ -413,6 +464,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0)
     return rd.err("/heads", "expected non-negative shape fields");
   if (p.dtype_bytes < 1 || p.dtype_bytes > 8) return rd.err("/dtype_bytes", "expected 1..8");
+  if (p.kv_heads < 0 || (p.kv_heads > 0 && (p.heads == 0 || p.heads % p.kv_heads != 0)))
+    return rd.err("/kv_heads", "expected a divisor of heads (" + std::to_string(p.heads) +
+                                   "), got " + std::to_string(p.kv_heads));
 
   if (auto* pol = rd.member(root, "", "policy", true, is_obj, "object", e)) {
     if (auto ke = check_keys(rd, *pol, "/policy", {"placement", "scheme", "runtime", "params"}))
@@ -504,7 +558,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     const std::string lp = ptr_index("/layers", li);
     const Json& lj = (*layers)[li];
     if (!lj.is_object()) return rd.err(lp, "expected an object");
-    if (auto ke = check_keys(rd, lj, lp, {"step", "layer", "repeat", "transfers", "compute"}))
+    if (auto ke =
+            check_keys(rd, lj, lp, {"step", "layer", "repeat", "transfers", "compute", "mask"}))
       return *ke;
     LayerPlan L;
     if (auto* v = rd.member(lj, lp, "step", true, is_int, "integer", e)) L.step = v->get<int>();
@@ -515,6 +570,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     if (L.step < 0) return rd.err(lp + "/step", "expected >= 0");
     if (L.layer < 0) return rd.err(lp + "/layer", "expected >= 0");
     if (L.repeat < 1) return rd.err(lp + "/repeat", "expected >= 1");
+    if (auto* mj = rd.member(lj, lp, "mask", false, is_obj, "object", e)) {
+      if (auto me = parse_mask(rd, *mj, lp + "/mask", p, L.mask)) return *me;
+    }
+    if (e) return *e;
     std::set<std::string> ids;
     auto check_after = [&](const Json& a, const std::string& ap,
                            std::vector<std::string>& out) -> std::optional<Error> {
@@ -765,6 +824,7 @@ std::string to_json(const Plan& plan) {
   root["gpus"] = plan.gpus;
   root["block_tokens"] = plan.block_tokens;
   root["heads"] = plan.heads;
+  if (plan.kv_heads > 0) root["kv_heads"] = plan.kv_heads;
   root["head_dim"] = plan.head_dim;
   root["dtype_bytes"] = plan.dtype_bytes;
   root["num_blocks"] = plan.num_blocks;
@@ -845,6 +905,13 @@ std::string to_json(const Plan& plan) {
       cs.push_back(std::move(cj));
     }
     lj["compute"] = std::move(cs);
+    if (!L.mask.empty()) {
+      Json mj = Json::object();
+      mj["per_head"] = L.mask.per_head;
+      mj["row_ptr"] = L.mask.row_ptr;
+      mj["kv_blocks"] = L.mask.kv_blocks;
+      lj["mask"] = std::move(mj);
+    }
     layers.push_back(std::move(lj));
   }
   root["layers"] = std::move(layers);

@@ -42,6 +42,10 @@ struct Params {
   int kv_tokens;
   int per_head;
   float scale_log2;  // softmax scale * log2(e)
+  const int64_t* kv_base;     // paged K/V (nullptr: contiguous)
+  const int64_t* kv_hstride;  // paged: elements between KV heads of a block
+  int head0;                  // first query head of the launch
+  int kv_group;               // query heads per KV head
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -133,8 +137,9 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
   const int li_beg = p.row_ptr[r], li_end = p.row_ptr[r + 1];
   const size_t q_head = size_t(h) * p.q_tokens;
   const __nv_bfloat16* qg = p.q + q_head * D;
-  const __nv_bfloat16* kg = p.k + size_t(h) * p.kv_tokens * D;
-  const __nv_bfloat16* vg = p.v + size_t(h) * p.kv_tokens * D;
+  const int hkv = (p.head0 + h) / p.kv_group;
+  const __nv_bfloat16* kg = p.k + size_t(hkv) * p.kv_tokens * D;
+  const __nv_bfloat16* vg = p.v + size_t(hkv) * p.kv_tokens * D;
   const int wrow = warp * 16 * MT;  // first row of this warp in the tile
   const int g = lane >> 2, t4 = lane & 3;
 
@@ -147,11 +152,19 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
 
   // The KV tile iterator over the row's blocks: (list index, offset inside the block).
   int pli = li_beg, poff = 0;
-  auto next_tile = [&](int& t0, int& n) {
+  auto next_tile = [&](const __nv_bfloat16*& kp, const __nv_bfloat16*& vp, int& n) {
     const int b = p.kv_blocks[pli];
     const int s = p.kv_off[b], e = p.kv_off[b + 1];
-    t0 = s + poff;
+    const int t0 = s + poff;
     n = min(BN, e - t0);
+    if (p.kv_base) {  // paged: the block's own slot, K then V per KV head
+      const __nv_bfloat16* kb = p.k + p.kv_base[b] + int64_t(hkv) * p.kv_hstride[b];
+      kp = kb + size_t(poff) * D;
+      vp = kb + size_t(e - s + poff) * D;
+    } else {
+      kp = kg + size_t(t0) * D;
+      vp = vg + size_t(t0) * D;
+    }
     poff += BN;
     if (s + poff >= e) {
       ++pli;
@@ -166,10 +179,11 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) flash_fwd_kernel(const Param
   int issued = 0, consumed = 0;
   auto issue = [&](int stage) {
     if (pli < li_end) {
-      int t0, n;
-      next_tile(t0, n);
-      load_tile<D, BN, THREADS>(sK + stage * BN * D, kg, t0, n, tid);
-      load_tile<D, BN, THREADS>(sV + stage * BN * D, vg, t0, n, tid);
+      const __nv_bfloat16 *kp, *vp;
+      int n;
+      next_tile(kp, vp, n);
+      load_tile<D, BN, THREADS>(sK + stage * BN * D, kp, 0, n, tid);
+      load_tile<D, BN, THREADS>(sV + stage * BN * D, vp, 0, n, tid);
       tile_n[stage] = n;
       ++issued;
     }
@@ -351,8 +365,9 @@ __global__ void reference_kernel(Params p, int head_dim, const int32_t* rows, fl
   }
   __syncthreads();
   const float scale = p.scale_log2 / 1.4426950408889634f;
+  const int hkv = (p.head0 + h) / p.kv_group;
   auto score = [&](int j) {
-    const __nv_bfloat16* kr = p.k + (size_t(h) * p.kv_tokens + j) * head_dim;
+    const __nv_bfloat16* kr = p.k + (size_t(hkv) * p.kv_tokens + j) * head_dim;
     float s = 0.0f;
     for (int d = 0; d < head_dim; ++d) s += qv[d] * __bfloat162float(kr[d]);
     return s * scale;
@@ -377,7 +392,7 @@ __global__ void reference_kernel(Params p, int head_dim, const int32_t* rows, fl
       for (int j = p.kv_off[b] + tid; j < p.kv_off[b + 1]; j += nth) {
         const float e = expf(score(j) - mx);
         sum += e;
-        const __nv_bfloat16* vr = p.v + (size_t(h) * p.kv_tokens + j) * head_dim;
+        const __nv_bfloat16* vr = p.v + (size_t(hkv) * p.kv_tokens + j) * head_dim;
         for (int d = 0; d < head_dim; ++d) atomicAdd(&acc[d], e * __bfloat162float(vr[d]));
       }
     }
@@ -467,6 +482,10 @@ Params make_params(const DeviceLayout& dl, const void* q, const void* k, const v
   p.kv_tokens = dl.host.kv_tokens();
   p.per_head = dl.host.per_head ? 1 : 0;
   p.scale_log2 = dl.host.scale() * 1.4426950408889634f;
+  p.kv_base = dl.kv_base;
+  p.kv_hstride = dl.kv_hstride;
+  p.head0 = dl.host.head0;
+  p.kv_group = std::max(1, dl.host.kv_group);
   return p;
 }
 
@@ -531,6 +550,9 @@ DeviceLayout& DeviceLayout::operator=(DeviceLayout&& o) noexcept {
     n_tiles64 = o.n_tiles64;
     n_tiles128 = o.n_tiles128;
     n_tiles256 = o.n_tiles256;
+    kv_base = o.kv_base;
+    kv_hstride = o.kv_hstride;
+    o.kv_base = o.kv_hstride = nullptr;
     o.q_offsets = o.kv_offsets = o.row_ptr = o.kv_blocks = nullptr;
     o.tiles64 = o.tiles128 = o.tiles256 = nullptr;
     o.n_tiles64 = o.n_tiles128 = o.n_tiles256 = 0;
@@ -545,6 +567,9 @@ void DeviceLayout::release() {
   for (int32_t* p : {q_offsets, kv_offsets, row_ptr, kv_blocks, tiles64, tiles128, tiles256})
     if (p) (void)cudaFree(p);
   q_offsets = kv_offsets = row_ptr = kv_blocks = tiles64 = tiles128 = tiles256 = nullptr;
+  for (int64_t* p : {kv_base, kv_hstride})
+    if (p) (void)cudaFree(p);
+  kv_base = kv_hstride = nullptr;
 }
 
 Result<DeviceLayout> upload_layout(const BlockSparseLayout& layout) {
@@ -569,6 +594,14 @@ Result<DeviceLayout> upload_layout(const BlockSparseLayout& layout) {
   d.n_tiles64 = int(t64.size() / 2);
   d.n_tiles128 = int(t128.size() / 2);
   d.n_tiles256 = int(t256.size() / 2);
+  if (!layout.kv_block_base.empty()) {
+    auto b = to_device(layout.kv_block_base);
+    if (!b) return b.error();
+    d.kv_base = *b;
+    auto hs = to_device(layout.kv_head_stride);
+    if (!hs) return hs.error();
+    d.kv_hstride = *hs;
+  }
   return Result<DeviceLayout>(std::move(d));
 }
 

@@ -40,6 +40,18 @@ struct BlockSparseLayout {
   std::vector<int32_t> row_ptr;           ///< n_q_blocks + 1 (shared) or heads*n_q_blocks + 1
   std::vector<int32_t> kv_blocks;         ///< row_ptr.back() entries, each < n_kv_blocks
   float softmax_scale = 0.0f;             ///< 0 means 1/sqrt(head_dim)
+  /// Paged K/V (the replay's KV slots): when non-empty (n_kv_blocks entries each), KV block b's
+  /// K for KV head g starts at element kv_block_base[b] + g * kv_head_stride[b] of the `k`
+  /// pointer, its V right after it (kv_block_offsets[b+1] - kv_block_offsets[b] rows later), and
+  /// `v` is unused; the 16-byte alignment of every start is the caller's. Empty: K and V are
+  /// [kv_heads, kv_tokens, head_dim] as above.
+  std::vector<int64_t> kv_block_base;
+  std::vector<int64_t> kv_head_stride;
+  /// Query head h of the launch (0 <= h < heads; Q, O and LSE are indexed by it) reads KV head
+  /// (head0 + h) / kv_group: grouped-query attention with kv_group query heads per KV head,
+  /// over a head range that starts at head0. Contiguous K/V then has heads / kv_group heads.
+  int head0 = 0;
+  int kv_group = 1;
 
   int n_q_blocks() const { return q_block_offsets.empty() ? 0 : int(q_block_offsets.size()) - 1; }
   int n_kv_blocks() const {
@@ -97,6 +109,8 @@ class DeviceLayout {
   int32_t* tiles64 = nullptr;   ///< (query block, first token) per 64-row query tile
   int32_t* tiles128 = nullptr;  ///< the same for 128-row query tiles
   int32_t* tiles256 = nullptr;  ///< the same for 256-row query tiles
+  int64_t* kv_base = nullptr;   ///< paged K/V tables (nullptr: contiguous)
+  int64_t* kv_hstride = nullptr;
   int n_tiles64 = 0;
   int n_tiles128 = 0;
   int n_tiles256 = 0;
@@ -172,6 +186,17 @@ CheckResult compare_with_reference(int heads, int q_tokens, int head_dim,
                                    const std::vector<float>& o_ref,
                                    const std::vector<float>& lse_ref, const Tolerance& tol,
                                    const std::vector<int>& rows = {});
+
+/// Host versions for the host backend (same contract as attention_forward / _reference, arrays
+/// in host memory, bf16 as 16-bit patterns): the forward keeps FlashAttention's recurrence (one
+/// KV block at a time, online max and sum in fp32, P rounded to bf16 before P V, O rounded to
+/// bf16); the reference is two-pass in double. Single-threaded; the replay bounds the work it
+/// hands them (replay/README.md, "Real compute").
+void attention_forward_host(const BlockSparseLayout& layout, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, uint16_t* o, float* lse);
+void attention_reference_host(const BlockSparseLayout& layout, const uint16_t* q,
+                              const uint16_t* k, const uint16_t* v, float* o_ref, float* lse_ref,
+                              const std::vector<int>& q_blocks = {});
 
 /// bf16 <-> float on the host (round to nearest even; NaN stays NaN).
 float bf16_to_float(uint16_t b);

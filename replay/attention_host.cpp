@@ -1,9 +1,11 @@
 // Host-side parts of the sparsp attention kernel (attention.cuh): layout checks, FLOP count,
 // tolerance and comparison. Builds without CUDA, so CPU-only CI tests them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
+#include <vector>
 
 #include "attention.cuh"
 
@@ -69,7 +71,130 @@ Status check_layout(const BlockSparseLayout& l, const std::string& name) {
             "KV block " + std::to_string(b) + " repeated in the list of row " + std::to_string(r));
     }
   }
+  if (l.kv_group < 1) return input_error(name, "/kv_group", "must be at least 1");
+  if (l.head0 < 0) return input_error(name, "/head0", "must not be negative");
+  if (!l.kv_block_base.empty() &&
+      (l.kv_block_base.size() != size_t(nkv) || l.kv_head_stride.size() != size_t(nkv)))
+    return input_error(name, "/kv_block_base",
+                       "paged K/V tables need one entry per KV block (" + std::to_string(nkv) +
+                           ")");
   return Ok{};
+}
+
+namespace {
+// K and V rows of KV token j (global in the layout) of KV head g, for paged or contiguous K/V.
+struct KvRows {
+  const uint16_t* k;
+  const uint16_t* v;
+};
+KvRows kv_rows(const BlockSparseLayout& l, const uint16_t* k, const uint16_t* v, int g, int b,
+               int j) {
+  const int D = l.head_dim;
+  const int s = l.kv_block_offsets[size_t(b)], e = l.kv_block_offsets[size_t(b) + 1];
+  if (!l.kv_block_base.empty()) {
+    const uint16_t* kb = k + l.kv_block_base[size_t(b)] + int64_t(g) * l.kv_head_stride[size_t(b)];
+    return {kb + size_t(j - s) * D, kb + size_t(e - s + j - s) * D};
+  }
+  const size_t row = size_t(g) * size_t(l.kv_tokens()) + size_t(j);
+  return {k + row * D, v + row * D};
+}
+}  // namespace
+
+void attention_forward_host(const BlockSparseLayout& l, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, uint16_t* o, float* lse) {
+  const int D = l.head_dim, nq = l.n_q_blocks(), qt = l.q_tokens();
+  const float scale = l.scale();
+  std::vector<float> qv(static_cast<size_t>(D)), acc(static_cast<size_t>(D)), sc;
+  for (int h = 0; h < l.heads; ++h) {
+    const int g = (l.head0 + h) / std::max(1, l.kv_group);
+    for (int qb = 0; qb < nq; ++qb) {
+      const size_t r = size_t(l.per_head ? h * nq + qb : qb);
+      for (int t = l.q_block_offsets[size_t(qb)]; t < l.q_block_offsets[size_t(qb) + 1]; ++t) {
+        const size_t row = size_t(h) * size_t(qt) + size_t(t);
+        for (int d = 0; d < D; ++d) qv[size_t(d)] = bf16_to_float(q[row * D + size_t(d)]);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float m = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+        // Online softmax, one KV block at a time (FlashAttention's recurrence), P in bf16 before
+        // P V as the GPU kernel rounds it.
+        for (int32_t i = l.row_ptr[r]; i < l.row_ptr[r + 1]; ++i) {
+          const int b = l.kv_blocks[size_t(i)];
+          const int s = l.kv_block_offsets[size_t(b)], e = l.kv_block_offsets[size_t(b) + 1];
+          sc.assign(size_t(e - s), 0.0f);
+          float mb = -std::numeric_limits<float>::infinity();
+          for (int j = s; j < e; ++j) {
+            const KvRows kr = kv_rows(l, k, v, g, b, j);
+            float dot = 0.0f;
+            for (int d = 0; d < D; ++d) dot += qv[size_t(d)] * bf16_to_float(kr.k[d]);
+            sc[size_t(j - s)] = dot * scale;
+            mb = std::max(mb, dot * scale);
+          }
+          const float mn = std::max(m, mb);
+          const float alpha = std::exp(m - mn);
+          sum *= alpha;
+          for (float& a : acc) a *= alpha;
+          for (int j = s; j < e; ++j) {
+            const float pj = std::exp(sc[size_t(j - s)] - mn);
+            sum += pj;
+            const float pr = bf16_to_float(float_to_bf16(pj));
+            const KvRows kr = kv_rows(l, k, v, g, b, j);
+            for (int d = 0; d < D; ++d) acc[size_t(d)] += pr * bf16_to_float(kr.v[d]);
+          }
+          m = mn;
+        }
+        for (int d = 0; d < D; ++d)
+          o[row * D + size_t(d)] = float_to_bf16(sum > 0.0f ? acc[size_t(d)] / sum : 0.0f);
+        lse[row] = sum > 0.0f ? m + std::log(sum) : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+}
+
+void attention_reference_host(const BlockSparseLayout& l, const uint16_t* q, const uint16_t* k,
+                              const uint16_t* v, float* o_ref, float* lse_ref,
+                              const std::vector<int>& q_blocks) {
+  const int D = l.head_dim, nq = l.n_q_blocks(), qt = l.q_tokens();
+  const double scale = l.scale();
+  std::vector<int> blocks = q_blocks;
+  if (blocks.empty())
+    for (int qb = 0; qb < nq; ++qb) blocks.push_back(qb);
+  std::vector<double> sc, acc(static_cast<size_t>(D));
+  for (int h = 0; h < l.heads; ++h) {
+    const int g = (l.head0 + h) / std::max(1, l.kv_group);
+    for (int qb : blocks) {
+      const size_t r = size_t(l.per_head ? h * nq + qb : qb);
+      for (int t = l.q_block_offsets[size_t(qb)]; t < l.q_block_offsets[size_t(qb) + 1]; ++t) {
+        const size_t row = size_t(h) * size_t(qt) + size_t(t);
+        sc.clear();
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int32_t i = l.row_ptr[r]; i < l.row_ptr[r + 1]; ++i) {
+          const int b = l.kv_blocks[size_t(i)];
+          for (int j = l.kv_block_offsets[size_t(b)]; j < l.kv_block_offsets[size_t(b) + 1]; ++j) {
+            const KvRows kr = kv_rows(l, k, v, g, b, j);
+            double dot = 0;
+            for (int d = 0; d < D; ++d)
+              dot += double(bf16_to_float(q[row * D + size_t(d)])) * bf16_to_float(kr.k[d]);
+            sc.push_back(dot * scale);
+            mx = std::max(mx, dot * scale);
+          }
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0;
+        size_t n = 0;
+        for (int32_t i = l.row_ptr[r]; i < l.row_ptr[r + 1]; ++i) {
+          const int b = l.kv_blocks[size_t(i)];
+          for (int j = l.kv_block_offsets[size_t(b)]; j < l.kv_block_offsets[size_t(b) + 1]; ++j) {
+            const double p = std::exp(sc[n++] - mx);
+            sum += p;
+            const KvRows kr = kv_rows(l, k, v, g, b, j);
+            for (int d = 0; d < D; ++d) acc[size_t(d)] += p * bf16_to_float(kr.v[d]);
+          }
+        }
+        for (int d = 0; d < D; ++d)
+          o_ref[row * D + size_t(d)] = sum > 0 ? float(acc[size_t(d)] / sum) : 0.0f;
+        lse_ref[row] = sum > 0 ? float(mx + std::log(sum)) : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
 }
 
 double active_flops(const BlockSparseLayout& l) {

@@ -7,6 +7,10 @@
 // An opaque payload (a transfer that is not a whole number of KV blocks) uses
 // item = kOpaqueItem | transfer index and head 0. Byte i of a region is byte (i % 4) of word i / 4,
 // little-endian, so tails shorter than a word are covered too.
+//
+// Every word is two finite bf16 values (bf16_pair), so a KV block is also real attention input:
+// its head slice g (KV head g; bytes_per_head = 2 * tokens * head_dim * 2) holds K[tokens][head_dim]
+// then V[tokens][head_dim], row-major bf16, element e of the slice in half (e % 2) of its word.
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -18,6 +22,9 @@
 namespace sparsp::replay::detail {
 
 inline constexpr uint32_t kOpaqueItem = 0x80000000u;
+/// Item tag of a query block's Q (item = kQueryItem | block): never transferred, generated where
+/// it is used (the rank's Q buffer, the reference).
+inline constexpr uint32_t kQueryItem = 0x40000000u;
 inline constexpr uint32_t kPoisonByte = 0xA5u;
 
 struct ContentKey {
@@ -38,6 +45,20 @@ SPARSP_HD uint32_t mix32(uint32_t h) {
   return h;
 }
 
+/// Maps 16 hash bits to a finite bf16 of magnitude in [2^-3, 2): sign from bit 15, mantissa from
+/// bits 0-6, biased exponent 124 + bits 7-8 (124..127). So every payload word is two valid bf16
+/// values (K, V and Q of the real-compute replay read them as such) and never the poison pattern
+/// (0xA5A5's exponent field is 75).
+SPARSP_HD uint32_t bf16_of_bits(uint32_t h) {
+  return (h & 0x807Fu) | ((124u + ((h >> 7) & 3u)) << 7);
+}
+SPARSP_HD uint32_t bf16_pair(uint32_t x) {
+  return bf16_of_bits(x & 0xFFFFu) | (bf16_of_bits(x >> 16) << 16);
+}
+
+/// Bound of |value| of every content element (bf16_of_bits): below 2.
+inline constexpr double kContentMaxAbs = 2.0;
+
 SPARSP_HD uint32_t content_word(const ContentKey& k, uint64_t word) {
   uint32_t head = 0;
   if (k.bytes_per_head > 0) {
@@ -47,8 +68,12 @@ SPARSP_HD uint32_t content_word(const ContentKey& k, uint64_t word) {
   uint32_t x = mix32(k.layer * 0x9e3779b1u ^ k.item);
   x = mix32(x ^ (head * 0x7feb352du) ^ (k.owner << 24));
   x = mix32(x ^ static_cast<uint32_t>(word) ^ static_cast<uint32_t>(word >> 32) * 0x846ca68bu);
-  // Never the poison pattern, so a poisoned word can never pass.
-  return x == 0xA5A5A5A5u ? 0x5A5A5A5Au : x;
+  return bf16_pair(x);
+}
+
+/// Element `elem` of a region read as bf16 (16-bit pattern): half (elem % 2) of word elem / 2.
+SPARSP_HD uint16_t content_bf16(const ContentKey& k, uint64_t elem) {
+  return static_cast<uint16_t>(content_word(k, elem / 2) >> (16 * (elem % 2)));
 }
 
 SPARSP_HD uint8_t content_byte(const ContentKey& k, uint64_t i) {

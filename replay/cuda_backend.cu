@@ -33,6 +33,7 @@
 #include <map>
 #include <set>
 
+#include "attention.cuh"
 #include "cuda_check.hpp"
 #include "exec_plan.hpp"
 
@@ -116,6 +117,32 @@ __global__ void verify_kernel(const DevRegion* regions, unsigned long long* firs
         atomicMin(first_bad + blockIdx.y, static_cast<unsigned long long>(i));
 }
 
+/// The original K and V of a layer plan, contiguous [kv_heads][tokens][head_dim] bf16, from the
+/// blocks' content keys (never transferred): the output check's reference reads them.
+__global__ void reference_kv_kernel(const ContentKey* keys, const int32_t* tok_off, int blocks,
+                                    int kv_heads, int head_dim, uint16_t* k, uint16_t* v) {
+  const int T = tok_off[blocks];
+  const uint64_t n = uint64_t(kv_heads) * T * head_dim;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const int d = int(i % head_dim);
+    const int t = int((i / head_dim) % T);
+    const int g = int(i / (uint64_t(head_dim) * T));
+    int lo = 0, hi = blocks - 1;  // the block holding token t
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (tok_off[mid] <= t)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const int nb = tok_off[lo + 1] - tok_off[lo], j = t - tok_off[lo];
+    const uint64_t e = uint64_t(g) * 2 * nb * head_dim + uint64_t(j) * head_dim + d;
+    k[i] = content_bf16(keys[lo], e);
+    v[i] = content_bf16(keys[lo], e + uint64_t(nb) * head_dim);
+  }
+}
+
 /// Per-device state.
 struct Device {
   int ordinal = 0;
@@ -132,6 +159,12 @@ struct Device {
   size_t d_regions_cap = 0;
   unsigned long long* d_bad = nullptr;
   size_t d_bad_cap = 0;
+  // Real compute: the output check's reference (one set per device, reused by its ranks).
+  uint16_t* ref_k = nullptr;
+  uint16_t* ref_v = nullptr;
+  float* o_ref = nullptr;
+  float* lse_ref = nullptr;
+  const ExecLayer* ref_layer = nullptr;  ///< the layer plan whose K/V ref_k/ref_v hold
 };
 
 class CudaBackend final : public Backend {
@@ -141,7 +174,7 @@ class CudaBackend final : public Backend {
   Status prepare(const policy::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) override {
     ranks_ = exec.ranks;
     hosts_ = exec.hosts;
-    emulate_compute_ = opt.emulate_compute;
+    emulate_compute_ = opt.emulate_compute && opt.compute != ComputeMode::none;
     // More hardware queues than the default 8, so that concurrent streams do not alias onto one
     // queue and serialise (must precede the first CUDA call; an explicit setting wins).
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
@@ -197,11 +230,19 @@ class CudaBackend final : public Backend {
                        2};
         if (can) peer_pairs.insert({ds, dd});
       }
-    // Memory: all holder buffers of the ranks on each device, plus 256 MiB headroom.
+    // Memory: all holder buffers of the ranks on each device, plus 256 MiB headroom; with real
+    // compute also every rank's Q and outputs and the device's reference buffers.
+    exec_ = &exec;
+    uint64_t max_q = 0;
+    for (uint64_t q : exec.max_q_bytes) max_q = std::max(max_q, q);
+    const uint64_t ref_bytes =
+        exec.real ? exec.max_reference_kv_bytes + 2 * max_q + max_q / exec.head_dim * 2 : 0;
     for (auto& [d, dv] : devs_) {
-      uint64_t need = 256ull << 20;
+      uint64_t need = (256ull << 20) + ref_bytes;
       for (int r = 0; r < ranks_; ++r)
-        if (rank_dev_[r] == d) need += exec.max_holder_bytes[r];
+        if (rank_dev_[r] == d)
+          need += exec.max_holder_bytes[r] +
+                  (exec.real ? exec.max_q_bytes[r] + exec.max_out_bytes[r] : 0);
       size_t free_b = 0, total_b = 0;
       SPARSP_CUDA_TRY(cudaSetDevice(d));
       SPARSP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
@@ -254,6 +295,23 @@ class CudaBackend final : public Backend {
     for (int h = ranks_; h < exec.holders(); ++h) {
       SPARSP_CUDA_TRY(cudaHostAlloc(&bufs_[h], std::max<uint64_t>(exec.max_holder_bytes[h], 256),
                                     cudaHostAllocPortable | cudaHostAllocMapped));
+    }
+    q_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
+    out_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
+    if (exec.real) {
+      for (int r = 0; r < ranks_; ++r) {
+        SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r]));
+        SPARSP_CUDA_TRY(cudaMalloc(&q_bufs_[r], std::max<uint64_t>(exec.max_q_bytes[r], 256)));
+        SPARSP_CUDA_TRY(cudaMalloc(&out_bufs_[r], std::max<uint64_t>(exec.max_out_bytes[r], 256)));
+      }
+      for (auto& [d, dv] : devs_) {
+        SPARSP_CUDA_TRY(cudaSetDevice(d));
+        const uint64_t kv = std::max<uint64_t>(exec.max_reference_kv_bytes / 2, 256);
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.ref_k, kv));
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.ref_v, kv));
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.o_ref, std::max<uint64_t>(2 * max_q, 256)));
+        SPARSP_CUDA_TRY(cudaMalloc(&dv.lse_ref, std::max<uint64_t>(max_q / exec.head_dim * 2, 256)));
+      }
     }
     SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&gate_flag_), sizeof(int),
                                   cudaHostAllocPortable | cudaHostAllocMapped));
@@ -310,6 +368,17 @@ class CudaBackend final : public Backend {
       }
     }
     SPARSP_TRY(run_region_kernel(layer.fills, /*verify=*/false, nullptr));
+    layouts_.clear();
+    if (exec_->real) {
+      for (const RankQueries& rq : layer.queries)
+        SPARSP_TRY(run_region_kernel(rq.q_fills, /*verify=*/false, nullptr, &q_bufs_));
+      for (const AttnWork& w : layer.attn) {
+        SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[w.rank]));
+        auto dl = attention::upload_layout(w.layout);
+        if (!dl) return dl.error();
+        layouts_.push_back(std::move(*dl));
+      }
+    }
     for (const Region& r : layer.fills)
       if (r.holder >= ranks_) fill_region(bufs_[r.holder], r);
     for (auto& [d, dv] : devs_) {
@@ -451,17 +520,91 @@ class CudaBackend final : public Backend {
 
   Status corrupt(const ExecLayer& /*layer*/, const Region& r) override {
     if (r.bytes == 0) return Ok{};
-    uint8_t* p = bufs_[r.holder] + r.offset + r.bytes / 2;
+    const auto [off, len] = corrupt_span(r);
     if (r.holder >= ranks_) {
-      *p ^= 1;
+      std::memset(bufs_[r.holder] + off, kCorruptByte, len);
       return Ok{};
     }
-    uint8_t v = 0;
     SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r.holder]));
-    SPARSP_CUDA_TRY(cudaMemcpy(&v, p, 1, cudaMemcpyDeviceToHost));
-    v ^= 1;
-    SPARSP_CUDA_TRY(cudaMemcpy(p, &v, 1, cudaMemcpyHostToDevice));
+    SPARSP_CUDA_TRY(cudaMemset(bufs_[r.holder] + off, kCorruptByte, len));
     return Ok{};
+  }
+
+  Result<OutputRows> read_outputs(const ExecLayer& layer, int rank,
+                                  const std::vector<int>& check) override {
+    const RankQueries& rq = layer.queries[static_cast<size_t>(rank)];
+    const int d = rank_dev_[rank];
+    Device& dv = devs_[d];
+    const int H = exec_->heads, D = exec_->head_dim;
+    SPARSP_CUDA_TRY(cudaSetDevice(d));
+    SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+    if (dv.ref_layer != &layer) {  // the layer's original K/V, once per layer plan and device
+      const int nb = static_cast<int>(layer.block_keys.size());
+      auto keys = device_copy(layer.block_keys);
+      if (!keys) return keys.error();
+      auto toks = device_copy(layer.block_token_offsets);
+      if (!toks) return toks.error();
+      reference_kv_kernel<<<dv.prop.multiProcessorCount * 4, 256>>>(
+          *keys, *toks, nb, exec_->kv_heads, D, dv.ref_k, dv.ref_v);
+      const cudaError_t le = cudaGetLastError();
+      const cudaError_t se = cudaDeviceSynchronize();
+      (void)cudaFree(*keys);
+      (void)cudaFree(*toks);
+      SPARSP_CUDA_TRY(le);
+      SPARSP_CUDA_TRY(se);
+      dv.ref_layer = &layer;
+    }
+    auto ref = attention::upload_layout(rq.reference);
+    if (!ref) return ref.error();
+    SPARSP_TRY(attention::attention_reference(*ref, q_bufs_[rank], dv.ref_k, dv.ref_v, dv.o_ref,
+                                              dv.lse_ref, check, nullptr));
+    const int qt = rq.reference.q_tokens();
+    const std::vector<int> rows = checked_rows(rq, check);
+    // Row runs (one per checked query block) to copy per head.
+    std::vector<std::pair<int, int>> runs;
+    for (int i : check)
+      runs.push_back({rq.reference.q_block_offsets[static_cast<size_t>(i)],
+                      rq.reference.q_block_offsets[static_cast<size_t>(i) + 1]});
+    auto gather = [&](const void* base, size_t elem, int heads, std::vector<uint8_t>& out,
+                      int width) -> Status {
+      out.resize(size_t(heads) * rows.size() * width * elem);
+      size_t at = 0;
+      for (int h = 0; h < heads; ++h)
+        for (auto [a, b] : runs) {
+          const size_t n = size_t(b - a) * width * elem;
+          SPARSP_CUDA_TRY(cudaMemcpy(
+              out.data() + at,
+              static_cast<const uint8_t*>(base) + (size_t(h) * qt + a) * width * elem, n,
+              cudaMemcpyDeviceToHost));
+          at += n;
+        }
+      return Ok{};
+    };
+    OutputRows out;
+    std::vector<uint8_t> raw;
+    for (const AttnWork& w : layer.attn) {
+      if (w.rank != rank) continue;
+      const int th = w.head_end - w.head_begin;
+      SPARSP_TRY(gather(out_bufs_[rank] + w.o_offset, 2, th, raw, D));
+      std::vector<float> ov(raw.size() / 2);
+      for (size_t k = 0; k < ov.size(); ++k) {
+        uint16_t b;
+        std::memcpy(&b, raw.data() + 2 * k, 2);
+        ov[k] = attention::bf16_to_float(b);
+      }
+      SPARSP_TRY(gather(out_bufs_[rank] + w.lse_offset, 4, th, raw, 1));
+      std::vector<float> lv(raw.size() / 4);
+      std::memcpy(lv.data(), raw.data(), raw.size());
+      out.o.push_back(std::move(ov));
+      out.lse.push_back(std::move(lv));
+    }
+    SPARSP_TRY(gather(dv.o_ref, 4, H, raw, D));
+    out.o_ref.resize(raw.size() / 4);
+    std::memcpy(out.o_ref.data(), raw.data(), raw.size());
+    SPARSP_TRY(gather(dv.lse_ref, 4, H, raw, 1));
+    out.lse_ref.resize(raw.size() / 4);
+    std::memcpy(out.lse_ref.data(), raw.data(), raw.size());
+    return out;
   }
 
   std::string description() const override {
@@ -592,6 +735,11 @@ class CudaBackend final : public Backend {
       }
     }
     SPARSP_NCCL_TRY(ncclGroupEnd());
+    for (int i : members) {
+      const Activity& a = layer.acts[static_cast<size_t>(i)];
+      SPARSP_CUDA_TRY(cudaSetDevice(dev_of(a.dst)));
+      SPARSP_TRY(corrupt_after(layer, static_cast<size_t>(i), stream[dev_of(a.dst)]));
+    }
     for (auto& [d, s] : stream) {
       auto e = event(d, false);
       if (!e) return e.error();
@@ -627,6 +775,24 @@ class CudaBackend final : public Backend {
 #endif
   }
 
+  /// Fault injection: after transfer i (the one delivering the corrupted block), on its stream.
+  Status corrupt_after(const ExecLayer& layer, size_t i, cudaStream_t s) {
+    if (static_cast<int>(i) != layer.corrupt_act || layer.corrupt_check < 0) return Ok{};
+    const Region& r = layer.checks[static_cast<size_t>(layer.corrupt_check)];
+    if (r.holder >= ranks_ || r.bytes == 0) return corrupt(layer, r);
+    const auto [off, len] = corrupt_span(r);
+    SPARSP_CUDA_TRY(cudaMemsetAsync(bufs_[r.holder] + off, kCorruptByte, len, s));
+    return Ok{};
+  }
+
+  template <class T>
+  static Result<T*> device_copy(const std::vector<T>& h) {
+    T* d = nullptr;
+    SPARSP_CUDA_TRY(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)));
+    if (!h.empty()) SPARSP_CUDA_TRY(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+  }
+
   /// Issues the next step of activity i; `done` when it is fully issued (end event recorded).
   Status issue_step(const ExecLayer& layer, size_t i, std::vector<Issue>& st, bool& done) {
     const Activity& a = layer.acts[i];
@@ -649,7 +815,17 @@ class CudaBackend final : public Backend {
       is.start = *e0;
       is.end = *e1;
       SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
-      if (emulate_compute_ && a.duration_s > 0) {
+      const int w = exec_->real ? layer.attn_of_act[i] : -1;
+      if (w >= 0) {
+        const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
+        const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
+        const uint8_t* q =
+            q_bufs_[aw.rank] + size_t(aw.head_begin) * qt * size_t(exec_->head_dim) * 2;
+        SPARSP_TRY(attention::attention_forward(
+            layouts_[static_cast<size_t>(w)], q, bufs_[aw.rank], nullptr,
+            out_bufs_[aw.rank] + aw.o_offset,
+            reinterpret_cast<float*>(out_bufs_[aw.rank] + aw.lse_offset), is.s1));
+      } else if (emulate_compute_ && a.duration_s > 0) {
         const int sms = compute_sms_ > 0
                             ? std::min(compute_sms_, dv.prop.multiProcessorCount)
                             : std::max(1, dv.prop.multiProcessorCount / std::max(1, dv.ranks_here));
@@ -684,6 +860,7 @@ class CudaBackend final : public Backend {
         else
           SPARSP_TRY(copy(dst, src, p.bytes, is.s1, sm, a.comm_sms));
       }
+      SPARSP_TRY(corrupt_after(layer, i, is.s1));
       SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s1));
       done = true;
       return Ok{};
@@ -737,6 +914,7 @@ class CudaBackend final : public Backend {
       if (!e1) return e1.error();
       is.end = *e1;
       SPARSP_CUDA_TRY(cudaSetDevice(dd));
+      SPARSP_TRY(corrupt_after(layer, i, is.s2));
       SPARSP_CUDA_TRY(cudaEventRecord(is.end, is.s2));
       done = true;
     }
@@ -773,15 +951,19 @@ class CudaBackend final : public Backend {
   }
 
   /// Fill (verify=false) or check the device regions of `regions`; bad[c] = first bad byte.
+  /// `bases`: the buffers the regions' offsets refer to, per holder (default: the holder
+  /// buffers; the Q buffers for Q regions).
   Status run_region_kernel(const std::vector<Region>& regions, bool verify,
-                           std::vector<int64_t>* bad) {
+                           std::vector<int64_t>* bad,
+                           const std::vector<uint8_t*>* bases = nullptr) {
+    const std::vector<uint8_t*>& base = bases ? *bases : bufs_;
     for (auto& [d, dv] : devs_) {
       std::vector<DevRegion> table;
       std::vector<size_t> index;
       for (size_t c = 0; c < regions.size(); ++c) {
         const Region& r = regions[c];
         if (r.holder < ranks_ && rank_dev_[r.holder] == d && r.bytes > 0) {
-          table.push_back(DevRegion{bufs_[r.holder] + r.offset, r.bytes, r.key});
+          table.push_back(DevRegion{base[r.holder] + r.offset, r.bytes, r.key});
           index.push_back(c);
         }
       }
@@ -836,6 +1018,9 @@ class CudaBackend final : public Backend {
       if (dv.base) cudaEventDestroy(dv.base);
       if (dv.d_regions) cudaFree(dv.d_regions);
       if (dv.d_bad) cudaFree(dv.d_bad);
+      for (void* p : {static_cast<void*>(dv.ref_k), static_cast<void*>(dv.ref_v),
+                      static_cast<void*>(dv.o_ref), static_cast<void*>(dv.lse_ref)})
+        if (p) cudaFree(p);
     }
     for (int h = 0; h < static_cast<int>(bufs_.size()); ++h) {
       if (!bufs_[h]) continue;
@@ -846,6 +1031,14 @@ class CudaBackend final : public Backend {
         cudaFreeHost(bufs_[h]);
       }
     }
+    layouts_.clear();
+    for (int r = 0; r < static_cast<int>(q_bufs_.size()); ++r) {
+      cudaSetDevice(rank_dev_[r]);
+      if (q_bufs_[r]) cudaFree(q_bufs_[r]);
+      if (out_bufs_[r]) cudaFree(out_bufs_[r]);
+    }
+    q_bufs_.clear();
+    out_bufs_.clear();
     if (staging_) cudaFreeHost(staging_);
     if (gate_flag_) cudaFreeHost(gate_flag_);
 #ifdef SPARSP_HAVE_NCCL
@@ -858,6 +1051,9 @@ class CudaBackend final : public Backend {
 
   int ranks_ = 0, hosts_ = 0;
   bool emulate_compute_ = true;
+  const ExecPlan* exec_ = nullptr;
+  std::vector<uint8_t*> q_bufs_, out_bufs_;      ///< per rank (real compute)
+  std::vector<attention::DeviceLayout> layouts_;  ///< per AttnWork of the filled layer
   std::vector<int> rank_dev_;
   std::map<int, Device> devs_;
   std::vector<uint8_t*> bufs_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attention.cuh"
 #include "content.hpp"
 #include "sparsp/plan.hpp"
 #include "sparsp/replay.hpp"
@@ -50,6 +51,34 @@ struct Activity {
   bool skip = false;      ///< fault injection: not executed
 };
 
+/// Real compute of one attention activity (ReplayOptions::compute real): the rank's query
+/// blocks (its Q buffer, heads [head_begin, head_end)) against KV blocks read in place from the
+/// rank's KV slots (paged layout: kv_block_base are bf16 element offsets into the rank's holder
+/// buffer). Output: O [heads of the task, q_tokens, head_dim] bf16 at byte o_offset and LSE
+/// [heads of the task, q_tokens] fp32 at lse_offset of the rank's output arena.
+struct AttnWork {
+  int act = -1;  ///< index into ExecLayer::acts
+  int rank = 0;
+  int head_begin = 0, head_end = 0;
+  attention::BlockSparseLayout layout;
+  std::vector<int> kv_block_ids;  ///< layout KV block -> plan block
+  uint64_t o_offset = 0, lse_offset = 0;
+  double flops = 0;  ///< active FLOPs (attention::active_flops)
+};
+
+/// A rank's queries: its own blocks in ascending order, their token offsets in its Q buffer
+/// ([heads, q_tokens, head_dim] bf16), the regions that fill it and the reference's layout (the
+/// same query blocks against every KV block of the original, never-transferred K/V, laid out
+/// [kv_heads, total tokens, head_dim]).
+struct RankQueries {
+  std::vector<int> blocks;
+  std::vector<Region> q_fills;  ///< holder = rank; offsets into the Q buffer
+  uint64_t q_bytes = 0;
+  uint64_t out_bytes = 0;  ///< output arena: every AttnWork's O and LSE
+  attention::BlockSparseLayout reference;
+  std::vector<int> check_blocks;  ///< indices into `blocks` the output check covers
+};
+
 struct ExecLayer {
   int plan_index = 0;
   std::vector<Activity> acts;  ///< transfers then compute, workload order
@@ -59,11 +88,24 @@ struct ExecLayer {
   std::vector<uint64_t> holder_bytes;  ///< buffer size needed per holder
   uint64_t bytes_moved = 0;            ///< per iteration
   int corrupt_check = -1;  ///< fault injection: index into checks to corrupt after the run
+  int corrupt_act = -1;    ///< fault injection: the transfer after which it is corrupted
+  // Real compute (ExecPlan::real):
+  std::vector<AttnWork> attn;
+  std::vector<int> attn_of_act;      ///< per activity: index into attn, or -1
+  std::vector<RankQueries> queries;  ///< per rank
+  std::vector<ContentKey> block_keys;     ///< per plan block: its KV content (for the reference)
+  std::vector<int32_t> block_token_offsets;  ///< num_blocks + 1: the sequence's token offsets
 };
 
 struct ExecPlan {
   int ranks = 0;
   int hosts = 0;
+  bool real = false;         ///< attention runs for real (AttnWork); else emulated or none
+  std::string compute_note;  ///< why real compute was not used where it was the default
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  attention::Tolerance tolerance;  ///< of one output element (derive_tolerance, content < 2)
+  std::vector<uint64_t> max_q_bytes, max_out_bytes;  ///< per rank, over layers
+  uint64_t max_reference_kv_bytes = 0;               ///< K plus V, over layers
   std::vector<ExecLayer> layers;
   std::vector<uint64_t> max_holder_bytes;  ///< over layers
   int holders() const { return ranks + hosts; }
@@ -84,6 +126,16 @@ void fill_region(uint8_t* base, const Region& r);
 /// Returns the first mismatching byte offset within the region, or -1.
 int64_t check_region(const uint8_t* base, const Region& r);
 
+/// Fault injection: the byte span [offset, offset + bytes) of a region that corrupt() overwrites
+/// with kCorruptByte (bf16 0x4747 = 50944, far above the content's |x| < 2): from the region's
+/// middle (rounded down to an even byte), at most 4 KiB.
+inline constexpr uint8_t kCorruptByte = 0x47;
+std::pair<uint64_t, uint64_t> corrupt_span(const Region& r);
+
+/// The token rows (in the rank's Q buffer) of query blocks `check` (indices into rq.blocks),
+/// in order: the rows OutputRows holds.
+std::vector<int> checked_rows(const RankQueries& rq, const std::vector<int>& check);
+
 /// Median of a non-empty vector (by copy).
 double median(std::vector<double> v);
 
@@ -103,8 +155,19 @@ class Backend {
   /// Checks every receive region; on mismatch returns the index into layer.checks and the
   /// byte offset; {-1, -1} when all are good.
   virtual Result<std::pair<int64_t, int64_t>> verify(const ExecLayer& layer) = 0;
-  /// Flips one byte of a received region (fault injection).
+  /// Overwrites a span of a received region with values far outside the content's range
+  /// (fault injection; corrupt_span).
   virtual Status corrupt(const ExecLayer& layer, const Region& r) = 0;
+  /// Real compute: O and LSE of every AttnWork of `rank` for the tokens of its query blocks
+  /// `check` (indices into RankQueries::blocks), and the reference for them. Shapes: o
+  /// [works][heads of the work][rows][head_dim] as float, lse [works][heads][rows]; o_ref
+  /// [heads][rows][head_dim], lse_ref [heads][rows]; rows = the checked tokens in order.
+  struct OutputRows {
+    std::vector<std::vector<float>> o, lse;
+    std::vector<float> o_ref, lse_ref;
+  };
+  virtual Result<OutputRows> read_outputs(const ExecLayer& layer, int rank,
+                                          const std::vector<int>& check) = 0;
   virtual std::string description() const = 0;
 };
 

@@ -30,14 +30,78 @@ class HostBackend final : public Backend {
                      2};
       }
     }
-    emulate_compute_ = opt.emulate_compute;
+    emulate_compute_ = opt.emulate_compute && opt.compute != ComputeMode::none;
+    exec_ = &exec;
+    q_bufs_.assign(static_cast<size_t>(exec.ranks), {});
+    out_bufs_.assign(static_cast<size_t>(exec.ranks), {});
+    if (exec.real)
+      for (int r = 0; r < exec.ranks; ++r) {
+        q_bufs_[static_cast<size_t>(r)].assign(exec.max_q_bytes[static_cast<size_t>(r)] / 2, 0);
+        out_bufs_[static_cast<size_t>(r)].assign(exec.max_out_bytes[static_cast<size_t>(r)], 0);
+      }
     threads_ = std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
     return Ok{};
   }
 
   Status fill(const ExecLayer& layer) override {
     for (const Region& r : layer.fills) fill_region(buffers_[r.holder].data(), r);
+    if (exec_->real)
+      for (const RankQueries& rq : layer.queries)
+        for (const Region& r : rq.q_fills)
+          fill_region(reinterpret_cast<uint8_t*>(q_bufs_[static_cast<size_t>(r.holder)].data()),
+                      r);
     return Ok{};
+  }
+
+  Result<OutputRows> read_outputs(const ExecLayer& layer, int rank,
+                                  const std::vector<int>& check) override {
+    const RankQueries& rq = layer.queries[static_cast<size_t>(rank)];
+    const int H = exec_->heads, D = exec_->head_dim, kvh = exec_->kv_heads;
+    const std::vector<int> rows = checked_rows(rq, check);
+    const int qt = rq.reference.q_tokens();
+    OutputRows out;
+    for (const AttnWork& w : layer.attn) {
+      if (w.rank != rank) continue;
+      const int th = w.head_end - w.head_begin;
+      const auto* o = reinterpret_cast<const uint16_t*>(out_bufs_[static_cast<size_t>(rank)].data() +
+                                                        w.o_offset);
+      const auto* lse = reinterpret_cast<const float*>(out_bufs_[static_cast<size_t>(rank)].data() +
+                                                       w.lse_offset);
+      std::vector<float> ov, lv;
+      for (int h = 0; h < th; ++h)
+        for (int t : rows) {
+          for (int d = 0; d < D; ++d)
+            ov.push_back(attention::bf16_to_float(o[(size_t(h) * qt + t) * D + d]));
+          lv.push_back(lse[size_t(h) * qt + t]);
+        }
+      out.o.push_back(std::move(ov));
+      out.lse.push_back(std::move(lv));
+    }
+    // The reference, from K/V generated afresh (never transferred) and the rank's Q.
+    const int T = layer.block_token_offsets.back();
+    std::vector<uint16_t> k(size_t(kvh) * T * D), v(k.size());
+    for (size_t b = 0; b + 1 < layer.block_token_offsets.size(); ++b) {
+      const int s = layer.block_token_offsets[b], n = layer.block_token_offsets[b + 1] - s;
+      for (int g = 0; g < kvh; ++g)
+        for (int j = 0; j < n; ++j)
+          for (int d = 0; d < D; ++d) {
+            const uint64_t e = uint64_t(g) * 2 * n * D + uint64_t(j) * D + d;
+            const size_t at = (size_t(g) * T + s + j) * D + d;
+            k[at] = content_bf16(layer.block_keys[b], e);
+            v[at] = content_bf16(layer.block_keys[b], e + uint64_t(n) * D);
+          }
+    }
+    std::vector<float> o_ref(size_t(H) * qt * D, 0.0f), lse_ref(size_t(H) * qt, 0.0f);
+    std::vector<int> qblocks;
+    for (int i : check) qblocks.push_back(i);
+    attention::attention_reference_host(rq.reference, q_bufs_[static_cast<size_t>(rank)].data(),
+                                        k.data(), v.data(), o_ref.data(), lse_ref.data(), qblocks);
+    for (int h = 0; h < H; ++h)
+      for (int t : rows) {
+        for (int d = 0; d < D; ++d) out.o_ref.push_back(o_ref[(size_t(h) * qt + t) * D + d]);
+        out.lse_ref.push_back(lse_ref[size_t(h) * qt + t]);
+      }
+    return out;
   }
 
   Status run_once(const ExecLayer& layer, std::vector<double>& starts,
@@ -76,7 +140,7 @@ class HostBackend final : public Backend {
         lk.unlock();
         const Activity& a = layer.acts[i];
         const double s = now_s();
-        if (!a.skip) execute(a, bounce);
+        if (!a.skip) execute(layer, i, bounce);
         const double e = now_s();
         lk.lock();
         starts[i] = a.skip ? 0 : s;
@@ -103,7 +167,9 @@ class HostBackend final : public Backend {
   }
 
   Status corrupt(const ExecLayer& /*layer*/, const Region& r) override {
-    if (r.bytes > 0) buffers_[r.holder][r.offset + r.bytes / 2] ^= 0x01;
+    if (r.bytes == 0) return Ok{};
+    const auto [off, len] = corrupt_span(r);
+    std::memset(buffers_[r.holder].data() + off, kCorruptByte, len);
     return Ok{};
   }
 
@@ -112,12 +178,29 @@ class HostBackend final : public Backend {
   }
 
  private:
-  void execute(const Activity& a, std::vector<uint8_t>& bounce) {
+  void execute(const ExecLayer& layer, int i, std::vector<uint8_t>& bounce) {
+    const Activity& a = layer.acts[static_cast<size_t>(i)];
     if (a.kind == ActKind::compute) {
-      if (emulate_compute_ && a.duration_s > 0)
+      const int w = exec_->real ? layer.attn_of_act[static_cast<size_t>(i)] : -1;
+      if (w >= 0) {
+        const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
+        const size_t r = static_cast<size_t>(aw.rank);
+        const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
+        const uint16_t* q = q_bufs_[r].data() + size_t(aw.head_begin) * qt * exec_->head_dim;
+        const auto* kv = reinterpret_cast<const uint16_t*>(buffers_[r].data());
+        attention::attention_forward_host(
+            aw.layout, q, kv, nullptr, reinterpret_cast<uint16_t*>(out_bufs_[r].data() + aw.o_offset),
+            reinterpret_cast<float*>(out_bufs_[r].data() + aw.lse_offset));
+      } else if (emulate_compute_ && a.duration_s > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(a.duration_s));
+      }
       return;
     }
+    execute_transfer(a, bounce);
+    if (i == layer.corrupt_act) (void)corrupt(layer, layer.checks[static_cast<size_t>(layer.corrupt_check)]);
+  }
+
+  void execute_transfer(const Activity& a, std::vector<uint8_t>& bounce) {
     uint8_t* src = buffers_[a.src].data();
     uint8_t* dst = buffers_[a.dst].data();
     const bool staged = a.transfer->route == topology::RouteMode::host_staged;
@@ -137,6 +220,9 @@ class HostBackend final : public Backend {
   }
 
   std::vector<std::vector<uint8_t>> buffers_;
+  std::vector<std::vector<uint16_t>> q_bufs_;  ///< per rank: Q [heads, q_tokens, head_dim]
+  std::vector<std::vector<uint8_t>> out_bufs_;  ///< per rank: every AttnWork's O and LSE
+  const ExecPlan* exec_ = nullptr;
   bool emulate_compute_ = true;
   unsigned threads_ = 2;
 };

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "exec_plan.hpp"
+#include "lower_compute.hpp"
 
 namespace sparsp::replay::detail {
 
@@ -59,6 +60,20 @@ int64_t check_region(const uint8_t* base, const Region& r) {
   return -1;
 }
 
+std::pair<uint64_t, uint64_t> corrupt_span(const Region& r) {
+  const uint64_t start = (r.bytes / 2) & ~uint64_t{1};
+  return {r.offset + start, std::min<uint64_t>(r.bytes - start, 4096)};
+}
+
+std::vector<int> checked_rows(const RankQueries& rq, const std::vector<int>& check) {
+  std::vector<int> rows;
+  for (int i : check)
+    for (int t = rq.reference.q_block_offsets[static_cast<size_t>(i)];
+         t < rq.reference.q_block_offsets[static_cast<size_t>(i) + 1]; ++t)
+      rows.push_back(t);
+  return rows;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -81,6 +96,28 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     return Error{
         "replay: plan names host" + std::to_string(max_host) + "; at most 64 host memories", 2};
   ex.max_holder_bytes.assign(ex.holders(), 0);
+  ex.max_q_bytes.assign(static_cast<size_t>(ex.ranks), 0);
+  ex.max_out_bytes.assign(static_cast<size_t>(ex.ranks), 0);
+  ex.heads = plan.heads;
+  ex.kv_heads = plan.kv_heads_or_heads();
+  ex.head_dim = plan.head_dim;
+
+  // Compute mode: real where asked (or by default where possible).
+  const bool no_compute = opt.compute == ComputeMode::none || !opt.emulate_compute;
+  if (!no_compute &&
+      (opt.compute == ComputeMode::real || opt.compute == ComputeMode::automatic)) {
+    const std::string why = real_compute_obstacle(plan, opt);
+    if (why.empty())
+      ex.real = true;
+    else if (opt.compute == ComputeMode::real)
+      return Error{"replay: --compute real: " + why + " (use --compute emulated)", 2};
+    else
+      ex.compute_note = "emulated compute: " + why;
+  }
+  if (ex.real)
+    ex.tolerance = attention::derive_tolerance(
+        plan.head_dim, 1.0 / std::sqrt(static_cast<double>(std::max(1, plan.head_dim))),
+        kContentMaxAbs, kContentMaxAbs, kContentMaxAbs);
 
   // Block sizes (plan units): given, or uniform with an inferred partial last block.
   std::vector<double> size_of(static_cast<size_t>(plan.num_blocks), plan.kv_block_bytes);
@@ -106,11 +143,13 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
   auto scaled = [&](int b) {
     return static_cast<uint64_t>(std::llround(size_of[static_cast<size_t>(b)] * opt.payload_scale));
   };
-  const uint32_t heads = static_cast<uint32_t>(std::max(1, plan.heads));
+  // K and V are stored per KV head (plan kv_heads, GQA): the head slices of a block's content.
+  const uint32_t heads = static_cast<uint32_t>(std::max(1, plan.kv_heads_or_heads()));
 
   const size_t nlayers =
       opt.max_layers > 0 ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
                          : plan.layers.size();
+  bool corrupt_found = false;
   for (size_t li = 0; li < nlayers; ++li) {
     const policy::LayerPlan& L = plan.layers[li];
     const std::string where = "plan:/layers/" + std::to_string(li);
@@ -223,6 +262,12 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
         a.duration_s = cps[i].flops / (opt.peak_flops * opt.compute_efficiency);
       el.acts.push_back(std::move(a));
     }
+    if (ex.real) {
+      auto st = lower_attention(
+          plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); },
+          el, ex);
+      if (!st) return st.error();
+    }
     // Block regions: owner slots are filled, receiver slots checked.
     for (const auto& [key, off] : slot) {
       const auto [h, b] = key;
@@ -240,7 +285,10 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     if (opt.corrupt_block >= 0) {
       for (size_t c = 0; c < el.checks.size(); ++c)
         if (el.checks[c].block == opt.corrupt_block) {
+          auto it = received_by.find({el.checks[c].holder, opt.corrupt_block});
+          if (it == received_by.end()) continue;
           el.corrupt_check = static_cast<int>(c);
+          el.corrupt_act = it->second;
           break;
         }
     }
@@ -283,12 +331,18 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
         if (indeg[i] > 0)
           return Error{where + ": dependency cycle through \"" + el.acts[i].id + "\"", 2};
     }
+    corrupt_found = corrupt_found || el.corrupt_act >= 0;
     for (const auto& a : el.acts)
       if (a.kind == ActKind::transfer && !a.skip) el.bytes_moved += a.bytes;
     for (int h = 0; h < ex.holders(); ++h)
       ex.max_holder_bytes[h] = std::max(ex.max_holder_bytes[h], el.holder_bytes[h]);
     ex.layers.push_back(std::move(el));
   }
+  if (opt.corrupt_block >= 0 && !corrupt_found)
+    return Error{"replay: --corrupt-block " + std::to_string(opt.corrupt_block) +
+                     ": no transfer of the replayed layer plans delivers that block, so there is "
+                     "nothing to corrupt (pick a block some rank receives)",
+                 2};
   return ex;
 }
 

@@ -102,6 +102,114 @@ class Watchdog {
 };
 }  // namespace
 
+const char* compute_mode_name(ComputeMode m) {
+  switch (m) {
+    case ComputeMode::automatic:
+      return "auto";
+    case ComputeMode::real:
+      return "real";
+    case ComputeMode::emulated:
+      return "emulated";
+    case ComputeMode::none:
+      return "none";
+  }
+  return "?";
+}
+
+namespace {
+/// The output check of one iteration (ReplayOptions::compute real): per rank, the checked query
+/// blocks' partial outputs merged as ring attention merges them (lse = log sum exp lse_i,
+/// O = sum exp(lse_i - lse) O_i; in double) against the reference. Failure: exit 1 naming the
+/// layer, rank, query block, head and worst error.
+Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
+                     const detail::ExecLayer& el, detail::Backend& be, int iteration,
+                     OutputCheck& oc) {
+  const policy::LayerPlan& L = plan.layers[static_cast<size_t>(el.plan_index)];
+  const int H = ex.heads, D = ex.head_dim;
+  const double tol = ex.tolerance.output_abs;
+  oc.ran = true;
+  oc.tolerance = tol;
+  for (int r = 0; r < ex.ranks; ++r) {
+    const detail::RankQueries& rq = el.queries[static_cast<size_t>(r)];
+    if (rq.check_blocks.empty()) continue;
+    auto rows = be.read_outputs(el, r, rq.check_blocks);
+    if (!rows) return rows.error();
+    const std::vector<int> toks = detail::checked_rows(rq, rq.check_blocks);
+    const size_t R = toks.size();
+    std::vector<int> block_of_row;
+    for (int i : rq.check_blocks)
+      for (int t = rq.reference.q_block_offsets[static_cast<size_t>(i)];
+           t < rq.reference.q_block_offsets[static_cast<size_t>(i) + 1]; ++t)
+        block_of_row.push_back(rq.blocks[static_cast<size_t>(i)]);
+    std::vector<const detail::AttnWork*> works;
+    for (const auto& w : el.attn)
+      if (w.rank == r) works.push_back(&w);
+    double worst = 0;
+    int worst_h = -1, worst_block = -1;
+    std::string what;
+    std::vector<double> acc(static_cast<size_t>(D));
+    for (int h = 0; h < H; ++h)
+      for (size_t k = 0; k < R; ++k) {
+        double m = -INFINITY;
+        for (size_t wi = 0; wi < works.size(); ++wi) {
+          const auto* w = works[wi];
+          if (h < w->head_begin || h >= w->head_end) continue;
+          m = std::max(m, static_cast<double>(rows->lse[wi][size_t(h - w->head_begin) * R + k]));
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        if (m != -INFINITY)
+          for (size_t wi = 0; wi < works.size(); ++wi) {
+            const auto* w = works[wi];
+            if (h < w->head_begin || h >= w->head_end) continue;
+            const size_t row = size_t(h - w->head_begin) * R + k;
+            const double wt = std::exp(static_cast<double>(rows->lse[wi][row]) - m);
+            if (!(wt > 0)) continue;
+            sum += wt;
+            for (int d = 0; d < D; ++d)
+              acc[size_t(d)] += wt * static_cast<double>(rows->o[wi][row * D + size_t(d)]);
+          }
+        const double lse = sum > 0 ? m + std::log(sum) : -INFINITY;
+        const double lse_ref = rows->lse_ref[size_t(h) * R + k];
+        double err = 0;
+        for (int d = 0; d < D; ++d) {
+          const double o = sum > 0 ? acc[size_t(d)] / sum : 0.0;
+          const double e = std::abs(o - rows->o_ref[(size_t(h) * R + k) * D + size_t(d)]);
+          err = std::isnan(e) ? INFINITY : std::max(err, e);
+        }
+        const bool lse_bad =
+            std::isinf(lse_ref) != std::isinf(lse) ||
+            (!std::isinf(lse_ref) &&
+             !(std::abs(lse - lse_ref) <=
+               ex.tolerance.lse_abs_base + std::ldexp(1.0, -20) * (1 + std::abs(lse_ref))));
+        oc.max_abs_error = std::max(oc.max_abs_error, err);
+        if ((err > tol || lse_bad) && (worst_h < 0 || err > worst)) {
+          worst = err;
+          worst_h = h;
+          worst_block = block_of_row[k];
+          what = lse_bad ? "log-sum-exp " + std::to_string(lse) + " vs reference " +
+                               std::to_string(lse_ref) + ", "
+                         : "";
+        }
+      }
+    if (iteration == 0) oc.checked_blocks += static_cast<int64_t>(rq.check_blocks.size());
+    if (worst_h >= 0) {
+      oc.passed = false;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.4g > tolerance %.4g", worst, tol);
+      return Error{"replay: output check failed: layer " + std::to_string(L.layer) + " (step " +
+                       std::to_string(L.step) + ") rank gpu" + std::to_string(r) +
+                       " query block " + std::to_string(worst_block) + " head " +
+                       std::to_string(worst_h) + ": " + what + "max |O - O_ref| " + buf +
+                       " (iteration " + std::to_string(iteration) +
+                       "; a missing, stale, corrupted or misrouted KV block)",
+                   1};
+    }
+  }
+  return Ok{};
+}
+}  // namespace
+
 Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& opt) {
   if (opt.iterations < 1) return Error{"replay: --iterations must be >= 1", 2};
   if (opt.warmup < 0) return Error{"replay: --warmup must be >= 0", 2};
@@ -137,7 +245,10 @@ Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& opt) {
   res.device_description = be->description();
   res.warmup = opt.warmup;
   res.iterations = opt.iterations;
-  res.compute_emulated = opt.emulate_compute;
+  const bool no_compute = !opt.emulate_compute || opt.compute == ComputeMode::none;
+  res.compute_emulated = !no_compute;
+  res.compute = no_compute ? "none" : ex->real ? "real" : "emulated";
+  res.compute_note = ex->compute_note;
   res.payload_scale = opt.payload_scale;
   {
     const char* v = std::getenv("NCCL_P2P_DISABLE");
@@ -156,10 +267,11 @@ Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& opt) {
       std::vector<double> s, e;
       watchdog.enter("running iteration " + std::to_string(it) + " of " + where);
       if (auto st = be->run_once(el, s, e); !st) return st.error();
-      if (el.corrupt_check >= 0) {
-        if (auto st = be->corrupt(el, el.checks[el.corrupt_check]); !st) return st.error();
-      }
       watchdog.enter("verifying iteration " + std::to_string(it) + " of " + where);
+      if (ex->real) {
+        if (auto st = check_outputs(plan, *ex, el, *be, it, res.output_check); !st)
+          return st.error();
+      }
       auto v = be->verify(el);
       if (!v) return v.error();
       if (v->first >= 0) {
@@ -236,6 +348,16 @@ std::string trace_json(const policy::Plan& plan, const ReplayResult& r) {
   root["total_s"] = r.total_s;
   root["payload_scale"] = r.payload_scale;
   root["compute_emulated"] = r.compute_emulated;
+  root["compute"] = r.compute;
+  if (!r.compute_note.empty()) root["compute_note"] = r.compute_note;
+  if (r.output_check.ran) {
+    Json oc = Json::object();
+    oc["checked_blocks"] = r.output_check.checked_blocks;
+    oc["max_abs_error"] = r.output_check.max_abs_error;
+    oc["tolerance"] = r.output_check.tolerance;
+    oc["passed"] = r.output_check.passed;
+    root["output_check"] = std::move(oc);
+  }
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers) {
@@ -317,7 +439,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     keys(root, "",
          {"schema", "schema_version", "source", "backend", "device", "devices", "policy", "model",
           "gpus", "warmup", "iterations", "bytes_moved", "bytes_verified", "blocks_verified",
-          "total_s", "payload_scale", "compute_emulated", "nccl_p2p_disable", "layers"});
+          "total_s", "payload_scale", "compute_emulated", "compute", "compute_note",
+          "output_check", "nccl_p2p_disable", "layers"});
     r.backend = root.value("backend", "");
     r.device_description = root.value("device", "");
     if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();
@@ -334,6 +457,11 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     num(root, "", "total_s", 0, 1e12, r.total_s, false);
     num(root, "", "payload_scale", 1e-9, 1, r.payload_scale, false);
     r.compute_emulated = flag(root, "", "compute_emulated", true);
+    r.compute = root.contains("compute") && root["compute"].is_string()
+                    ? root["compute"].get<std::string>()
+                    : (r.compute_emulated ? "emulated" : "none");
+    if (r.compute != "real" && r.compute != "emulated" && r.compute != "none")
+      return input_error(src, "/compute", "expected \"real\", \"emulated\" or \"none\"");
     r.nccl_p2p_disabled = flag(root, "", "nccl_p2p_disable", false);
     if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
     if (!root.contains("layers") || !root["layers"].is_array())
@@ -469,6 +597,16 @@ std::string summary_json(const ReplayResult& r) {
   root["total_s"] = r.total_s;
   root["payload_scale"] = r.payload_scale;
   root["compute_emulated"] = r.compute_emulated;
+  root["compute"] = r.compute;
+  if (!r.compute_note.empty()) root["compute_note"] = r.compute_note;
+  if (r.output_check.ran) {
+    Json oc = Json::object();
+    oc["checked_blocks"] = r.output_check.checked_blocks;
+    oc["max_abs_error"] = r.output_check.max_abs_error;
+    oc["tolerance"] = r.output_check.tolerance;
+    oc["passed"] = r.output_check.passed;
+    root["output_check"] = std::move(oc);
+  }
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers)

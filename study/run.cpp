@@ -3,6 +3,7 @@
 // as its steps: per topology, open the group, drop the policies that cannot run on its rank count
 // (StudyResult::skipped), place, simulate every unit, summarise.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -381,6 +382,7 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
   const int kv_heads = model.kv_heads_or_heads();
   p->kv_block_bytes =
       2.0 * pattern.layout().block_tokens * kv_heads * model.head_dim * model.dtype_bytes;
+  if (kv_heads != model.heads) p->kv_heads = kv_heads;
   // Blocks of unequal size (tile padding, partial tiles) other than the last one need
   // per-block sizes so that replay can verify each block (policy/PLAN.md).
   const auto& tokens = pattern.layout().tokens_in_block;
@@ -393,6 +395,26 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
   p->policy = st.policies[run.index];
   p->block_owner = run.placement->block_owner;
   return p;
+}
+
+// The layer's masks in the plan's CSR form: one set of rows when every head has the same mask,
+// else one per head.
+policy::LayerMask plan_mask(const std::vector<const patterns::BlockMask*>& masks) {
+  policy::LayerMask m;
+  if (masks.empty() || !masks[0]) return m;
+  for (const auto* h : masks) m.per_head = m.per_head || !(h == masks[0] || *h == *masks[0]);
+  m.row_ptr.push_back(0);
+  for (size_t h = 0; h < (m.per_head ? masks.size() : 1); ++h) {
+    const patterns::BlockMask& b = *masks[h];
+    for (int q = 0; q < b.rows(); ++q) {
+      const uint64_t* row = b.row(q);
+      for (int w = 0; w < b.words_per_row(); ++w)
+        for (uint64_t bits = row[w]; bits; bits &= bits - 1)
+          m.kv_blocks.push_back(w * 64 + std::countr_zero(bits));
+      m.row_ptr.push_back(static_cast<int32_t>(m.kv_blocks.size()));
+    }
+  }
+  return m;
 }
 
 // Scheme -> runtime -> engine for one (step, layer) of one policy; keeps the workload in the
@@ -438,7 +460,11 @@ Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const pattern
   m.resource_bytes.reserve(res->resources.size());
   for (const auto& r : res->resources) m.resource_bytes.push_back(r.bytes);
   if (trace_this) run.trace = sim::to_chrome_trace(*work, *res);
-  if (run.plan) run.plan->layers.push_back(policy::LayerPlan{step, layer, 1, std::move(*work)});
+  if (run.plan) {
+    policy::LayerPlan lp{step, layer, 1, std::move(*work), {}};
+    lp.mask = plan_mask(masks);
+    run.plan->layers.push_back(std::move(lp));
+  }
   return m;
 }
 

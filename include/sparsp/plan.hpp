@@ -23,11 +23,28 @@ struct PolicySpec {
 
 /// One simulated unit: the workload of one (step, layer). `repeat` counts how many (step, layer)
 /// pairs of the run share exactly this workload (they are simulated once and reused).
+/// The layer's block mask in CSR form (plan JSON "mask", policy/PLAN.md "Masks"): query block q
+/// (row r = q, or r = h * num_blocks + q when `per_head`) reads KV blocks
+/// kv_blocks[row_ptr[r] .. row_ptr[r + 1]), strictly increasing. Empty row_ptr: not recorded
+/// (plans written before it, or hand-made ones); replay then cannot run real attention.
+struct LayerMask {
+  bool per_head = false;
+  std::vector<int32_t> row_ptr;    ///< num_blocks + 1, or heads * num_blocks + 1 entries
+  std::vector<int32_t> kv_blocks;  ///< row_ptr.back() entries, each in [0, num_blocks)
+  bool empty() const { return row_ptr.empty(); }
+  /// The KV list of query block q for head h (h ignored unless per_head).
+  std::pair<const int32_t*, const int32_t*> row(int q, int h, int num_blocks) const {
+    const size_t r = static_cast<size_t>(per_head ? h * num_blocks + q : q);
+    return {kv_blocks.data() + row_ptr[r], kv_blocks.data() + row_ptr[r + 1]};
+  }
+};
+
 struct LayerPlan {
   int step = 0;
   int layer = 0;
   int64_t repeat = 1;
   sim::Workload work;
+  LayerMask mask;  ///< the (query block, KV block) pairs attention computes; may be empty
 };
 
 struct Plan {
@@ -38,6 +55,7 @@ struct Plan {
   int gpus = 0;               ///< sequence-parallel degree P
   int block_tokens = 0;
   int heads = 0;
+  int kv_heads = 0;  ///< K/V heads (grouped-query attention); 0: heads
   int head_dim = 0;
   int dtype_bytes = 2;
   int num_blocks = 0;
@@ -49,6 +67,7 @@ struct Plan {
   /// infers a partial last block from transfer sizes (policy/PLAN.md).
   std::vector<double> block_bytes;
   std::vector<LayerPlan> layers;
+  int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 Result<Plan> load_plan(const std::string& path);

@@ -25,8 +25,29 @@
 
 namespace sparsp::replay {
 
+/// What the replay does for a plan's compute tasks (`--compute`, replay/README.md "Real
+/// compute").
+///  - automatic (the CLI default, `--compute` not given): real where the plan allows it, else
+///    emulated, with ReplayResult::compute_note saying why;
+///  - real: each attention task runs sparsp's block-sparse attention kernel (host: the CPU
+///    version) over exactly its (query block, KV block, head) triples, reading the KV the plan's
+///    transfers delivered; outputs are merged by log-sum-exp and checked against a reference.
+///    Refused (exit 2) where impossible: payload_scale < 1, a plan without masks, head_dim
+///    other than 64 / 128, Ulysses-style tasks, a host-backend plan over kHostRealComputeMaxFlops;
+///  - emulated: busy SMs (host: sleep) for the task's duration_s, as before;
+///  - none: no compute tasks (transfers only; `--no-compute`).
+enum class ComputeMode { automatic, real, emulated, none };
+const char* compute_mode_name(ComputeMode m);
+
+/// Largest active attention FLOPs of one layer plan that the host backend computes for real
+/// (2e8: about a second per iteration for the single-threaded CPU kernel at ~0.3 GFLOP/s,
+/// measured on the 2-core CI machine).
+inline constexpr double kHostRealComputeMaxFlops = 2e8;
+
 /// Options of one replay. Defaults are the CLI's defaults.
 struct ReplayOptions {
+  ComputeMode compute = ComputeMode::automatic;
+  bool check_all = false;  ///< output check over every query block (default: a sample)
   std::string backend = "host";     ///< "host" | "cuda"
   std::vector<int> devices;         ///< rank -> CUDA device ordinal; empty: rank r on device r.
                                     ///< Repeats allowed ("0,0": both ranks on GPU 0; peer
@@ -52,7 +73,16 @@ struct ReplayOptions {
                                ///< collective cannot be cancelled from the host); 0: off
   // Fault injection (tests of the integrity check):
   std::string skip_transfer;  ///< id of a transfer not to execute
-  int corrupt_block = -1;     ///< flip one byte of this block after it is received
+  int corrupt_block = -1;     ///< overwrite a span of this block as it is received
+};
+
+/// The output check of a real-compute replay (`replay --json` "output_check").
+struct OutputCheck {
+  bool ran = false;
+  int64_t checked_blocks = 0;  ///< (rank, query block) pairs compared, all layer plans
+  double max_abs_error = 0;    ///< max |O - O_ref| over them
+  double tolerance = 0;        ///< per element (attention::derive_tolerance)
+  bool passed = true;
 };
 
 /// Timing of one layer plan: makespan_s is the median over the timed iterations; activities (in
@@ -79,6 +109,9 @@ struct ReplayResult {
   int64_t blocks_verified = 0;
   double total_s = 0;  ///< sum over layer plans of makespan_s * repeat
   bool compute_emulated = true;    ///< compute tasks ran (false: --no-compute; transfers only)
+  std::string compute = "emulated";  ///< "real" | "emulated" | "none"
+  std::string compute_note;          ///< why a default replay did not compute for real
+  OutputCheck output_check;
   bool nccl_p2p_disabled = false;  ///< NCCL carried SM-driven transfers with NCCL_P2P_DISABLE
                                    ///< set (its host-memory path); validate models them staged
   double payload_scale = 1;  ///< ReplayOptions::payload_scale of the run (validate scales the

@@ -1,0 +1,206 @@
+// Lowering of a plan's attention tasks for real compute (exec_plan.hpp: AttnWork, RankQueries).
+// Each attention task of rank r covers (query block q, KV block k, head h) with owner(q) = r,
+// owner(k) in the task's kv_ranks, h in its head range and (q, k) in the layer's mask
+// (policy/PLAN.md "Compute kinds"); its KV is read in place from r's KV slots, which the plan's
+// transfers fill (or r owns).
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "lower_compute.hpp"
+
+namespace sparsp::replay::detail {
+
+namespace {
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions& opt) {
+  if (opt.payload_scale < 1)
+    return "--payload-scale below 1 shrinks the KV blocks, so there is no attention input";
+  if (!attention::head_dim_supported(plan.head_dim))
+    return "head_dim " + std::to_string(plan.head_dim) +
+           " is not supported by the sparsp attention kernel (64, 128)";
+  if (plan.dtype_bytes != 2)
+    return "dtype_bytes " + std::to_string(plan.dtype_bytes) + " (the kernel computes in bf16)";
+  if (plan.heads < 1) return "the plan has no heads";
+  const int kvh = plan.kv_heads_or_heads();
+  if (plan.heads % kvh != 0) return "kv_heads does not divide heads";
+  for (size_t li = 0; li < plan.layers.size(); ++li) {
+    const auto& L = plan.layers[li];
+    if (L.mask.empty())
+      return "the plan has no mask at /layers/" + std::to_string(li) +
+             "/mask (plans written before masks were recorded, or made by hand)";
+    for (size_t ci = 0; ci < L.work.compute.size(); ++ci) {
+      const auto& c = L.work.compute[ci];
+      if (c.what.kind != sim::TaskKind::attention) continue;
+      const int r = holder_of(c.gpu, plan.gpus);
+      const std::string at = "/layers/" + std::to_string(li) + "/compute/" + std::to_string(ci);
+      if (!(c.what.q_ranks.empty() || (c.what.q_ranks.size() == 1 && c.what.q_ranks[0] == r)))
+        return "compute task " + at +
+               " attends for other ranks' queries (Ulysses head groups); real compute covers "
+               "a rank's own query blocks only";
+      if (c.what.kv_ranks.empty())
+        return "compute task " + at + " does not say which ranks' KV it reads (kv_ranks)";
+    }
+  }
+  return {};
+}
+
+Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int li,
+                       const std::vector<double>& block_bytes, const SlotFn& slot_of,
+                       ExecLayer& el, ExecPlan& ex) {
+  const policy::LayerPlan& L = plan.layers[static_cast<size_t>(li)];
+  const int P = plan.gpus, H = plan.heads, D = plan.head_dim, nb = plan.num_blocks;
+  const int kvh = plan.kv_heads_or_heads();
+  const double per_token = 2.0 * kvh * D * plan.dtype_bytes;
+  const std::string where = "plan:/layers/" + std::to_string(li);
+  // Tokens per block, from its bytes.
+  std::vector<int32_t> tokens(static_cast<size_t>(nb));
+  el.block_token_offsets.assign(static_cast<size_t>(nb) + 1, 0);
+  for (int b = 0; b < nb; ++b) {
+    const double t = block_bytes[static_cast<size_t>(b)] / per_token;
+    if (!(t >= 1) || std::abs(t - std::round(t)) > 1e-9)
+      return Error{"replay: --compute real: block " + std::to_string(b) + " holds " +
+                       std::to_string(block_bytes[static_cast<size_t>(b)]) +
+                       " bytes, not a whole number of tokens of " + std::to_string(per_token) +
+                       " bytes (2 x kv_heads x head_dim x dtype_bytes)",
+                   2};
+    tokens[static_cast<size_t>(b)] = static_cast<int32_t>(std::lround(t));
+    el.block_token_offsets[static_cast<size_t>(b) + 1] =
+        el.block_token_offsets[static_cast<size_t>(b)] + tokens[static_cast<size_t>(b)];
+  }
+  el.block_keys.resize(static_cast<size_t>(nb));
+  for (int b = 0; b < nb; ++b) {
+    const uint64_t bb = static_cast<uint64_t>(std::llround(block_bytes[static_cast<size_t>(b)]));
+    el.block_keys[static_cast<size_t>(b)] =
+        ContentKey{static_cast<uint32_t>(li), static_cast<uint32_t>(b),
+                   static_cast<uint32_t>(plan.block_owner[static_cast<size_t>(b)]),
+                   static_cast<uint32_t>(kvh), kvh > 1 ? bb / static_cast<uint64_t>(kvh) : 0};
+  }
+  // Queries: every rank's own blocks, ascending; Q regions per (head, block).
+  el.queries.assign(static_cast<size_t>(P), RankQueries{});
+  for (int b = 0; b < nb; ++b)
+    el.queries[static_cast<size_t>(plan.block_owner[static_cast<size_t>(b)])].blocks.push_back(b);
+  for (int r = 0; r < P; ++r) {
+    RankQueries& rq = el.queries[static_cast<size_t>(r)];
+    std::vector<int32_t> qoff{0};
+    for (int b : rq.blocks) qoff.push_back(qoff.back() + tokens[static_cast<size_t>(b)]);
+    const uint64_t qt = static_cast<uint64_t>(qoff.back());
+    for (int h = 0; h < H; ++h)
+      for (size_t i = 0; i < rq.blocks.size(); ++i) {
+        const int b = rq.blocks[i];
+        Region q{r, (h * qt + static_cast<uint64_t>(qoff[i])) * D * 2,
+                 static_cast<uint64_t>(tokens[static_cast<size_t>(b)]) * D * 2, {}, b, -1};
+        // Q's key: item kQueryItem | block, and the head in the owner field.
+        q.key = ContentKey{static_cast<uint32_t>(li), kQueryItem | static_cast<uint32_t>(b),
+                           static_cast<uint32_t>(h), 1, 0};
+        rq.q_fills.push_back(q);
+      }
+    rq.q_bytes = align_up(static_cast<uint64_t>(H) * qt * D * 2);
+    // The reference: these query blocks against all KV blocks (contiguous original K/V).
+    attention::BlockSparseLayout& ref = rq.reference;
+    ref.heads = H;
+    ref.head_dim = D;
+    ref.kv_group = H / kvh;
+    ref.q_block_offsets = qoff;
+    ref.kv_block_offsets = el.block_token_offsets;
+    ref.per_head = L.mask.per_head;
+    ref.row_ptr.push_back(0);
+    for (int h = 0; h < (L.mask.per_head ? H : 1); ++h)
+      for (int b : rq.blocks) {
+        auto [first, last] = L.mask.row(b, h, nb);
+        ref.kv_blocks.insert(ref.kv_blocks.end(), first, last);
+        ref.row_ptr.push_back(static_cast<int32_t>(ref.kv_blocks.size()));
+      }
+    // Checked query blocks: first, middle, last, and every one reading the corrupted block.
+    std::set<int> check;
+    const int n = static_cast<int>(rq.blocks.size());
+    if (opt.check_all) {
+      for (int i = 0; i < n; ++i) check.insert(i);
+    } else if (n > 0) {
+      check = {0, n / 2, n - 1};
+      if (opt.corrupt_block >= 0)
+        for (int i = 0; i < n; ++i)
+          for (int h = 0; h < (L.mask.per_head ? H : 1); ++h) {
+            auto [first, last] = L.mask.row(rq.blocks[static_cast<size_t>(i)], h, nb);
+            if (std::binary_search(first, last, opt.corrupt_block)) check.insert(i);
+          }
+    }
+    rq.check_blocks.assign(check.begin(), check.end());
+  }
+  // Attention works.
+  el.attn_of_act.assign(el.acts.size(), -1);
+  for (size_t ai = 0; ai < el.acts.size(); ++ai) {
+    const Activity& a = el.acts[ai];
+    if (a.kind != ActKind::compute || a.compute->what.kind != sim::TaskKind::attention) continue;
+    const sim::TaskCompute& w = a.compute->what;
+    const int r = a.src;
+    RankQueries& rq = el.queries[static_cast<size_t>(r)];
+    AttnWork aw;
+    aw.act = static_cast<int>(ai);
+    aw.rank = r;
+    aw.head_begin = w.head_end > w.head_begin ? w.head_begin : 0;
+    aw.head_end = w.head_end > w.head_begin ? w.head_end : H;
+    if (aw.head_begin < 0 || aw.head_end > H)
+      return Error{where + "/compute/" + std::to_string(a.index) + ": head range [" +
+                       std::to_string(aw.head_begin) + ", " + std::to_string(aw.head_end) +
+                       ") outside the plan's " + std::to_string(H) + " heads",
+                   2};
+    const std::set<int> kv_ranks(w.kv_ranks.begin(), w.kv_ranks.end());
+    const int th = aw.head_end - aw.head_begin;
+    attention::BlockSparseLayout& l = aw.layout;
+    l.heads = th;
+    l.head_dim = D;
+    l.head0 = aw.head_begin;
+    l.kv_group = H / kvh;
+    l.q_block_offsets = rq.reference.q_block_offsets;
+    l.per_head = L.mask.per_head;
+    l.kv_block_offsets.push_back(0);
+    std::map<int, int> index_of;  // plan block -> layout KV block
+    l.row_ptr.push_back(0);
+    for (int hl = 0; hl < (L.mask.per_head ? th : 1); ++hl)
+      for (int b : rq.blocks) {
+        auto [first, last] = L.mask.row(b, aw.head_begin + hl, nb);
+        for (const int32_t* k = first; k != last; ++k) {
+          if (!kv_ranks.count(plan.block_owner[static_cast<size_t>(*k)])) continue;
+          auto [it, fresh] = index_of.try_emplace(*k, static_cast<int>(aw.kv_block_ids.size()));
+          if (fresh) {
+            aw.kv_block_ids.push_back(*k);
+            l.kv_block_offsets.push_back(l.kv_block_offsets.back() +
+                                         tokens[static_cast<size_t>(*k)]);
+            const uint64_t off = slot_of(r, *k);  // bytes, 256-aligned
+            l.kv_block_base.push_back(static_cast<int64_t>(off / 2));
+            l.kv_head_stride.push_back(2LL * tokens[static_cast<size_t>(*k)] * D);
+          }
+          l.kv_blocks.push_back(it->second);
+        }
+        l.row_ptr.push_back(static_cast<int32_t>(l.kv_blocks.size()));
+      }
+    if (aw.kv_block_ids.empty()) {  // nothing to attend to: a valid, empty work
+      l.kv_block_offsets.push_back(1);
+      l.kv_block_base.push_back(0);
+      l.kv_head_stride.push_back(0);
+    }
+    aw.flops = attention::active_flops(l);
+    const uint64_t qt = static_cast<uint64_t>(l.q_tokens());
+    aw.o_offset = rq.out_bytes;
+    rq.out_bytes += align_up(static_cast<uint64_t>(th) * qt * D * 2);
+    aw.lse_offset = rq.out_bytes;
+    rq.out_bytes += align_up(static_cast<uint64_t>(th) * qt * 4);
+    el.attn_of_act[ai] = static_cast<int>(el.attn.size());
+    el.attn.push_back(std::move(aw));
+  }
+  for (int r = 0; r < P; ++r) {
+    ex.max_q_bytes[static_cast<size_t>(r)] =
+        std::max(ex.max_q_bytes[static_cast<size_t>(r)], el.queries[static_cast<size_t>(r)].q_bytes);
+    ex.max_out_bytes[static_cast<size_t>(r)] = std::max(
+        ex.max_out_bytes[static_cast<size_t>(r)], el.queries[static_cast<size_t>(r)].out_bytes);
+  }
+  ex.max_reference_kv_bytes =
+      std::max(ex.max_reference_kv_bytes, static_cast<uint64_t>(2ull * 2ull * kvh * D) *
+                                              static_cast<uint64_t>(el.block_token_offsets.back()));
+  return Ok{};
+}
+
+}  // namespace sparsp::replay::detail
