@@ -296,8 +296,12 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   CLI::Option* no_nccl = c->add_flag_callback(
       "--no-nccl", [ca] { ca->opt.nccl = false; },
       "skip the NCCL send/recv measurements (default transports and host path)");
+  CLI::Option* no_compute = c->add_flag_callback(
+      "--no-compute", [ca] { ca->opt.compute = false; },
+      "skip timing sparsp's attention kernel (the measured_compute entries)");
   // --from reads an earlier measurement: options of a measurement are errors with it.
-  for (CLI::Option* o : {devices, output, iterations, max_bytes, concurrency, json, no_nccl})
+  for (CLI::Option* o :
+       {devices, output, iterations, max_bytes, concurrency, json, no_nccl, no_compute})
     from->excludes(o);
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);

@@ -27,6 +27,7 @@
 #include <set>
 #include <sstream>
 
+#include "attention.cuh"
 #include "calibrate_concurrency.hpp"
 #include "calibrate_topology.hpp"
 #include "cuda_check.hpp"
@@ -256,6 +257,124 @@ Result<std::string> nccl_host_path_in_child(int a, int b, const std::vector<doub
 }
 #endif
 
+}  // namespace
+
+namespace {
+__global__ void empty_kernel() {}
+
+/// sparsp's attention kernel on `device` (CalibrateOptions::compute): per head_dim and block,
+/// the mean TFLOP/s over densities 10%, 30%, 100% (active FLOPs 4 Bq Bk head_dim per triple /
+/// median of 3 timed runs after a warm-up, CUDA events); each query block reads its own block and
+/// a seeded random rest, shared across 24 heads; Q, K in [-2, 2], V in [-1, 1]. Launch overhead:
+/// 1000 back-to-back empty kernels on one stream, time / 1000. Returns (points, entries of the
+/// topology's measured_compute).
+Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions& opt) {
+  namespace at = attention;
+  SPARSP_CUDA_TRY(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  SPARSP_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  cudaStream_t st = nullptr;
+  SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  SPARSP_CUDA_TRY(cudaEventCreate(&e0));
+  SPARSP_CUDA_TRY(cudaEventCreate(&e1));
+  Json points = Json::array(), entries = Json::array();
+  const int heads = 24, tokens = std::max(1536, opt.compute_tokens / 384 * 384);
+  double launch_s = 0;
+  {
+    empty_kernel<<<1, 32, 0, st>>>();
+    SPARSP_CUDA_TRY(cudaStreamSynchronize(st));
+    SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
+    for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 32, 0, st>>>();
+    SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
+    SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+    launch_s = ms * 1e-3 / 1000;
+  }
+  for (int hd : {128, 64}) {
+    const size_t n = size_t(heads) * tokens * hd;
+    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+    float* lse = nullptr;
+    SPARSP_CUDA_TRY(cudaMalloc(&q, n * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&k, n * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&v, n * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&o, n * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&lse, size_t(heads) * tokens * 4));
+    SPARSP_TRY(at::fill_uniform_bf16(q, n, 1, 2.0f, st));
+    SPARSP_TRY(at::fill_uniform_bf16(k, n, 2, 2.0f, st));
+    SPARSP_TRY(at::fill_uniform_bf16(v, n, 3, 1.0f, st));
+    Json by_block = Json::object();
+    for (int block : {128, 384}) {
+      double sum_tflops = 0;
+      int count = 0;
+      for (double density : {0.1, 0.3, 1.0}) {
+        at::BlockSparseLayout l;
+        l.heads = heads;
+        l.head_dim = hd;
+        const int nb = tokens / block;
+        for (int b = 0; b <= nb; ++b) l.q_block_offsets.push_back(b * block);
+        l.kv_block_offsets = l.q_block_offsets;
+        const int per_row = std::max(1, int(std::lround(density * nb)));
+        uint64_t rng = 0x9E3779B97F4A7C15ull;
+        l.row_ptr.push_back(0);
+        for (int qb = 0; qb < nb; ++qb) {
+          std::vector<int> row{qb};
+          std::vector<char> used(size_t(nb), 0);
+          used[size_t(qb)] = 1;
+          while (int(row.size()) < per_row) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            const int b = int(rng % uint64_t(nb));
+            if (!used[size_t(b)]) {
+              used[size_t(b)] = 1;
+              row.push_back(b);
+            }
+          }
+          std::sort(row.begin(), row.end());
+          l.kv_blocks.insert(l.kv_blocks.end(), row.begin(), row.end());
+          l.row_ptr.push_back(int32_t(l.kv_blocks.size()));
+        }
+        auto dl = at::upload_layout(l);
+        if (!dl) return dl.error();
+        std::vector<double> times;
+        for (int it = 0; it < 4; ++it) {
+          SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
+          SPARSP_TRY(at::attention_forward(*dl, q, k, v, o, lse, st));
+          SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
+          SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
+          float ms = 0;
+          SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+          if (it > 0) times.push_back(ms * 1e-3);
+        }
+        std::sort(times.begin(), times.end());
+        const double t = times[times.size() / 2];
+        const double tflops = at::active_flops(l) / t / 1e12;
+        points.push_back({{"head_dim", hd}, {"block", block}, {"density", density},
+                          {"heads", heads}, {"tokens", tokens}, {"time_ms", t * 1e3},
+                          {"TFLOPs", tflops}});
+        sum_tflops += tflops;
+        ++count;
+      }
+      by_block[std::to_string(block)] = sum_tflops / count;
+    }
+    for (void* p : {q, k, v, o, static_cast<void*>(lse)}) cudaFree(p);
+    entries.push_back({{"gpu_model", std::string(prop.name)},
+                       {"kernel", "sparsp"},
+                       {"head_dim", hd},
+                       {"attention_TFLOPs", by_block},
+                       {"launch_overhead_us", launch_s * 1e6},
+                       {"conditions", "sparsp calibrate: " + std::to_string(heads) + " heads x " +
+                                          std::to_string(tokens) +
+                                          " tokens, mean over densities 0.1/0.3/1.0, median of 3 "
+                                          "runs; one GPU, nothing else running"}});
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(st);
+  return std::pair<Json, Json>{std::move(points), std::move(entries)};
+}
 }  // namespace
 
 Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
@@ -570,6 +689,12 @@ Result<CalibrateResult> calibrate(const CalibrateOptions& opt) {
   }
   if (!nccl_note.empty()) machine["nccl"] = nccl_note;
 #endif
+  if (opt.compute) {
+    auto mc = measure_compute(devs[0], opt);
+    if (!mc) return mc.error();
+    machine["compute_points"] = std::move(mc->first);
+    machine["measured_compute"] = std::move(mc->second);
+  }
   for (auto& b : bufs) {
     cudaFree(b.d0);
     cudaFree(b.d1);

@@ -60,7 +60,8 @@ bool peer_is_nvlink(const CalibratedPeer& p, const std::vector<CalibratedGpu>& g
 std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
-                                     double launch_overhead_s, const topology::NcclFigures& nccl) {
+                                     double launch_overhead_s, const topology::NcclFigures& nccl,
+                                     const std::string& measured_compute_json) {
   Json root = Json::object();
   root["schema_version"] = 1;
   root["name"] = name;
@@ -164,6 +165,7 @@ std::string calibrated_topology_json(const std::string& name,
   }
   root["nodes"] = std::move(nodes);
   root["links"] = std::move(links);
+  if (!measured_compute_json.empty()) root["measured_compute"] = Json::parse(measured_compute_json);
   return root.dump(2) + "\n";
 }
 
@@ -309,7 +311,10 @@ Result<std::string> topology_from_machine(const std::string& text, const std::st
   std::string name = "calibrated-" + std::to_string(gpus.size()) + "x-" + gpus[0].model;
   std::replace(name.begin(), name.end(), ' ', '-');
   if (virtual_ranks > 1) name += "-folded" + std::to_string(virtual_ranks);
-  return calibrated_topology_json(name, gpus, peers, virtual_ranks, launch_overhead_s, nccl);
+  // The attention kernel's measured figures (calibrate's measured_compute), per physical GPU:
+  // folded ranks share it (validate divides it among the ranks computing at once).
+  const std::string mc = m.contains("measured_compute") ? m["measured_compute"].dump() : "";
+  return calibrated_topology_json(name, gpus, peers, virtual_ranks, launch_overhead_s, nccl, mc);
 }
 
 }  // namespace sparsp::replay::detail

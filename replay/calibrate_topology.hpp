@@ -60,7 +60,8 @@ std::string calibrated_topology_json(const std::string& name,
                                      const std::vector<CalibratedGpu>& gpus,
                                      const std::vector<CalibratedPeer>& peers, int virtual_ranks,
                                      double launch_overhead_s,
-                                     const topology::NcclFigures& nccl = {});
+                                     const topology::NcclFigures& nccl = {},
+                                     const std::string& measured_compute_json = "");
 
 }  // namespace sparsp::replay::detail
 

@@ -71,7 +71,8 @@ struct AttnWork {
 /// same query blocks against every KV block of the original, never-transferred K/V, laid out
 /// [kv_heads, total tokens, head_dim]).
 struct RankQueries {
-  std::vector<int> blocks;
+  std::vector<int> blocks;  ///< own blocks (the first own_blocks), then others computed here
+  int own_blocks = 0;
   std::vector<Region> q_fills;  ///< holder = rank; offsets into the Q buffer
   uint64_t q_bytes = 0;
   uint64_t out_bytes = 0;  ///< output arena: every AttnWork's O and LSE

@@ -78,10 +78,47 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
                    static_cast<uint32_t>(plan.block_owner[static_cast<size_t>(b)]),
                    static_cast<uint32_t>(kvh), kvh > 1 ? bb / static_cast<uint64_t>(kvh) : 0};
   }
-  // Queries: every rank's own blocks, ascending; Q regions per (head, block).
+  // Where each (query block, KV block) pair is computed. At the query block's owner r when r
+  // holds the KV block (owns it, or a transfer of this layer plan delivers it); otherwise at the
+  // KV block's owner o when the plan sends o's partial output for r's queries back
+  // (a "text_out" message o -> r: demand schemes compute a text block's rows, which read every
+  // KV block, where the KV lives, policy/demand.cpp). Else at r regardless: its slot is never
+  // filled and the checks fail (a plan that does not deliver what attention reads).
+  const auto owner_of = [&](int b) { return plan.block_owner[static_cast<size_t>(b)]; };
+  std::set<std::pair<int, int>> delivered;    // (rank, block)
+  std::set<std::pair<int, int>> text_return;  // (kv owner o, query owner r)
+  for (const Activity& a : el.acts) {
+    if (a.kind != ActKind::transfer || a.dst < 0 || a.dst >= P) continue;
+    for (int b : a.transfer->kv_blocks) delivered.insert({a.dst, b});
+    if (a.src >= 0 && a.src < P && a.transfer->id.find("text_out") != std::string::npos)
+      text_return.insert({a.src, a.dst});
+  }
+  const auto computed_at = [&](int q, int k) {
+    const int r = owner_of(q), o = owner_of(k);
+    if (r == o || delivered.count({r, k})) return r;
+    return text_return.count({o, r}) ? o : r;
+  };
+  // Queries: every rank's own blocks, ascending, then the other ranks' blocks it computes rows
+  // of (their Q generated here too: Q is never transferred); Q regions per (head, block).
   el.queries.assign(static_cast<size_t>(P), RankQueries{});
-  for (int b = 0; b < nb; ++b)
-    el.queries[static_cast<size_t>(plan.block_owner[static_cast<size_t>(b)])].blocks.push_back(b);
+  for (int b = 0; b < nb; ++b) el.queries[static_cast<size_t>(owner_of(b))].blocks.push_back(b);
+  for (int r = 0; r < P; ++r)
+    el.queries[static_cast<size_t>(r)].own_blocks =
+        static_cast<int>(el.queries[static_cast<size_t>(r)].blocks.size());
+  {
+    std::vector<std::set<int>> foreign(static_cast<size_t>(P));
+    for (int q = 0; q < nb; ++q)
+      for (int h = 0; h < (L.mask.per_head ? H : 1); ++h) {
+        auto [first, last] = L.mask.row(q, h, nb);
+        for (const int32_t* k = first; k != last; ++k) {
+          const int at = computed_at(q, *k);
+          if (at != owner_of(q)) foreign[static_cast<size_t>(at)].insert(q);
+        }
+      }
+    for (int r = 0; r < P; ++r)
+      for (int q : foreign[static_cast<size_t>(r)])
+        el.queries[static_cast<size_t>(r)].blocks.push_back(q);
+  }
   for (int r = 0; r < P; ++r) {
     RankQueries& rq = el.queries[static_cast<size_t>(r)];
     std::vector<int32_t> qoff{0};
@@ -113,9 +150,10 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
         ref.kv_blocks.insert(ref.kv_blocks.end(), first, last);
         ref.row_ptr.push_back(static_cast<int32_t>(ref.kv_blocks.size()));
       }
-    // Checked query blocks: first, middle, last, and every one reading the corrupted block.
+    // Checked query blocks: first, middle, last, and every one reading the corrupted block (of
+    // the rank's own; the other ranks' blocks computed here are added below).
     std::set<int> check;
-    const int n = static_cast<int>(rq.blocks.size());
+    const int n = rq.own_blocks;
     if (opt.check_all) {
       for (int i = 0; i < n; ++i) check.insert(i);
     } else if (n > 0) {
@@ -128,6 +166,15 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
           }
     }
     rq.check_blocks.assign(check.begin(), check.end());
+  }
+  // A checked query block's rows computed on another rank are read there too (the merge).
+  for (int r = 0; r < P; ++r) {
+    RankQueries& rq = el.queries[static_cast<size_t>(r)];
+    for (size_t i = static_cast<size_t>(rq.own_blocks); i < rq.blocks.size(); ++i) {
+      const RankQueries& oq = el.queries[static_cast<size_t>(owner_of(rq.blocks[i]))];
+      for (int c : oq.check_blocks)
+        if (oq.blocks[static_cast<size_t>(c)] == rq.blocks[i]) rq.check_blocks.push_back(static_cast<int>(i));
+    }
   }
   // Attention works.
   el.attn_of_act.assign(el.acts.size(), -1);
@@ -164,6 +211,7 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
         auto [first, last] = L.mask.row(b, aw.head_begin + hl, nb);
         for (const int32_t* k = first; k != last; ++k) {
           if (!kv_ranks.count(plan.block_owner[static_cast<size_t>(*k)])) continue;
+          if (computed_at(b, *k) != r) continue;
           auto [it, fresh] = index_of.try_emplace(*k, static_cast<int>(aw.kv_block_ids.size()));
           if (fresh) {
             aw.kv_block_ids.push_back(*k);

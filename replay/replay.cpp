@@ -129,70 +129,95 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
   const double tol = ex.tolerance.output_abs;
   oc.ran = true;
   oc.tolerance = tol;
+  // Every rank's outputs for its checked blocks (own ones, and others' rows computed there).
+  struct RankRows {
+    detail::Backend::OutputRows rows;
+    std::map<int, std::pair<size_t, size_t>> at;  // block -> (first row, rows) in `rows`
+    size_t R = 0;
+    std::vector<const detail::AttnWork*> works;
+  };
+  std::vector<RankRows> rr(static_cast<size_t>(ex.ranks));
   for (int r = 0; r < ex.ranks; ++r) {
     const detail::RankQueries& rq = el.queries[static_cast<size_t>(r)];
     if (rq.check_blocks.empty()) continue;
     auto rows = be.read_outputs(el, r, rq.check_blocks);
     if (!rows) return rows.error();
-    const std::vector<int> toks = detail::checked_rows(rq, rq.check_blocks);
-    const size_t R = toks.size();
-    std::vector<int> block_of_row;
-    for (int i : rq.check_blocks)
-      for (int t = rq.reference.q_block_offsets[static_cast<size_t>(i)];
-           t < rq.reference.q_block_offsets[static_cast<size_t>(i) + 1]; ++t)
-        block_of_row.push_back(rq.blocks[static_cast<size_t>(i)]);
-    std::vector<const detail::AttnWork*> works;
+    RankRows& x = rr[static_cast<size_t>(r)];
+    x.rows = std::move(*rows);
+    for (int i : rq.check_blocks) {
+      const int n = rq.reference.q_block_offsets[static_cast<size_t>(i) + 1] -
+                    rq.reference.q_block_offsets[static_cast<size_t>(i)];
+      x.at[rq.blocks[static_cast<size_t>(i)]] = {x.R, static_cast<size_t>(n)};
+      x.R += static_cast<size_t>(n);
+    }
     for (const auto& w : el.attn)
-      if (w.rank == r) works.push_back(&w);
+      if (w.rank == r) x.works.push_back(&w);
+  }
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int r = 0; r < ex.ranks; ++r) {
+    const detail::RankQueries& rq = el.queries[static_cast<size_t>(r)];
+    const RankRows& me = rr[static_cast<size_t>(r)];
     double worst = 0;
     int worst_h = -1, worst_block = -1;
     std::string what;
-    std::vector<double> acc(static_cast<size_t>(D));
-    for (int h = 0; h < H; ++h)
-      for (size_t k = 0; k < R; ++k) {
-        double m = -INFINITY;
-        for (size_t wi = 0; wi < works.size(); ++wi) {
-          const auto* w = works[wi];
-          if (h < w->head_begin || h >= w->head_end) continue;
-          m = std::max(m, static_cast<double>(rows->lse[wi][size_t(h - w->head_begin) * R + k]));
-        }
-        double sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        if (m != -INFINITY)
-          for (size_t wi = 0; wi < works.size(); ++wi) {
-            const auto* w = works[wi];
-            if (h < w->head_begin || h >= w->head_end) continue;
-            const size_t row = size_t(h - w->head_begin) * R + k;
-            const double wt = std::exp(static_cast<double>(rows->lse[wi][row]) - m);
-            if (!(wt > 0)) continue;
-            sum += wt;
-            for (int d = 0; d < D; ++d)
-              acc[size_t(d)] += wt * static_cast<double>(rows->o[wi][row * D + size_t(d)]);
+    int64_t checked = 0;
+    for (int i : rq.check_blocks) {
+      if (i >= rq.own_blocks) continue;
+      const int q = rq.blocks[static_cast<size_t>(i)];
+      ++checked;
+      const auto [row0, n] = me.at.at(q);
+      for (int h = 0; h < H; ++h)
+        for (size_t t = 0; t < n; ++t) {
+          // Partials of (q, h, t) from every rank that computed rows of q.
+          std::vector<std::pair<double, const float*>> parts;
+          for (const RankRows& x : rr) {
+            auto it = x.at.find(q);
+            if (it == x.at.end()) continue;
+            const size_t k = it->second.first + t;
+            for (size_t wi = 0; wi < x.works.size(); ++wi) {
+              const auto* w = x.works[wi];
+              if (h < w->head_begin || h >= w->head_end) continue;
+              const size_t row = size_t(h - w->head_begin) * x.R + k;
+              parts.push_back({x.rows.lse[wi][row], &x.rows.o[wi][row * size_t(D)]});
+            }
           }
-        const double lse = sum > 0 ? m + std::log(sum) : -INFINITY;
-        const double lse_ref = rows->lse_ref[size_t(h) * R + k];
-        double err = 0;
-        for (int d = 0; d < D; ++d) {
-          const double o = sum > 0 ? acc[size_t(d)] / sum : 0.0;
-          const double e = std::abs(o - rows->o_ref[(size_t(h) * R + k) * D + size_t(d)]);
-          err = std::isnan(e) ? INFINITY : std::max(err, e);
+          double m = -INFINITY;
+          for (const auto& p : parts) m = std::max(m, p.first);
+          double sum = 0;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          if (m != -INFINITY)
+            for (const auto& p : parts) {
+              const double wt = std::exp(p.first - m);
+              if (!(wt > 0)) continue;
+              sum += wt;
+              for (int d = 0; d < D; ++d) acc[size_t(d)] += wt * static_cast<double>(p.second[d]);
+            }
+          const double lse = sum > 0 ? m + std::log(sum) : -INFINITY;
+          const size_t ref_row = size_t(h) * me.R + row0 + t;
+          const double lse_ref = me.rows.lse_ref[ref_row];
+          double err = 0;
+          for (int d = 0; d < D; ++d) {
+            const double o = sum > 0 ? acc[size_t(d)] / sum : 0.0;
+            const double e = std::abs(o - me.rows.o_ref[ref_row * D + size_t(d)]);
+            err = std::isnan(e) ? INFINITY : std::max(err, e);
+          }
+          const bool lse_bad =
+              std::isinf(lse_ref) != std::isinf(lse) ||
+              (!std::isinf(lse_ref) &&
+               !(std::abs(lse - lse_ref) <=
+                 ex.tolerance.lse_abs_base + std::ldexp(1.0, -20) * (1 + std::abs(lse_ref))));
+          oc.max_abs_error = std::max(oc.max_abs_error, err);
+          if ((err > tol || lse_bad) && (worst_h < 0 || err > worst)) {
+            worst = err;
+            worst_h = h;
+            worst_block = q;
+            what = lse_bad ? "log-sum-exp " + std::to_string(lse) + " vs reference " +
+                                 std::to_string(lse_ref) + ", "
+                           : "";
+          }
         }
-        const bool lse_bad =
-            std::isinf(lse_ref) != std::isinf(lse) ||
-            (!std::isinf(lse_ref) &&
-             !(std::abs(lse - lse_ref) <=
-               ex.tolerance.lse_abs_base + std::ldexp(1.0, -20) * (1 + std::abs(lse_ref))));
-        oc.max_abs_error = std::max(oc.max_abs_error, err);
-        if ((err > tol || lse_bad) && (worst_h < 0 || err > worst)) {
-          worst = err;
-          worst_h = h;
-          worst_block = block_of_row[k];
-          what = lse_bad ? "log-sum-exp " + std::to_string(lse) + " vs reference " +
-                               std::to_string(lse_ref) + ", "
-                         : "";
-        }
-      }
-    if (iteration == 0) oc.checked_blocks += static_cast<int64_t>(rq.check_blocks.size());
+    }
+    if (iteration == 0) oc.checked_blocks += checked;
     if (worst_h >= 0) {
       oc.passed = false;
       char buf[96];

@@ -2,6 +2,8 @@
 // bandwidth least-squares fit used by calibrate.
 #include <Eigen/Dense>
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -79,6 +81,60 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
                            std::to_string(plan.layers.size()));
   ValidateReport rep;
   rep.topology_name = topo->name();
+  std::vector<double> compute_errs;
+  sim::SimOptions sim_opt = opt.sim;
+  // Ranks folded onto one device (--devices 0,0,...) share its compute, as their kernels share
+  // the SMs in the replay.
+  if (static_cast<int>(trace.devices.size()) == plan.gpus &&
+      std::set<int>(trace.devices.begin(), trace.devices.end()).size() < trace.devices.size())
+    sim_opt.compute_device = trace.devices;
+  // Real compute: each attention task's active FLOPs (the replay's own lowering) at the
+  // topology's measured rate of the sparsp kernel (calibrate's measured_compute entry).
+  std::optional<std::vector<std::vector<double>>> real_flops;
+  double real_rate_flops = 0, real_launch_s = 0;
+  if (trace.compute == "real" && !opt.no_compute) {
+    const topology::MeasuredCompute* mc = nullptr;
+    for (const auto& m : topo->options().measured_compute)
+      if (m.kernel == "sparsp" && m.head_dim == plan.head_dim &&
+          !m.attention_flops_by_block.empty() && m.gpu_model == topo->gpu(0).model) {
+        mc = &m;
+        break;
+      }
+    if (!mc) {
+      rep.compute_source = "plan (the topology has no measured_compute entry of kernel sparsp "
+                           "for " + topo->gpu(0).model + " at head_dim " +
+                           std::to_string(plan.head_dim) + ")";
+    } else {
+      const auto& pts = mc->attention_flops_by_block;
+      const double x = std::max(1, plan.block_tokens);
+      real_rate_flops = pts.back().second;
+      if (x <= pts.front().first) real_rate_flops = pts.front().second;
+      for (size_t i = 1; i < pts.size(); ++i)
+        if (x > pts[i - 1].first && x <= pts[i].first) {
+          const double x0 = std::log2(pts[i - 1].first), x1 = std::log2(pts[i].first);
+          real_rate_flops = pts[i - 1].second + (std::log2(x) - x0) / (x1 - x0) *
+                                                    (pts[i].second - pts[i - 1].second);
+          break;
+        }
+      real_launch_s = std::max(0.0, mc->launch_overhead_s);
+      ReplayOptions lo;
+      lo.compute = ComputeMode::real;
+      lo.max_layers = static_cast<int>(trace.layers.size());
+      auto ex = detail::lower(plan, lo);
+      if (!ex) return ex.error();
+      real_flops.emplace();
+      for (const auto& el : ex->layers) {
+        const auto& L = plan.layers[static_cast<size_t>(el.plan_index)];
+        std::vector<double> f(L.work.compute.size(), -1.0);
+        for (const auto& w : el.attn)
+          f[static_cast<size_t>(w.act) - L.work.transfers.size()] = w.flops;
+        real_flops->push_back(std::move(f));
+      }
+      rep.compute_source = "measured_compute " + mc->place + " (kernel sparsp, " +
+                           std::to_string(real_rate_flops / 1e12) + " TFLOP/s at block " +
+                           std::to_string(plan.block_tokens) + ")";
+    }
+  }
   std::vector<double> errs;
   std::vector<TransferError> all;
   std::vector<double> mk_errs;
@@ -163,6 +219,15 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
         c.duration_s = 0;
         c.flops = 0;
       }
+    else if (real_flops && !real_flops->empty())
+      // Real attention: its time is modelled from its active FLOPs and the topology's measured
+      // figure for the sparsp kernel (the plan's duration_s came from the study's compute model).
+      for (size_t ci = 0; ci < work.compute.size(); ++ci) {
+        const double f = (*real_flops)[li][ci];
+        if (f < 0) continue;
+        work.compute[ci].duration_s = f / real_rate_flops + real_launch_s;
+        work.compute[ci].flops = 0;
+      }
     if (trace.payload_scale < 1)
       for (auto& t : work.transfers) t.bytes *= trace.payload_scale;
     if (opt.nccl_p2p_disable || trace.nccl_p2p_disabled)
@@ -170,7 +235,7 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
         if (t.engine == sim::Engine::sm && t.src.rfind("gpu", 0) == 0 &&
             t.dst.rfind("gpu", 0) == 0 && t.src != t.dst)
           t.route = topology::RouteMode::host_staged;
-    auto sim = sim::simulate(*topo, work, opt.sim);
+    auto sim = sim::simulate(*topo, work, sim_opt);
     if (!sim) return rebase_error(sim.error(), marker, plan_file, layer_ptr);
     LayerReplay sim_layer;
     sim_layer.step = L.step;
@@ -185,11 +250,14 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
     std::vector<std::pair<double, double>> staged_iv;
     for (size_t ai = 0; ai < R.activities.size(); ++ai) {
       const sim::ActivityResult& m = R.activities[ai];  // in the plan: checked above
-      if (!m.is_transfer) continue;
       const sim::ActivityResult& sa = *simulated.at(m.id);
       const double md = m.end_s - m.start_s;
       const double sd = sa.end_s - sa.start_s;
       if (md <= 0) continue;
+      if (!m.is_transfer) {
+        compute_errs.push_back(rel_error(sd, md));
+        continue;
+      }
       TransferError te{static_cast<int>(li), m.id, md, sd, rel_error(sd, md)};
       errs.push_back(te.error);
       all.push_back(te);
@@ -238,6 +306,17 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
     for (double e : mk_errs) sum += e;
     rep.makespan_mape = sum / static_cast<double>(mk_errs.size());
     rep.makespan_max_error = *std::max_element(mk_errs.begin(), mk_errs.end());
+    rep.makespan_p50 = quantile(mk_errs, 0.5);
+    rep.makespan_p90 = quantile(mk_errs, 0.9);
+  }
+  rep.compute_tasks = static_cast<int>(compute_errs.size());
+  if (!compute_errs.empty()) {
+    double sum = 0;
+    for (double e : compute_errs) sum += e;
+    rep.compute_mape = sum / static_cast<double>(compute_errs.size());
+    rep.compute_p50 = quantile(compute_errs, 0.5);
+    rep.compute_p90 = quantile(compute_errs, 0.9);
+    rep.compute_max_error = *std::max_element(compute_errs.begin(), compute_errs.end());
   }
   std::stable_sort(all.begin(), all.end(), [](const TransferError& a, const TransferError& b) {
     return a.error > b.error;
@@ -260,6 +339,15 @@ std::string validate_json(const ValidateReport& r) {
   root["max_error"] = none ? Json() : Json(r.max_error);
   root["makespan_mape"] = r.makespan_mape;
   root["makespan_max_error"] = r.makespan_max_error;
+  root["makespan_p50"] = r.makespan_p50;
+  root["makespan_p90"] = r.makespan_p90;
+  const bool no_compute = r.compute_tasks == 0;
+  root["compute_tasks"] = r.compute_tasks;
+  root["compute_mape"] = no_compute ? Json() : Json(r.compute_mape);
+  root["compute_p50"] = no_compute ? Json() : Json(r.compute_p50);
+  root["compute_p90"] = no_compute ? Json() : Json(r.compute_p90);
+  root["compute_max_error"] = no_compute ? Json() : Json(r.compute_max_error);
+  root["compute_source"] = r.compute_source;
   root["host_staged_achieved_GBps"] = units::Bps_to_GBps(r.host_staged_achieved_Bps);
   root["host_staged_aggregate_GBps"] = units::Bps_to_GBps(r.host_staged_aggregate_Bps);
   Json layers = Json::array();
@@ -315,9 +403,17 @@ std::string validate_table(const ValidateReport& r) {
                   "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
                   100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
   os << buf;
-  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%\n",
-                100 * r.makespan_mape, 100 * r.makespan_max_error);
+  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
+                100 * r.makespan_mape, 100 * r.makespan_p50, 100 * r.makespan_p90,
+                100 * r.makespan_max_error);
   os << buf;
+  if (r.compute_tasks > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "compute tasks:      MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%% (%d tasks; %s)\n",
+                  100 * r.compute_mape, 100 * r.compute_p50, 100 * r.compute_p90,
+                  100 * r.compute_max_error, r.compute_tasks, r.compute_source.c_str());
+    os << buf;
+  }
   if (r.host_staged_achieved_Bps > 0) {
     std::snprintf(buf, sizeof buf,
                   "host-staged: best transfer %.2f GB/s, aggregate %.2f GB/s (bytes / busy time)\n",

@@ -320,7 +320,10 @@ Outcome Sim::run() {
   for (double c : p_.capacity_Bps) net_.add_resource(c);
   net_.record_timeline(record_);
   compute_res_.resize(ngpu);
-  for (int g = 0; g < ngpu; ++g) compute_res_[g] = net_.add_resource(1.0);
+  for (int g = 0; g < ngpu; ++g) {
+    const int with = p_.gpus[g].compute_shared_with;
+    compute_res_[g] = with >= 0 && with < g ? compute_res_[with] : net_.add_resource(1.0);
+  }
   sms_taken_.assign(ngpu, 0);
   ce_transfers_per_gpu_.assign(ngpu, 0);
   ce_busy_.resize(ngpu);

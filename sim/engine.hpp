@@ -83,6 +83,7 @@ struct GpuModel {
   int sm_count = 1;
   double ce_copy = 0;          ///< attention time ratio - 1 beside copy-engine copies
   double sm_copy_per_sm = -1;  ///< attention time ratio - 1 per SM taken; < 0: SM share only
+  int compute_shared_with = -1;  ///< GPU index whose compute capacity this one shares; -1: own
   int peer_resource = -1;     ///< Problem resource capped by peer concurrency; -1: none
   double peer_bidir_Bps = 0;  ///< that resource's capacity at m = 1 (both directions summed)
   double peer_cost = 0;       ///< capacity divisor growth per concurrent peer pair beyond one

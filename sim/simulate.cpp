@@ -89,6 +89,13 @@ void compile_machine(Compile& c) {
       m.peer_bidir_Bps = bidir;
       m.peer_cost = c.options.peer_concurrency_cost;
     }
+    const auto& dev = c.options.compute_device;
+    if (static_cast<size_t>(g) < dev.size())
+      for (int h = 0; h < g; ++h)
+        if (dev[static_cast<size_t>(h)] == dev[static_cast<size_t>(g)]) {
+          m.compute_shared_with = h;
+          break;
+        }
     c.p.gpus.push_back(m);
   }
   c.p.tasks.reserve(c.nt + c.nc);

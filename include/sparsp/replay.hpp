@@ -181,6 +181,12 @@ struct ValidateReport {
   int transfers = 0;
   double mape = 0, p50 = 0, p90 = 0, max_error = 0;  ///< per-transfer duration errors
   double makespan_mape = 0, makespan_max_error = 0;  ///< per-layer makespan errors
+  double makespan_p50 = 0, makespan_p90 = 0;
+  int compute_tasks = 0;  ///< compute tasks with a measured duration > 0
+  double compute_mape = 0, compute_p50 = 0, compute_p90 = 0, compute_max_error = 0;
+  /// Where the modelled compute durations came from: "plan" (the plan's duration_s), or for a
+  /// real-compute trace "measured_compute <pointer> (kernel sparsp)" of the topology.
+  std::string compute_source = "plan";
   double host_staged_achieved_Bps = 0;               ///< bytes / duration, best single staged
                                                      ///< transfer (measured)
   double host_staged_aggregate_Bps = 0;              ///< max over layer plans of all staged
@@ -220,6 +226,12 @@ struct CalibrateOptions {
   /// N = 1, 2, 4, ... up to this many concurrent copies per test; 0 skips them.
   int concurrency_copies = 8;
   double concurrency_bytes = 64 * 1024.0 * 1024;  ///< bytes of each concurrent copy
+  /// Time sparsp's attention kernel on the first device (machine and topology JSON
+  /// "measured_compute", kernel "sparsp"): head_dim 64 and 128, 24 heads x compute_tokens
+  /// tokens, blocks of 128 and 384 tokens, densities 10%, 30% and 100%; and the launch overhead
+  /// of an empty kernel. Off: no measured_compute.
+  bool compute = true;
+  int compute_tokens = 36864;  ///< sequence length of the attention timing (96 blocks of 384)
 };
 
 /// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).

@@ -125,6 +125,11 @@ struct SimOptions {
   /// one engine each, FIFO: the H200 serves same-direction host copies one at a time
   /// (replay/RESULTS.md, "Copy-engine concurrency").
   bool copy_engines_shared = true;
+  /// Ranks folded onto one physical GPU (replay --devices 0,0,...): per topology GPU index, the
+  /// device it runs on. GPUs with the same device share one compute capacity (their concurrent
+  /// compute tasks split it max-min fairly, as kernels of several streams share the SMs).
+  /// Empty: every GPU computes on its own.
+  std::vector<int> compute_device;
   /// Peer concurrency cost: a GPU that sends and receives m >= 2 PCIe peer copies at once moves
   /// at most 2 * duplex * link / (1 + cost * (m - 1)) in and out together. 0.2: fitted to the
   /// two-switch RTX PRO 6000 case's 12- and 56-flow rows (../shared/cases, sim/README.md);
