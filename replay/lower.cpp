@@ -1,6 +1,7 @@
 // Lowering of a plan into buffer layouts, copy pieces and checks (see exec_plan.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <queue>
@@ -337,6 +338,35 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     for (int h = 0; h < ex.holders(); ++h)
       ex.max_holder_bytes[h] = std::max(ex.max_holder_bytes[h], el.holder_bytes[h]);
     ex.layers.push_back(std::move(el));
+  }
+  // The host backend computes on one CPU thread per task: bounded (kHostRealComputeMaxFlops).
+  if (ex.real && opt.backend == "host") {
+    double worst = 0;
+    size_t worst_li = 0;
+    for (size_t li = 0; li < ex.layers.size(); ++li) {
+      double f = 0;
+      for (const auto& w : ex.layers[li].attn) f += w.flops;
+      if (f > worst) {
+        worst = f;
+        worst_li = li;
+      }
+    }
+    if (worst > kHostRealComputeMaxFlops) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "the host backend computes attention for real up to %.3g FLOPs per layer "
+                    "plan; layer plan %zu has %.3g",
+                    kHostRealComputeMaxFlops, worst_li, worst);
+      if (opt.compute == ComputeMode::real)
+        return Error{std::string("replay: --compute real: ") + buf + " (use --compute emulated)", 2};
+      ex.real = false;
+      ex.compute_note = std::string("emulated compute: ") + buf;
+      for (auto& el : ex.layers) {
+        el.attn.clear();
+        el.attn_of_act.clear();
+        el.queries.clear();
+      }
+    }
   }
   if (opt.corrupt_block >= 0 && !corrupt_found)
     return Error{"replay: --corrupt-block " + std::to_string(opt.corrupt_block) +

@@ -487,6 +487,23 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
                     : (r.compute_emulated ? "emulated" : "none");
     if (r.compute != "real" && r.compute != "emulated" && r.compute != "none")
       return input_error(src, "/compute", "expected \"real\", \"emulated\" or \"none\"");
+    if (root.contains("compute_note") && root["compute_note"].is_string())
+      r.compute_note = root["compute_note"].get<std::string>();
+    if (root.contains("output_check")) {
+      const Json& oc = root["output_check"];
+      if (!oc.is_object()) return input_error(src, "/output_check", "expected an object");
+      try {
+        r.output_check.ran = true;
+        r.output_check.checked_blocks = oc.at("checked_blocks").get<int64_t>();
+        r.output_check.max_abs_error = oc.at("max_abs_error").get<double>();
+        r.output_check.tolerance = oc.at("tolerance").get<double>();
+        r.output_check.passed = oc.at("passed").get<bool>();
+      } catch (const Json::exception&) {
+        return input_error(src, "/output_check",
+                           "expected checked_blocks (integer), max_abs_error, tolerance (numbers) "
+                           "and passed (boolean)");
+      }
+    }
     r.nccl_p2p_disabled = flag(root, "", "nccl_p2p_disable", false);
     if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
     if (!root.contains("layers") || !root["layers"].is_array())
