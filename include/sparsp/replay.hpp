@@ -39,10 +39,11 @@ namespace sparsp::replay {
 enum class ComputeMode { automatic, real, emulated, none };
 const char* compute_mode_name(ComputeMode m);
 
-/// Largest active attention FLOPs of one layer plan that the host backend computes for real
-/// (2e8: about a second per iteration for the single-threaded CPU kernel at ~0.3 GFLOP/s,
-/// measured on the 2-core CI machine).
-inline constexpr double kHostRealComputeMaxFlops = 2e8;
+/// Largest active attention FLOPs of one layer plan that the host backend computes for real:
+/// 4e9, about 0.2 s per iteration for the CPU kernel (one thread per task, -O3) at the ~20
+/// GFLOP/s per core measured on the 2-core CI machine (a 2-rank, 2088-token test plan of 9e8
+/// FLOPs ran in a 41 ms makespan).
+inline constexpr double kHostRealComputeMaxFlops = 4e9;
 
 /// Options of one replay. Defaults are the CLI's defaults.
 struct ReplayOptions {

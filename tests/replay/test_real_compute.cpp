@@ -1,0 +1,288 @@
+// Real compute in the replay (issue 15): the CPU attention against its reference, and through the
+// CLI on the host backend: a plan's own block-sparse attention over the KV its transfers deliver,
+// partial outputs merged by log-sum-exp, checked against a reference from never-transferred K/V;
+// a corrupted or missing KV block fails with exit 1; bad combinations of options exit 2.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "../../replay/attention.cuh"
+#include "sparsp/plan.hpp"
+
+namespace fs = std::filesystem;
+namespace at = sparsp::replay::attention;
+
+namespace {
+int cli(const std::string& args, std::string* out = nullptr) {
+  static int calls = 0;
+  const std::string tmp = (fs::temp_directory_path() / ("sparsp_real_compute_out_" +
+                                                        std::to_string(::getpid()) + "_" +
+                                                        std::to_string(calls++) + ".txt"))
+                              .string();
+  const int rc =
+      std::system((std::string(SPARSP_CLI_PATH) + " " + args + " > " + tmp + " 2>&1").c_str());
+  if (out) {
+    std::ifstream in(tmp);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *out = ss.str();
+  }
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A small DiT: 8 x 16 x 16 latent (2048 video tokens) + 40 text tokens at the end, 2 heads x
+// head_dim; STA over 64-token tiles (1 x 8 x 8), window 3 frames: 32 video blocks + 1 text block.
+fs::path write_model(const fs::path& dir, int head_dim, int frames = 8) {
+  const fs::path p = dir / ("tiny-" + std::to_string(head_dim) + "-" + std::to_string(frames) +
+                            ".json");
+  std::ofstream(p) << R"({"schema_version": 1, "name": "tiny-dit", "description": "test model",
+    "latent": [)" << frames
+                   << R"(, 16, 16], "text_tokens": 40, "text_position": "end", "heads": 2,
+    "head_dim": )" << head_dim
+                   << R"(, "layers": 2, "hidden": 128, "mlp_hidden": 512, "dtype_bytes": 2,
+    "steps": 1, "source": {"latent": "test", "text_tokens": "test", "text_position": "test",
+    "heads": "test", "head_dim": "test", "layers": "test", "hidden": "test",
+    "mlp_hidden": "test", "dtype_bytes": "test", "steps": "test"}})";
+  return p;
+}
+
+// Emits the plans of `policies` for the model into dir/plans; returns the plan paths by policy.
+std::map<std::string, fs::path> emit(const fs::path& dir, const fs::path& model,
+                                     const std::vector<std::string>& policies) {
+  const fs::path plans = dir / "plans";
+  fs::remove_all(plans);
+  fs::create_directories(plans);
+  std::string args = "simulate --model " + model.string() +
+                     " --pattern sta --block 64 --tile 1,8,8 --window 3,1,1 --gpus 2 "
+                     "--topology 8x-l40s-gen4-4switch --emit-plan " +
+                     plans.string();
+  for (const auto& p : policies) args += " --policy " + p;
+  std::string out;
+  REQUIRE_MESSAGE(cli(args, &out) == 0, out);
+  std::map<std::string, fs::path> by;
+  for (const auto& e : fs::directory_iterator(plans)) {
+    const std::string n = e.path().filename().string();
+    for (const auto& p : policies) {
+      std::string key = p;
+      for (char& c : key)
+        if (c == '/') c = '_';
+      if (n.find("__" + key + ".plan.json") != std::string::npos) by[p] = e.path();
+    }
+  }
+  REQUIRE(by.size() == policies.size());
+  return by;
+}
+
+fs::path work_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("sparsp_real_compute_" + name);
+  fs::create_directories(d);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("CPU attention: paged GQA layout matches the two-pass reference; a corrupted K fails") {
+  // Two KV blocks of 3 and 2 tokens in one buffer (paged: K then V per KV head), 4 query heads
+  // over 2 KV heads (kv_group 2), head_dim 64; queries: one block of 3 tokens reading both.
+  const int D = 64, H = 4, KVH = 2;
+  at::BlockSparseLayout l;
+  l.heads = H;
+  l.head_dim = D;
+  l.kv_group = H / KVH;
+  l.q_block_offsets = {0, 3};
+  l.kv_block_offsets = {0, 3, 5};
+  l.row_ptr = {0, 2};
+  l.kv_blocks = {1, 0};
+  // Block b at element base[b]; per KV head 2 * tokens * D elements.
+  l.kv_block_base = {0, int64_t(KVH) * 2 * 3 * D + 64};
+  l.kv_head_stride = {2 * 3 * D, 2 * 2 * D};
+  REQUIRE(at::check_layout(l).ok());
+  std::vector<uint16_t> kv(size_t(l.kv_block_base[1] + KVH * 2 * 2 * D));
+  std::vector<uint16_t> q(size_t(H) * 3 * D);
+  uint32_t x = 12345;
+  auto next = [&] {
+    x = x * 1664525u + 1013904223u;
+    return at::float_to_bf16(float(int(x >> 9) % 2001 - 1000) / 500.0f);  // [-2, 2]
+  };
+  for (auto& e : kv) e = next();
+  for (auto& e : q) e = next();
+  // The same K/V contiguous ([kv heads][tokens][D]) for the reference.
+  std::vector<uint16_t> kc(size_t(KVH) * 5 * D), vc(kc.size());
+  for (int g = 0; g < KVH; ++g)
+    for (int b = 0; b < 2; ++b) {
+      const int s = l.kv_block_offsets[size_t(b)], n = l.kv_block_offsets[size_t(b) + 1] - s;
+      for (int j = 0; j < n; ++j)
+        for (int d = 0; d < D; ++d) {
+          const size_t src = size_t(l.kv_block_base[size_t(b)] + g * l.kv_head_stride[size_t(b)]);
+          kc[(size_t(g) * 5 + s + j) * D + d] = kv[src + size_t(j) * D + d];
+          vc[(size_t(g) * 5 + s + j) * D + d] = kv[src + size_t(n + j) * D + d];
+        }
+    }
+  at::BlockSparseLayout ref = l;
+  ref.kv_block_base.clear();
+  ref.kv_head_stride.clear();
+  std::vector<uint16_t> o(size_t(H) * 3 * D);
+  std::vector<float> lse(size_t(H) * 3), o_ref(o.size()), lse_ref(lse.size());
+  at::attention_forward_host(l, q.data(), kv.data(), nullptr, o.data(), lse.data());
+  at::attention_reference_host(ref, q.data(), kc.data(), vc.data(), o_ref.data(), lse_ref.data());
+  const auto tol = at::derive_tolerance(D, 1 / std::sqrt(double(D)), 2, 2, 2);
+  auto r = at::compare_with_reference(H, 3, D, o, lse, o_ref, lse_ref, tol);
+  CHECK(r.passed());
+  CHECK(r.checked_rows == 3 * H);
+  // Hand check of one row: head 3 reads KV head 1; lse = log sum_j exp(q.k_j / 8).
+  {
+    double m = -1e30, sum = 0;
+    std::vector<double> s;
+    for (int j = 0; j < 5; ++j) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d)
+        dot += double(at::bf16_to_float(q[(size_t(3) * 3 + 1) * D + d])) *
+               at::bf16_to_float(kc[(size_t(1) * 5 + j) * D + d]);
+      s.push_back(dot / 8);
+      m = std::max(m, dot / 8);
+    }
+    for (double v : s) sum += std::exp(v - m);
+    CHECK(lse[3 * 3 + 1] == doctest::Approx(m + std::log(sum)).epsilon(1e-5));
+  }
+  // A K element of block 0, KV head 1 blown up: heads 2 and 3 must fail.
+  kv[size_t(l.kv_head_stride[0]) + 5] = at::float_to_bf16(30000.0f);
+  at::attention_forward_host(l, q.data(), kv.data(), nullptr, o.data(), lse.data());
+  r = at::compare_with_reference(H, 3, D, o, lse, o_ref, lse_ref, tol);
+  CHECK_FALSE(r.passed());
+  CHECK(r.worst_head >= 2);
+}
+
+TEST_CASE("host backend: real attention of ring, allgather and demand plans passes its check") {
+  const fs::path dir = work_dir("ok");
+  const auto plans =
+      emit(dir, write_model(dir, 64),
+           {"contiguous/ring/sync", "contiguous/allgather/ce_decoupled",
+            "contiguous/demand_direct/sync", "dependency_aware/demand_direct/ce_decoupled"});
+  for (const auto& [policy, path] : plans) {
+    CAPTURE(policy);
+    // The plan records the mask: block 32 (the 40-token text block) reads all 33 blocks.
+    auto plan = sparsp::policy::load_plan(path.string());
+    REQUIRE(plan.ok());
+    const auto& m = plan->layers[0].mask;
+    REQUIRE(m.row_ptr.size() == 34);
+    CHECK(m.row_ptr[33] - m.row_ptr[32] == 33);
+    std::string out;
+    REQUIRE_MESSAGE(
+        cli("replay --plan " + path.string() + " --backend host --iterations 2 --json", &out) == 0,
+        out);
+    const auto j = nlohmann::json::parse(out);
+    CHECK(j["compute"] == "real");
+    CHECK(j["compute_emulated"] == true);
+    CHECK(j["output_check"]["passed"] == true);
+    // First, middle and last own query block of each of the 2 ranks.
+    CHECK(j["output_check"]["checked_blocks"] == 6);
+    CHECK(j["output_check"]["max_abs_error"].get<double>() <
+          j["output_check"]["tolerance"].get<double>());
+    // The bf16 tolerance of head_dim 64, content |x| < 2: 2^-7 * 2 + 4 dS * 2, dS = 2 * 64 * 2^-24
+    // * 64 * 4 / 8 (derive_tolerance).
+    const double ds = 2.0 * 64 * std::ldexp(1.0, -24) * 64 * 4 / 8;
+    CHECK(j["output_check"]["tolerance"].get<double>() ==
+          doctest::Approx(std::ldexp(1.0, -7) * 2 + 2 * ds * 2));
+  }
+  // --check-all: every own query block (33).
+  std::string out;
+  REQUIRE(cli("replay --plan " + plans.at("contiguous/ring/sync").string() +
+                  " --backend host --iterations 1 --warmup 0 --check-all --json",
+              &out) == 0);
+  CHECK(nlohmann::json::parse(out)["output_check"]["checked_blocks"] == 33);
+}
+
+TEST_CASE("host backend: a corrupted or missing KV block fails the output check with exit 1") {
+  const fs::path dir = work_dir("corrupt");
+  const auto plans = emit(dir, write_model(dir, 64), {"contiguous/ring/sync"});
+  const std::string p = plans.at("contiguous/ring/sync").string();
+  // Block 15 (frame 3, owned by gpu0) is read by gpu1's frame-4 queries (window 3 frames).
+  std::string out;
+  CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 15", &out) == 1);
+  CHECK(out.find("output check failed: layer 0 (step 0) rank gpu1 query block 1") !=
+        std::string::npos);
+  CHECK(out.find("head ") != std::string::npos);
+  // A transfer not run: gpu1 never gets gpu0's blocks.
+  auto plan = sparsp::policy::load_plan(p);
+  REQUIRE(plan.ok());
+  std::string first;
+  for (const auto& t : plan->layers[0].work.transfers)
+    if (t.src == "gpu0" && t.dst == "gpu1" && !t.kv_blocks.empty()) {
+      first = t.id;
+      break;
+    }
+  REQUIRE(!first.empty());
+  CHECK(cli("replay --plan " + p + " --backend host --skip-transfer " + first, &out) == 1);
+  CHECK(out.find("output check failed") != std::string::npos);
+  // Emulated compute still catches the corruption, byte by byte.
+  CHECK(cli("replay --plan " + p + " --backend host --compute emulated --corrupt-block 15",
+            &out) == 1);
+  CHECK(out.find("integrity check failed") != std::string::npos);
+  // A block nobody receives cannot be corrupted: an input error, not a silent pass.
+  CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 999", &out) == 2);
+}
+
+TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2 in one line") {
+  const fs::path dir = work_dir("bad");
+  const auto plans = emit(dir, write_model(dir, 64), {"contiguous/ring/sync"});
+  const std::string p = plans.at("contiguous/ring/sync").string();
+  auto one_line_2 = [](const std::string& args, const std::string& needle) {
+    std::string out;
+    CAPTURE(args);
+    CHECK(cli(args, &out) == 2);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    CHECK_MESSAGE(out.find(needle) != std::string::npos, out);
+  };
+  one_line_2("replay --plan " + p + " --backend host --compute bogus", "--compute");
+  one_line_2("replay --plan " + p + " --backend host --compute none --check-all", "--check-all");
+  one_line_2("replay --plan " + p + " --backend host --no-compute --check-all", "--check-all");
+  one_line_2("replay --plan " + p + " --backend host --compute real --payload-scale 0.5",
+             "--payload-scale below 1");
+  one_line_2("replay --plan " + p + " --backend host --compute real --no-compute",
+             "--no-compute");
+  // head_dim 96: not a kernel head_dim.
+  const auto p96 = emit(dir, write_model(dir, 96), {"contiguous/ring/sync"});
+  one_line_2("replay --plan " + p96.at("contiguous/ring/sync").string() +
+                 " --backend host --compute real",
+             "head_dim 96 is not supported");
+  // The default falls back to emulated, with a note.
+  std::string out;
+  CHECK(cli("replay --plan " + p96.at("contiguous/ring/sync").string() + " --backend host --json",
+            &out) == 0);
+  CHECK(out.find("note: emulated compute: head_dim 96") != std::string::npos);
+  // Over the host backend's real-compute limit (256 frames: 65,576 tokens; window 3 of 256 frames:
+  // about 4 x 65576^2 x 64 x 2 heads x 3/256 = 2.6e10 FLOPs > 4e9).
+  const auto big = emit(dir, write_model(dir, 64, 256), {"contiguous/ring/sync"});
+  one_line_2("replay --plan " + big.at("contiguous/ring/sync").string() +
+                 " --backend host --compute real",
+             "FLOPs per layer plan");
+}
+
+TEST_CASE("plan masks: malformed ones are refused with their JSON pointer") {
+  const fs::path dir = work_dir("mask");
+  const auto plans = emit(dir, write_model(dir, 64), {"contiguous/ring/sync"});
+  std::ifstream in(plans.at("contiguous/ring/sync"));
+  auto j = nlohmann::json::parse(in);
+  auto bad = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
+    auto k = j;
+    edit(k);
+    auto r = sparsp::policy::parse_plan(k.dump(), "m.plan.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().exit_code == 2);
+    CHECK_MESSAGE(r.error().message.find(needle) != std::string::npos, r.error().message);
+  };
+  bad([](auto& k) { k["layers"][0]["mask"]["row_ptr"].erase(0); },
+      "m.plan.json:/layers/0/mask/row_ptr: expected 34 entries");
+  bad([](auto& k) { k["layers"][0]["mask"]["kv_blocks"][0] = 40; },
+      "m.plan.json:/layers/0/mask/kv_blocks/0: expected a block id in 0..32");
+  bad([](auto& k) { k["layers"][0]["mask"]["kv_blocks"][1] = 0; },
+      "/layers/0/mask/kv_blocks/1: expected strictly increasing");
+  bad([](auto& k) { k["layers"][0]["mask"]["extra"] = 1; }, "/layers/0/mask");
+  bad([](auto& k) { k["kv_heads"] = 3; }, "m.plan.json:/kv_heads: expected a divisor of heads");
+}
