@@ -592,7 +592,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (auto ke = check_keys(rd, tj, tp,
                                  {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
                                   "rate_cap_Bps", "chunk_bytes", "staging_buffers", "comm_sms",
-                                  "layer", "kv_blocks", "driver", "staging"}))
+                                  "layer", "kv_blocks", "driver", "staging", "collective"}))
           return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
@@ -667,6 +667,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
             return rd.err(tp + "/comm_sms",
                           "expected 0 .. 1024 SMs, got " + num_text(v->get<double>()));
           t.comm_sms = static_cast<int>(v->get<double>());
+        }
+        if (auto it = tj.find("collective"); it != tj.end()) {
+          auto tag = sim::parse_collective_tag_json(it->dump(), source_name, tp + "/collective");
+          if (!tag) return tag.error();
+          t.collective = *tag;
         }
         t.layer = L.layer;
         if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e))
@@ -874,6 +879,7 @@ std::string to_json(const Plan& plan) {
       if (t.comm_sms != 0) tj["comm_sms"] = t.comm_sms;
       if (t.layer != L.layer) tj["layer"] = t.layer;
       tj["kv_blocks"] = t.kv_blocks;
+      if (t.collective.set) tj["collective"] = Json::parse(sim::collective_tag_json(t.collective));
       trs.push_back(std::move(tj));
     }
     lj["transfers"] = std::move(trs);

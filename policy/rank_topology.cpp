@@ -38,14 +38,27 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
   bool amd = false;
   for (const auto& n : topo.nodes())
     if (n.kind == topology::NodeKind::cpu && n.family.rfind("amd", 0) == 0) amd = true;
-  const bool any_path = amd && topo.num_gpus() <= 2;
+  bool any_path = amd && topo.num_gpus() <= 2;
+  // The farthest path class NCCL's P2P transport takes: PXB by default; the topology's
+  // nccl.p2p_level (NCCL_P2P_LEVEL) overrides it and the AMD rule (PHB covers NODE: NCCL has
+  // no NODE level; LOC: no P2P between two GPUs).
+  topology::PathClass level = topology::PathClass::pxb;
+  if (const std::string& l = topo.options().nccl.p2p_level; !l.empty()) {
+    any_path = false;
+    level = l == "LOC"   ? topology::PathClass::self
+            : l == "NVL" ? topology::PathClass::nvlink
+            : l == "PIX" ? topology::PathClass::pix
+            : l == "PXB" ? topology::PathClass::pxb
+            : l == "PHB" ? topology::PathClass::node
+                         : topology::PathClass::sys;
+  }
   rt.nccl_p2p.assign(gpus.size() * gpus.size(), 0);
   for (size_t a = 0; a < gpus.size(); ++a)
     for (size_t b = 0; b < gpus.size(); ++b) {
       if (!rt.p2p[a * gpus.size() + b]) continue;
       const auto& route = topo.route_ref(gpus[a], gpus[b]);
-      // PathClass is ordered nearest first: nvlink, pix and pxb are within NCCL's level.
-      const bool near = route && route->path_class <= topology::PathClass::pxb;
+      // PathClass is ordered nearest first (self, nvlink, pix, pxb, phb, node, sys).
+      const bool near = route && route->path_class <= level;
       rt.nccl_p2p[a * gpus.size() + b] = near || any_path;
     }
   return rt;

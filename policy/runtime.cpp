@@ -80,6 +80,10 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
                           m.src != m.dst && !rt.nccl_p2p_allowed(m.src, m.dst);
     t.route = m.host_staged || nccl_shm ? topology::RouteMode::host_staged
                                         : topology::RouteMode::automatic;
+    // An NCCL collective's message, timed as NCCL runs it (sim::Transfer::collective), where
+    // NCCL runs it: SM-driven, between two GPUs.
+    if (t.engine == sim::Engine::sm && m.src >= 0 && m.dst >= 0 && m.src != m.dst)
+      t.collective = m.nccl;
     t.chunk_bytes = chunk;
     t.staging_buffers = staging;
     t.layer = layer;

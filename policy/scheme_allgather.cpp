@@ -19,9 +19,15 @@ Result<CommPlan> scheme_allgather(const LayerInput& in, const Params& p) {
   const int P = d.ranks;
   CommPlan plan;
   plan.messages = ring->messages;
+  // One NCCL ring all-gather of P ranks; its nccl-tests size is the gathered buffer (every shard
+  // once: the P - 1 hops of each shard carry it P - 1 times).
+  double gathered = 0;
+  for (const auto& m : plan.messages) gathered += m.bytes;
+  gathered /= std::max(1, P - 1);
   for (auto& m : plan.messages) {
     m.phase = 0;
     m.tag = "allgather";
+    m.nccl = {gathered > 0 && P > 1, sim::nccl::Collective::all_gather, P, gathered};
   }
   add_local_tasks(plan, d);
   for (int g = 0; g < P; ++g) {

@@ -20,6 +20,9 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
   CommPlan plan;
   const std::vector<int> req = add_discovery(plan, in, d, staged, in.dynamic);
   for (auto& m : plan.messages) m.collective = true;
+  std::vector<int> discovery_ids(plan.messages.size()), kv_ids;
+  std::iota(discovery_ids.begin(), discovery_ids.end(), 0);
+  tag_alltoall(plan, discovery_ids, P);
   add_text_partials(plan, d, add_local_tasks(plan, d), staged);
   std::vector<std::vector<int>> involved(static_cast<size_t>(P));
   for (int sh = 1; sh < P; ++sh)  // shifted pairwise order, as NCCL's all-to-all
@@ -38,9 +41,11 @@ Result<CommPlan> scheme_demand_alltoall(const LayerInput& in, const Params& p) {
       for (int x = 0; x < P; ++x)  // the owner knows all requests once the index a2a is done
         if (x != o) m.after_msgs.push_back(req[static_cast<size_t>(x) * P + o]);
       const int id = add_msg(plan, std::move(m));
+      kv_ids.push_back(id);
       involved[static_cast<size_t>(g)].push_back(id);
       involved[static_cast<size_t>(o)].push_back(id);
     }
+  tag_alltoall(plan, kv_ids, P);
   for (int g = 0; g < P; ++g) {
     double f = 0;
     for (int o = 0; o < P; ++o)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -31,6 +32,24 @@ int add_msg(CommPlan& plan, Message m) {
 int add_task(CommPlan& plan, AttentionTask t) {
   plan.tasks.push_back(std::move(t));
   return static_cast<int>(plan.tasks.size()) - 1;
+}
+
+void tag_alltoall(CommPlan& plan, const std::vector<int>& ids, int ranks,
+                  sim::nccl::Collective op) {
+  if (ranks < 2) return;
+  std::map<int, double> sent;  // source rank -> bytes it sends among ids
+  for (int id : ids)
+    sent[plan.messages[static_cast<size_t>(id)].src] +=
+        plan.messages[static_cast<size_t>(id)].bytes;
+  for (int id : ids) {
+    Message& m = plan.messages[static_cast<size_t>(id)];
+    const double b = sent[m.src] * ranks / (ranks - 1.0);
+    if (!(b > 0)) continue;
+    m.nccl.set = true;
+    m.nccl.op = op;
+    m.nccl.ranks = ranks;
+    m.nccl.bytes = b;
+  }
 }
 
 // Local attention piece of every rank (its queries against its own KV blocks). Returns the task
@@ -85,6 +104,7 @@ std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
     m.phase = s;
     m.kv_blocks = shard.kv_blocks;
     m.tag = "ring";
+    if (shard.bytes > 0) m.nccl = {true, sim::nccl::Collective::send_recv, 2, shard.bytes};
     // The shard exists at its owner only after `first_after` (e.g. USP's all-to-all).
     m.after_msgs = prev >= 0 ? std::vector<int>{prev} : shard.first_after;
     const int dst = m.dst;
@@ -208,6 +228,7 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
   // All-to-all in: rank s sends its tokens' Q, K, V of head group i to rank (j, i); K and V
   // carry kv_moved / u heads each (grouped-query attention).
   std::vector<std::vector<int>> a2a_of(static_cast<size_t>(P));
+  std::vector<int> a2a_in_ids, a2a_out_ids;  // one all-to-all per Ulysses group, same size each
   for (int s = 0; s < P; ++s)
     for (int dd = 0; dd < P; ++dd) {
       if (s == dd || s / u != dd / u) continue;
@@ -223,7 +244,9 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       const int id = add_msg(plan, std::move(m));
       a2a_of[static_cast<size_t>(s)].push_back(id);
       a2a_of[static_cast<size_t>(dd)].push_back(id);
+      a2a_in_ids.push_back(id);
     }
+  tag_alltoall(plan, a2a_in_ids, u);
   // Transposes after it (all_to_all_4D: output.transpose(0, 1).contiguous()): rank (j, i) holds
   // the whole sequence shard j of its head group; it waits for the whole all-to-all (NCCL's
   // all-to-all completes as a whole per rank).
@@ -302,8 +325,11 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
                           ? std::vector<int>{pre_out[static_cast<size_t>(s)]}
                           : tasks_of[static_cast<size_t>(s)];
       m.tag = std::string(tag) + "_out";
-      out_into[static_cast<size_t>(dd)].push_back(add_msg(plan, std::move(m)));
+      const int id = add_msg(plan, std::move(m));
+      out_into[static_cast<size_t>(dd)].push_back(id);
+      a2a_out_ids.push_back(id);
     }
+  tag_alltoall(plan, a2a_out_ids, u);
   // Transpose after it (all_to_all_4D: output.transpose(0, 2).contiguous()): the rank's own
   // tokens, all heads.
   if (u > 1)

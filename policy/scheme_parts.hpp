@@ -14,6 +14,11 @@ namespace sparsp::policy::detail {
 /// Appends `m` / `t` to the plan; returns its index.
 int add_msg(CommPlan& plan, Message m);
 int add_task(CommPlan& plan, AttentionTask t);
+/// Tags messages `ids` as one NCCL all-to-all (or grouped send/recv, `op`) of `ranks` ranks: the
+/// nccl-tests size of each is its source's bytes sent among `ids` x ranks / (ranks - 1) (the
+/// send buffer, the rank's own part included, as if even).
+void tag_alltoall(CommPlan& plan, const std::vector<int>& ids, int ranks,
+                  sim::nccl::Collective op = sim::nccl::Collective::all_to_all);
 
 // Local attention piece of every rank (its queries against its own KV blocks). Returns the task
 // index per rank (-1 where there is no local work).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace sparsp::sim::nccl {
 namespace {
@@ -18,6 +19,19 @@ constexpr std::array<double, 4> kLlMaxBw_GBps = {39.0, 87.7, 141.0, 282.0};
 constexpr std::array<double, 4> kPerChRingLl128Bw_GBps = {20.0, 20.0, 36.7, 40.0};
 
 int pi(Protocol p) { return static_cast<int>(p); }
+// graph/topo.h per-link NVLink bandwidth, GB/s, by arch row (SM70/SM80, SM80, SM90, SM100).
+constexpr std::array<double, 4> kNvlinkLink_GBps = {20.0, 20.0, 20.6, 40.1};
+// enqueue.cc NCCL_P2P_LL_THRESHOLD default, bytes per channel.
+constexpr double kP2pLlThresholdBytes = 16384;
+
+constexpr const char* kCollectiveNames[] = {"all_to_all", "all_gather", "reduce_scatter",
+                                            "all_reduce", "send_recv"};
+constexpr const char* kTransportNames[] = {"p2p", "shm", "net"};
+
+bool is_ring(Collective c) {
+  return c == Collective::all_gather || c == Collective::reduce_scatter ||
+         c == Collective::all_reduce;
+}
 
 }  // namespace
 
@@ -71,6 +85,97 @@ double alltoall_time_s(int ranks, double bytes, Transport t, double gpu_link_Bps
   double bw_s = out / gpu_link_Bps;
   if (t == Transport::shm) bw_s = std::max(bw_s, 2.0 * ranks * out / host_memory_Bps);
   return latency_s + bw_s;
+}
+
+int p2p_channels_per_peer(HwClass hw, double path_Bps, Arch arch) {
+  if (hw != HwClass::nvlink) return 2;
+  const double link_Bps = kNvlinkLink_GBps[static_cast<int>(arch)] * kGBps;
+  return 2 * std::max(1, static_cast<int>(path_Bps / link_Bps));
+}
+
+Protocol p2p_protocol(double bytes, int channels_per_peer) {
+  return bytes <= channels_per_peer * kP2pLlThresholdBytes ? Protocol::ll : Protocol::simple;
+}
+
+double p2p_latency_s(Protocol p, HwClass hw) {
+  return (kRingBaseLatency_us[pi(p)] + kRingHwLatency_us[static_cast<int>(hw)][pi(p)]) * kUs;
+}
+
+double protocol_efficiency(Protocol p) {
+  if (p == Protocol::ll) return 0.5;
+  if (p == Protocol::ll128) return 0.92;
+  return 1.0;
+}
+
+double interpolate_points(const std::vector<CollectivePoint>& points, int gpus, double bytes,
+                          Transport transport) {
+  const CollectivePoint* lo = nullptr;  // largest bytes <= `bytes`
+  const CollectivePoint* hi = nullptr;  // smallest bytes >= `bytes`
+  for (const auto& p : points) {
+    if (p.gpus != gpus || p.transport != transport) continue;
+    if (p.bytes <= bytes && (!lo || p.bytes > lo->bytes)) lo = &p;
+    if (p.bytes >= bytes && (!hi || p.bytes < hi->bytes)) hi = &p;
+  }
+  if (!lo || !hi) return -1;
+  if (hi->bytes == lo->bytes) return lo->time_s;
+  const double f = (bytes - lo->bytes) / (hi->bytes - lo->bytes);
+  return lo->time_s + f * (hi->time_s - lo->time_s);
+}
+
+TransferTiming transfer_timing(const TransferContext& x,
+                               const std::vector<CollectivePoint>& points) {
+  TransferTiming out;
+  const HwClass hw = x.transport == Transport::shm ? HwClass::pci : x.hw;
+  const int channels = p2p_channels_per_peer(hw, x.path_Bps, x.arch);
+  int steps = 1;  // sequential transfers of one rank in the collective
+  double model_latency_s = 0;
+  if (is_ring(x.op)) {
+    RingSetup s;
+    s.ranks = x.ranks;
+    s.channels = channels;
+    s.channel_Bps = x.path_Bps / channels;
+    s.hw = hw;
+    s.arch = x.arch;
+    s.ll128_enabled = x.arch == Arch::hopper || x.arch == Arch::blackwell;
+    out.protocol = choose_protocol(x.op, x.collective_bytes, s);
+    steps = ring_steps(x.op, x.ranks);
+    model_latency_s = ring_latency_s(x.op, out.protocol, s);
+    out.latency_s = model_latency_s / steps;
+    out.cap_Bps = ring_bus_Bps(out.protocol, s);
+  } else {
+    out.protocol = p2p_protocol(x.transfer_bytes, channels);
+    model_latency_s = p2p_latency_s(out.protocol, hw);
+    out.latency_s = model_latency_s;
+    out.cap_Bps = protocol_efficiency(out.protocol) * x.path_Bps;
+  }
+  const double t_s = interpolate_points(points, x.ranks, x.collective_bytes, x.transport);
+  if (t_s > 0) {
+    const double latency_s = std::min(model_latency_s, 0.5 * t_s);
+    out.from_points = true;
+    out.latency_s = latency_s / steps;
+    const double per_step_s = (t_s - latency_s) / steps;
+    out.cap_Bps = x.transfer_bytes > 0 ? x.transfer_bytes / per_step_s : 0;
+  }
+  return out;
+}
+
+const char* collective_name(Collective c) { return kCollectiveNames[static_cast<int>(c)]; }
+bool parse_collective(const std::string& name, Collective* out) {
+  for (int i = 0; i < 5; ++i)
+    if (name == kCollectiveNames[i]) {
+      *out = static_cast<Collective>(i);
+      return true;
+    }
+  return false;
+}
+const char* transport_name(Transport t) { return kTransportNames[static_cast<int>(t)]; }
+bool parse_transport(const std::string& name, Transport* out) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kTransportNames[i]) {
+      *out = static_cast<Transport>(i);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace sparsp::sim::nccl

@@ -11,6 +11,7 @@
 //  - collect_results: activities, resources and the critical path of the Outcome.
 // Errors are reported in that order, and within a task in the order of its fields' checks.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -62,6 +63,23 @@ struct Compile {
   std::map<std::tuple<int, int, bool>, int> nccl_pair_resource;
   // per task: the GPU it is drawn under in traces (-1: host)
   std::vector<int> owner_gpu = std::vector<int>(nt + nc, -1);
+  // the topology's measured collective points (nccl.collectives), per collective
+  std::array<std::vector<nccl::CollectivePoint>, 5> points = collective_points(topo);
+
+  static std::array<std::vector<nccl::CollectivePoint>, 5> collective_points(
+      const topology::Topology& t) {
+    std::array<std::vector<nccl::CollectivePoint>, 5> out;
+    for (const auto& [name, list] : t.options().nccl.collectives) {
+      nccl::Collective op;
+      if (!nccl::parse_collective(name, &op)) continue;  // the topology parser checked the names
+      for (const auto& q : list) {
+        nccl::CollectivePoint pt{q.gpus, q.bytes, q.time_s, nccl::Transport::p2p};
+        nccl::parse_transport(q.transport, &pt.transport);
+        out[static_cast<size_t>(op)].push_back(pt);
+      }
+    }
+    return out;
+  }
 };
 
 // Both directions of GPU g's PCIe link to its parent together (2 * duplex * capacity), bytes/s;
@@ -236,6 +254,62 @@ void apply_nccl(Compile& c, Task& k, int a, int b) {
   for (NetLeg& leg : k.legs) leg.uses.push_back(lmm::Use{it->second, host ? 0.5 : 1.0});
 }
 
+// The architecture row of NCCL's tuning tables for GPU g (Ampere / Ada when unknown).
+nccl::Arch nccl_arch(const topology::GpuSpec& gpu) {
+  const std::string& a = gpu.architecture;
+  if (a == "volta" || (gpu.sm_version >= 70 && gpu.sm_version < 80)) return nccl::Arch::volta;
+  if (a == "hopper" || (gpu.sm_version >= 90 && gpu.sm_version < 100)) return nccl::Arch::hopper;
+  if (a == "blackwell" || gpu.sm_version >= 100) return nccl::Arch::blackwell;
+  return nccl::Arch::ampere;
+}
+
+// Single-flow rate of a route: the least capacity / coefficient over its legs' resources.
+double route_rate_Bps(const Compile& c, const Task& k) {
+  double r = 0;
+  for (const NetLeg& leg : k.legs)
+    for (const lmm::Use& u : leg.uses)
+      if (u.coefficient > 0) {
+        const double x = c.p.capacity_Bps[static_cast<size_t>(u.constraint)] / u.coefficient;
+        r = r > 0 ? std::min(r, x) : x;
+      }
+  return r;
+}
+
+// Transfer i is one message of an NCCL collective (SM-driven, GPU to GPU): its latency and rate
+// cap from NCCL's model or the topology's measured points (nccl::transfer_timing), and on a
+// host-staged route NCCL's SHM pipeline (p2pChunkSize chunks, NCCL_STEPS slots per channel, no
+// per-chunk launch). The links stay shared by max-min (sim/README.md "NCCL collectives").
+void apply_collective(Compile& c, size_t i, int a, int b, Task& k) {
+  const Transfer& t = c.work.transfers[i];
+  const auto& route = c.topo.route_ref(a, b, t.route);
+  nccl::TransferContext x;
+  x.op = t.collective.op;
+  x.ranks = t.collective.ranks;
+  x.collective_bytes = t.collective.bytes;
+  x.transfer_bytes = t.bytes;
+  x.transport = k.legs.size() == 2 ? nccl::Transport::shm : nccl::Transport::p2p;
+  x.hw = route && route->path_class == topology::PathClass::nvlink ? nccl::HwClass::nvlink
+                                                                   : nccl::HwClass::pci;
+  x.arch = nccl_arch(c.topo.gpu(a));
+  x.path_Bps = route_rate_Bps(c, k);
+  if (!(x.path_Bps > 0)) return;
+  const nccl::TransferTiming tm = nccl::transfer_timing(x, c.points[static_cast<size_t>(x.op)]);
+  // A measured send/recv latency (apply_nccl) stands unless measured points set the time.
+  const topology::NcclFigures& f = c.topo.options().nccl;
+  const double measured_s =
+      x.transport == nccl::Transport::shm ? f.host_latency_s : f.p2p_latency_s;
+  if (tm.from_points || measured_s <= 0) k.launch_s = tm.latency_s;
+  if (tm.cap_Bps > 0) k.cap_Bps = k.cap_Bps > 0 ? std::min(k.cap_Bps, tm.cap_Bps) : tm.cap_Bps;
+  if (x.transport == nccl::Transport::shm && t.chunk_bytes <= 0 && t.staging_buffers <= 0 &&
+      t.staging == Staging::pipelined &&
+      t.bytes / nccl::kP2pPciChunkBytes <= kMaxChunksPerTransfer) {
+    const int channels = nccl::p2p_channels_per_peer(nccl::HwClass::pci, x.path_Bps, x.arch);
+    k.chunk_bytes = nccl::kP2pPciChunkBytes;
+    k.buffers = nccl::kNcclSteps * channels;
+    k.chunk_overhead_s = 0;
+  }
+}
+
 // What moves transfer i's bytes: a copy engine of its owning GPU, the SMs of its GPUs (src_gpu,
 // dst_gpu: -1 for a host end) with the NCCL figures between two GPUs, or the host.
 Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
@@ -276,7 +350,10 @@ Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
                              std::to_string(t.comm_sms) + " SMs but " +
                                  (g == src_gpu ? t.src : t.dst) + " has " +
                                  std::to_string(c.topo.gpu(g).sm_count));
-      if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) apply_nccl(c, k, src_gpu, dst_gpu);
+      if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) {
+        apply_nccl(c, k, src_gpu, dst_gpu);
+        if (t.collective.set) apply_collective(c, i, src_gpu, dst_gpu, k);
+      }
       break;
     case Engine::host:
       break;

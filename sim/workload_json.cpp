@@ -69,7 +69,56 @@ struct Reader {
   }
 };
 
+Status parse_collective_tag(const json& j, const std::string& file, const std::string& place,
+                            CollectiveTag& out) {
+  if (!j.is_object()) return input_error(file, place, "expected an object {op, ranks, bytes}");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "op" && it.key() != "ranks" && it.key() != "bytes")
+      return input_error(file, place + "/" + it.key(), "unknown field '" + it.key() + "'");
+  for (const char* k : {"op", "ranks", "bytes"})
+    if (!j.contains(k)) return input_error(file, place, std::string("missing field '") + k + "'");
+  const json& op = j["op"];
+  if (!op.is_string() || !nccl::parse_collective(op.get<std::string>(), &out.op))
+    return input_error(file, place + "/op",
+                       "expected \"all_to_all\", \"all_gather\", \"reduce_scatter\", "
+                       "\"all_reduce\" or \"send_recv\", got " +
+                           op.dump());
+  const json& r = j["ranks"];
+  if (!r.is_number_integer() || r.get<int64_t>() < 2 || r.get<int64_t>() > 1000000)
+    return input_error(file, place + "/ranks", "expected an integer >= 2, got " + r.dump());
+  out.ranks = static_cast<int>(r.get<int64_t>());
+  const json& b = j["bytes"];
+  if (!b.is_number() || !(b.get<double>() > 0) || !std::isfinite(b.get<double>()) ||
+      b.get<double>() > 1125899906842624.0)
+    return input_error(file, place + "/bytes",
+                       "expected bytes > 0 (at most 2^50), got " + b.dump());
+  out.bytes = b.get<double>();
+  out.set = true;
+  return Ok{};
+}
+
 }  // namespace
+
+Result<CollectiveTag> parse_collective_tag_json(const std::string& text, const std::string& file,
+                                                const std::string& place) {
+  CollectiveTag tag;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception&) {
+    return input_error(file, place, "invalid JSON");
+  }
+  if (auto s = parse_collective_tag(j, file, place, tag); !s) return s.error();
+  return tag;
+}
+
+std::string collective_tag_json(const CollectiveTag& tag) {
+  nlohmann::ordered_json j;
+  j["op"] = nccl::collective_name(tag.op);
+  j["ranks"] = tag.ranks;
+  j["bytes"] = tag.bytes;
+  return j.dump();
+}
 
 Result<Workload> parse_workload(const std::string& text, const std::string& source_name) {
   auto parsed = parse_json<json>(text, source_name);
@@ -91,26 +140,27 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       Transfer t;
       double cap_GBps = 0;
       std::string engine = "ce", route = "auto", driver, staging = "pipelined";
-      const bool ok =
-          rd.check_keys(o, place,
-                        {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
-                         "rate_cap_GBps", "chunk_bytes", "staging_buffers", "comm_sms",
-                         "copy_engine", "layer", "kv_blocks", "driver", "staging", "comment"}) &&
-          rd.string_field(o, place, "id", t.id, true) &&
-          rd.string_field(o, place, "src", t.src, true) &&
-          rd.string_field(o, place, "dst", t.dst, true) &&
-          rd.number_field(o, place, "bytes", t.bytes, true) && rd.after_field(o, place, t.after) &&
-          rd.string_field(o, place, "engine", engine, false) &&
-          rd.string_field(o, place, "stream", t.stream, false) &&
-          rd.string_field(o, place, "route", route, false) &&
-          rd.string_field(o, place, "driver", driver, false) &&
-          rd.string_field(o, place, "staging", staging, false) &&
-          rd.number_field(o, place, "rate_cap_GBps", cap_GBps, false) &&
-          rd.number_field(o, place, "chunk_bytes", t.chunk_bytes, false) &&
-          rd.int_field(o, place, "staging_buffers", t.staging_buffers, 1) &&
-          rd.int_field(o, place, "comm_sms", t.comm_sms, 0) &&
-          rd.int_field(o, place, "copy_engine", t.copy_engine, 0) &&
-          rd.int_field(o, place, "layer", t.layer, -1);
+      const bool ok = rd.check_keys(o, place,
+                                    {"id", "src", "dst", "bytes", "after", "engine", "stream",
+                                     "route", "rate_cap_GBps", "chunk_bytes", "staging_buffers",
+                                     "comm_sms", "copy_engine", "layer", "kv_blocks", "driver",
+                                     "staging", "collective", "comment"}) &&
+                      rd.string_field(o, place, "id", t.id, true) &&
+                      rd.string_field(o, place, "src", t.src, true) &&
+                      rd.string_field(o, place, "dst", t.dst, true) &&
+                      rd.number_field(o, place, "bytes", t.bytes, true) &&
+                      rd.after_field(o, place, t.after) &&
+                      rd.string_field(o, place, "engine", engine, false) &&
+                      rd.string_field(o, place, "stream", t.stream, false) &&
+                      rd.string_field(o, place, "route", route, false) &&
+                      rd.string_field(o, place, "driver", driver, false) &&
+                      rd.string_field(o, place, "staging", staging, false) &&
+                      rd.number_field(o, place, "rate_cap_GBps", cap_GBps, false) &&
+                      rd.number_field(o, place, "chunk_bytes", t.chunk_bytes, false) &&
+                      rd.int_field(o, place, "staging_buffers", t.staging_buffers, 1) &&
+                      rd.int_field(o, place, "comm_sms", t.comm_sms, 0) &&
+                      rd.int_field(o, place, "copy_engine", t.copy_engine, 0) &&
+                      rd.int_field(o, place, "layer", t.layer, -1);
       if (!ok) return rd.err;
       t.rate_cap_Bps = units::GBps_to_Bps(cap_GBps);
       if (engine == "ce") t.engine = Engine::ce;
@@ -137,6 +187,10 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       else
         return input_error(source_name, place + "/staging",
                            "expected \"pipelined\" or \"driver\", got \"" + staging + "\"");
+      if (auto cj = o.find("collective"); cj != o.end())
+        if (auto st = parse_collective_tag(*cj, source_name, place + "/collective", t.collective);
+            !st)
+          return st.error();
       if (auto kv = o.find("kv_blocks"); kv != o.end()) {
         if (!kv->is_array()) return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
         for (size_t j = 0; j < kv->size(); ++j) {

@@ -683,6 +683,57 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
   }
 }
 
+// nccl.p2p_level (NCCL_P2P_LEVEL names) and nccl.collectives (per collective name, a list of
+// {"gpus", "bytes", "time_us", "transport"} points; every key required, numbers > 0).
+void parse_nccl_level_and_collectives(const Reader& r, const json& nc, const Ptr& at,
+                                      NcclFigures& f) {
+  if (r.find(nc, "p2p_level")) {
+    f.p2p_level = r.string(nc, at, "p2p_level");
+    bool known = false;
+    for (const char* l : {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"})
+      known = known || f.p2p_level == l;
+    if (!known)
+      r.fail(at / "p2p_level", "unknown NCCL P2P level '" + f.p2p_level +
+                                   "' (expected LOC, NVL, PIX, PXB, PHB or SYS)");
+  }
+  const json* cs = r.find(nc, "collectives");
+  if (!cs) return;
+  const Ptr cat = at / "collectives";
+  r.expect_object(*cs, cat);
+  r.allow_keys(*cs, cat, {"all_to_all", "all_gather", "reduce_scatter", "all_reduce", "send_recv"});
+  for (auto it = cs->begin(); it != cs->end(); ++it) {
+    const Ptr lat = cat / it.key();
+    if (!it->is_array()) r.fail(lat, std::string("expected an array, got ") + it->type_name());
+    if (it->empty()) r.fail(lat, "expected at least one point");
+    std::vector<NcclFigures::CollectivePoint> points;
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& o = (*it)[i];
+      const Ptr pat = lat / i;
+      r.expect_object(o, pat);
+      r.allow_keys(o, pat, {"gpus", "bytes", "time_us", "transport"});
+      NcclFigures::CollectivePoint pt;
+      pt.gpus = r.integer(o, pat, "gpus");
+      if (pt.gpus < 2)
+        r.fail(pat / "gpus", "expected at least 2 GPUs, got " + std::to_string(pt.gpus));
+      pt.bytes = r.number(r.require(o, pat, "bytes"), pat / "bytes");
+      if (!(pt.bytes > 0 && pt.bytes <= 1125899906842624.0))
+        r.fail(pat / "bytes", "bytes must be > 0 and at most 2^50");
+      const double us = r.number(r.require(o, pat, "time_us"), pat / "time_us");
+      if (!(us > 0 && us <= 1e9)) r.fail(pat / "time_us", "time_us must be > 0 and at most 1e9");
+      pt.time_s = units::us_to_s(us);
+      pt.transport = r.string(o, pat, "transport");
+      if (pt.transport != "p2p" && pt.transport != "shm" && pt.transport != "net")
+        r.fail(pat / "transport",
+               "unknown transport '" + pt.transport + "' (expected p2p, shm or net)");
+      for (const auto& q : points)
+        if (q.gpus == pt.gpus && q.bytes == pt.bytes && q.transport == pt.transport)
+          r.fail(pat, "a second point for the same gpus, bytes and transport");
+      points.push_back(pt);
+    }
+    f.collectives.emplace_back(it.key(), std::move(points));
+  }
+}
+
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return input_error(file, "1", "empty file");
@@ -766,10 +817,11 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
     if (const json* nc = r.find(root, "nccl")) {
       const Ptr at("/nccl");
       r.expect_object(*nc, at);
-      r.allow_keys(*nc, at,
-                   {"p2p_Bps", "p2p_GBps", "p2p_bidir_Bps", "p2p_bidir_GBps", "host_Bps",
-                    "host_GBps", "host_bidir_Bps", "host_bidir_GBps", "p2p_latency_s",
-                    "p2p_latency_us", "host_latency_s", "host_latency_us", "source"});
+      r.allow_keys(
+          *nc, at,
+          {"p2p_Bps", "p2p_GBps", "p2p_bidir_Bps", "p2p_bidir_GBps", "host_Bps", "host_GBps",
+           "host_bidir_Bps", "host_bidir_GBps", "p2p_latency_s", "p2p_latency_us", "host_latency_s",
+           "host_latency_us", "source", "p2p_level", "collectives"});
       NcclFigures& f = p.options.nccl;
       f.p2p_Bps = r.bandwidth(*nc, at, "p2p").value_or(0);
       f.p2p_bidir_Bps = r.bandwidth(*nc, at, "p2p_bidir").value_or(0);
@@ -787,9 +839,11 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         *dst = v;
       }
       (void)r.string(*nc, at, "source", std::string());
+      parse_nccl_level_and_collectives(r, *nc, at, f);
       if (!f.any())
-        r.fail(at, "gives no figure: expected p2p_GBps, p2p_bidir_GBps, host_GBps, host_bidir_GBps "
-                   "or a latency");
+        r.fail(at,
+               "gives no figure: expected p2p_GBps, p2p_bidir_GBps, host_GBps, host_bidir_GBps, "
+               "a latency, p2p_level or collectives");
       // Both ways together carry at least what one way alone does (NCCL 2.28 on two H200: 633 vs
       // 367 GB/s over NVLink, 48 vs 37 GB/s through host memory).
       if (f.p2p_bidir_Bps > 0 && f.p2p_Bps > 0 && f.p2p_bidir_Bps < f.p2p_Bps)
@@ -875,6 +929,21 @@ std::string Topology::to_json() const {
     if (f.host_bidir_Bps > 0) nc["host_bidir_Bps"] = f.host_bidir_Bps;
     if (f.p2p_latency_s > 0) nc["p2p_latency_s"] = f.p2p_latency_s;
     if (f.host_latency_s > 0) nc["host_latency_s"] = f.host_latency_s;
+    if (!f.p2p_level.empty()) nc["p2p_level"] = f.p2p_level;
+    if (!f.collectives.empty()) {
+      ojson cs = ojson::object();
+      for (const auto& [name, points] : f.collectives) {
+        ojson arr = ojson::array();
+        for (const auto& pt : points)
+          arr.push_back(ojson{{"gpus", pt.gpus},
+                              {"bytes", pt.bytes},
+                              {"time_us", std::round(pt.time_s * 1e12) / 1e6},  // ps resolution:
+                                                                                // stable round trip
+                              {"transport", pt.transport}});
+        cs[name] = arr;
+      }
+      nc["collectives"] = cs;
+    }
     root["nccl"] = nc;
   }
   if (!impl_->options.measured_compute.empty()) {

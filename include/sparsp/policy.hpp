@@ -161,6 +161,7 @@ struct RankTopology {
   /// transport (through host memory). NCCL 2.30.7 src/graph/paths.cc ncclTopoCheckP2p: P2P only
   /// up to PXB (not across a host bridge: PHB, NODE, SYS), except between the GPUs of a
   /// <= 2-GPU system on an AMD CPU (any path); NVLink pairs always; never without peer access.
+  /// The topology's nccl.p2p_level (NCCL_P2P_LEVEL) replaces the PXB level and the AMD rule.
   /// Empty: same as p2p.
   std::vector<uint8_t> nccl_p2p;
   bool p2p_allowed(int a, int b) const { return p2p[static_cast<size_t>(a) * ranks + b] != 0; }
@@ -245,6 +246,9 @@ struct Message {
                                 ///< to the GPU is what counts)
   std::vector<int32_t> kv_blocks;
   std::string tag;              ///< short id part, e.g. "kv", "fwd", "a2a"
+  /// The NCCL collective this message is part of (op, communicator size, nccl-tests size), set
+  /// by the scheme; the runtime passes it to SM-driven transfers (sim::Transfer::collective).
+  sim::CollectiveTag nccl{};
 };
 
 /// A piece of compute on one rank: attention (the default), or a memory-bound copy around a

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparsp/nccl_model.hpp"
 #include "sparsp/status.hpp"
 #include "sparsp/topology.hpp"
 
@@ -38,6 +39,20 @@ enum class Staging {
            ///< p2pBandwidthLatencyTest's P2P=Disabled rows measure); SimOptions::driver_staging_*
 };
 
+/// The NCCL collective a transfer is one message of (JSON "collective": {"op", "ranks",
+/// "bytes"}). Applied to SM-driven GPU-to-GPU transfers only: their latency and rate cap come
+/// from nccl::transfer_timing (the topology's nccl.collectives points where they cover the case,
+/// else NCCL's model), the links they cross still shared by max-min; host-staged ones run as
+/// NCCL's SHM pipeline (128 KiB chunks, 8 slots per channel). sim/README.md "NCCL collectives".
+struct CollectiveTag {
+  bool set = false;  ///< false: not part of a collective
+  nccl::Collective op = nccl::Collective::all_to_all;
+  int ranks = 0;     ///< communicator size, >= 2
+  double bytes = 0;  ///< nccl-tests size of the collective (per
+                     ///< rank: all-to-all send buffer, all-gather
+                     ///< output), > 0
+};
+
 struct Transfer {
   std::string id;                        ///< unique within the workload
   std::string src, dst;                  ///< endpoints "gpuN" / "hostK"
@@ -54,6 +69,7 @@ struct Transfer {
   int copy_engine = -1;                  ///< pin to this copy engine (-1: first free one)
   Driver driver = Driver::automatic;     ///< JSON "driver": "src" | "dst" (absent: automatic)
   Staging staging = Staging::pipelined;  ///< JSON "staging": "pipelined" | "driver"
+  CollectiveTag collective;              ///< JSON "collective" (absent: none)
   // Plan metadata (carried, not interpreted by the engine):
   int layer = -1;
   std::vector<int32_t> kv_blocks;        ///< KV block ids carried
@@ -186,6 +202,13 @@ Result<SimResult> simulate(const topology::Topology& topo, const Workload& work,
 /// Reads a workload JSON (schema in sim/README.md). Errors name the file and JSON pointer.
 Result<Workload> load_workload(const std::string& path);
 Result<Workload> parse_workload(const std::string& text, const std::string& source_name);
+
+/// A transfer's "collective" object ({"op", "ranks", "bytes"}, all required; op a
+/// nccl::collective_name, ranks >= 2, bytes > 0) from its JSON text; errors at `file`:`place`.
+/// Shared by the workload and plan readers. collective_tag_json writes it (one line).
+Result<CollectiveTag> parse_collective_tag_json(const std::string& text, const std::string& file,
+                                                const std::string& place);
+std::string collective_tag_json(const CollectiveTag& tag);
 
 /// Perfetto / Chrome trace JSON: one process per GPU, one track per stream and copy engine,
 /// counter tracks for busy resources.

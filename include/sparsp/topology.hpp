@@ -152,7 +152,28 @@ struct NcclFigures {
   double host_bidir_Bps = 0;  ///< both directions at once, sum, host path
   double p2p_latency_s = 0;   ///< fitted latency of one send/recv (replaces the simulator's
   double host_latency_s = 0;  ///< launch overhead for such transfers); 0: not measured
+  /// NCCL_P2P_LEVEL override (JSON "p2p_level": "LOC", "NVL", "PIX", "PXB", "PHB" or "SYS"):
+  /// NCCL uses its P2P transport between two GPUs with peer access when their path is at most
+  /// this far (PHB includes nvidia-smi's NODE, as NCCL has no NODE level); empty: NCCL's default
+  /// (RankTopology::nccl_p2p).
+  std::string p2p_level;
+  /// One measured collective time (JSON nccl.collectives.<name>[i]).
+  struct CollectivePoint {
+    int gpus = 0;                   ///< ranks of the communicator, >= 2
+    double bytes = 0;               ///< nccl-tests size (per rank), > 0
+    double time_s = 0;              ///< file: time_us, > 0
+    std::string transport = "p2p";  ///< "p2p" | "shm" | "net"
+  };
+  /// Per collective name ("all_to_all", "all_gather", "reduce_scatter", "all_reduce",
+  /// "send_recv"), its points in file order; used in place of NCCL's model where they cover the
+  /// case (sim/README.md "NCCL collectives").
+  std::vector<std::pair<std::string, std::vector<CollectivePoint>>> collectives;
   bool any() const {
+    return p2p_Bps > 0 || p2p_bidir_Bps > 0 || host_Bps > 0 || host_bidir_Bps > 0 ||
+           p2p_latency_s > 0 || host_latency_s > 0 || !p2p_level.empty() || !collectives.empty();
+  }
+  /// Whether the measured send/recv figures above (not p2p_level / collectives) are given.
+  bool any_send_recv() const {
     return p2p_Bps > 0 || p2p_bidir_Bps > 0 || host_Bps > 0 || host_bidir_Bps > 0 ||
            p2p_latency_s > 0 || host_latency_s > 0;
   }

@@ -144,10 +144,11 @@ TEST_CASE("defect 8: ratios with a zero denominator print '-' (text) and null (J
   CHECK(r.out.find(", - attention vs contiguous/ring/sm_overlap") != std::string::npos);
   r = run(args + " --csv");
   REQUIRE(r.rc == 0);
-  // CSV: the attention_speedup cell is empty.
+  // CSV: the attention_speedup cell is empty. (The e2e ratio vs ring, 1.09535043, moved from
+  // 1.09483337 when ring steps became NCCL send/recv timed by the NCCL model, issue 19.)
   CHECK(
       r.out.find(
-          ",contiguous,demand_direct,ce_decoupled,0,0,0,0,1.13718787,56.8593936,1.09483337,,1,") !=
+          ",contiguous,demand_direct,ce_decoupled,0,0,0,0,1.13718787,56.8593936,1.09535043,,1,") !=
       std::string::npos);
 }
 

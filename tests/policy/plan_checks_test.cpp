@@ -148,6 +148,23 @@ TEST_CASE("rank topology: NCCL's default P2P level (P2P up to PXB, SHM beyond; N
   auto rt_nv = policy::rank_topology(*nv, {0, 1});
   REQUIRE(rt_nv.ok());
   CHECK(rt_nv->nccl_p2p_allowed(0, 1));
+  // nccl.p2p_level overrides the level (NCCL_P2P_LEVEL): PHB covers NODE (GPU0-GPU2) but not
+  // SYS (GPU0-GPU4); SYS covers both; LOC and NVL leave no PCIe pair on P2P.
+  auto with_level = [&](const std::string& level) {
+    auto j = nlohmann::json::parse(topo->to_json());
+    j["nccl"] = {{"p2p_level", level}};
+    auto t = topology::Topology::from_json_text(j.dump(), "<level>");
+    REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+    auto r = policy::rank_topology(*t, {0, 1, 2, 4});
+    REQUIRE(r.ok());
+    return std::vector<bool>{r->nccl_p2p_allowed(0, 1), r->nccl_p2p_allowed(0, 2),
+                             r->nccl_p2p_allowed(0, 3)};
+  };
+  CHECK(with_level("PHB") == std::vector<bool>{true, true, false});
+  CHECK(with_level("SYS") == std::vector<bool>{true, true, true});
+  CHECK(with_level("PIX") == std::vector<bool>{true, false, false});
+  CHECK(with_level("NVL") == std::vector<bool>{false, false, false});
+  CHECK(with_level("LOC") == std::vector<bool>{false, false, false});
   // A flat test topology (no paths): same as its peer access.
   CHECK(policy::RankTopology::flat(2, true).nccl_p2p_allowed(0, 1));
   CHECK_FALSE(policy::RankTopology::flat(2, false).nccl_p2p_allowed(0, 1));
