@@ -322,6 +322,9 @@ std::string show_json(const Topology& topo) {
     links.push_back(std::move(o));
   }
   root["links"] = links;
+  // The graph itself, as `topo export` writes it: the report loads back as a topology
+  // (Topology::from_json_text reads this member and ignores the figures above).
+  root["topology"] = ojson::parse(topo.to_json());
   return root.dump(2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -174,7 +175,50 @@ TEST_CASE("real topology files import with the facts their README gives") {
     auto back = Topology::from_json_text(t->to_json(), "re.json");
     REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
     CHECK(back->to_json() == t->to_json());
+    // `topo show --json` loads back as the same topology (its /topology member): same GPUs,
+    // links and path classes; the report keeps the registry names.
+    const std::string report = show_json(*t);
+    const auto rj = nlohmann::json::parse(report);
+    for (int g = 0; g < t->num_gpus(); ++g)
+      CHECK(rj["gpu_models"][static_cast<size_t>(g)] == c.model);
+    auto shown = Topology::from_json_text(report, "show.json");
+    REQUIRE_MESSAGE(shown.ok(), (shown.ok() ? "" : shown.error().message));
+    CHECK(shown->num_gpus() == c.gpus);
+    CHECK(shown->links().size() == t->links().size());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j) {
+        CHECK(shown->path_class(i, j) == t->path_class(i, j));
+        CHECK(shown->nvlink_count(i, j) == t->nvlink_count(i, j));
+      }
+    CHECK(shown->to_json() == t->to_json());
+    CHECK(show_json(*shown) == report);
   }
+}
+
+TEST_CASE("topo show --json: a report with a stray key or a bad graph is refused") {
+  auto t = import({"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100"});
+  REQUIRE(t.ok());
+  auto rj = nlohmann::json::parse(show_json(*t));
+  auto stray = rj;
+  stray["gpu_modles"] = 1;  // a typo is not silently ignored
+  auto e1 = Topology::from_json_text(stray.dump(), "r.json");
+  REQUIRE_FALSE(e1.ok());
+  CHECK(e1.error().message.rfind("r.json:/gpu_modles: unknown key 'gpu_modles'", 0) == 0);
+  auto bad = rj;
+  bad["topology"]["links"][0]["gen"] = 9;  // the first link is cpu0 -> gpu0, PCIe
+  auto e2 = Topology::from_json_text(bad.dump(), "r.json");
+  REQUIRE_FALSE(e2.ok());
+  CHECK(e2.error().message == "r.json:/topology/links/0/gen: PCIe gen must be 1..6, got 9");
+  auto dup = rj;
+  dup["topology"]["nodes"][1]["id"] = dup["topology"]["nodes"][0]["id"];
+  auto e3 = Topology::from_json_text(dup.dump(), "r.json");
+  REQUIRE_FALSE(e3.ok());
+  CHECK(e3.error().message.find("(first at /topology/nodes/0)") != std::string::npos);
+  auto not_obj = rj;
+  not_obj["topology"] = 3;
+  auto e4 = Topology::from_json_text(not_obj.dump(), "r.json");
+  REQUIRE_FALSE(e4.ok());
+  CHECK(e4.error().message == "r.json:/topology: expected an object, got number");
 }
 
 TEST_CASE("real files: structure beyond counts") {
