@@ -289,8 +289,11 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
       case NodeKind::gpu:
         r.allow_keys(o, at,
                      {"id", "kind", "model", "sm_count", "copy_engines", "memory_bytes",
-                      "peak_bf16_flops", "memory_bandwidth_Bps", "p2p_capable"});
+                      "peak_bf16_flops", "memory_bandwidth_Bps", "p2p_capable", "memory_numa_id"});
         n.gpu = parse_gpu_spec(r, o, at);
+        n.memory_numa_id = r.integer(o, at, "memory_numa_id", -1);
+        if (r.find(o, "memory_numa_id") && n.memory_numa_id < 0)
+          r.fail(at / "memory_numa_id", "must be >= 0");
         break;
       case NodeKind::pcie_switch:
         r.allow_keys(o, at, {"id", "kind", "acs_redirect", "chip"});
@@ -971,6 +974,7 @@ std::string Topology::to_json() const {
         o["peak_bf16_flops"] = n.gpu->peak_bf16_flops;
         o["memory_bandwidth_Bps"] = n.gpu->memory_bandwidth_Bps;
         o["p2p_capable"] = n.gpu->p2p_capable;
+        if (n.memory_numa_id >= 0) o["memory_numa_id"] = n.memory_numa_id;
         break;
       case NodeKind::pcie_switch:
         o["acs_redirect"] = n.acs_redirect;

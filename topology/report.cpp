@@ -157,7 +157,11 @@ std::string show_text(const Topology& topo) {
     for (int i = 0; i < g; ++i) {
       if (topo.gpu_socket(i) == k) gpus += " gpu" + std::to_string(i);
     }
-    out << "socket host" << k << " (NUMA " << k << "):" << (gpus.empty() ? " no GPUs" : gpus)
+    int os_numa = k;  // the OS number of the socket's NUMA node (cpu numa_id), as nvidia-smi's
+    for (const Node& n : topo.nodes()) {
+      if (n.kind == NodeKind::cpu && n.numa_node == k && n.numa_id >= 0) os_numa = n.numa_id;
+    }
+    out << "socket host" << k << " (NUMA " << os_numa << "):" << (gpus.empty() ? " no GPUs" : gpus)
         << "\n";
   }
   for (const Node& n : topo.nodes()) {
@@ -183,6 +187,10 @@ std::string show_text(const Topology& topo) {
                   topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGiB,
                   s.peak_bf16_flops / 1e12, path.c_str());
     out << line;
+    if (topo.gpu_memory_numa_id(i) >= 0) {  // before the newline: "... > cpu0  memory NUMA 4"
+      out.seekp(-1, std::ios_base::cur);
+      out << "  memory NUMA " << topo.gpu_memory_numa_id(i) << "\n";
+    }
   }
   auto header = [&](size_t w) {
     out << pad("", 6);
@@ -264,15 +272,21 @@ std::string show_json(const Topology& topo) {
   root["sockets"] = topo.num_sockets();
   root["pcie_switches"] = topo.num_switches();
   root["p2p_enabled"] = topo.p2p_enabled();
-  ojson models = ojson::array(), numa = ojson::array(), socket = ojson::array();
+  ojson models = ojson::array(), numa = ojson::array(), socket = ojson::array(),
+        memory_numa = ojson::array();
   for (int i = 0; i < g; ++i) {
     models.push_back(topo.gpu(i).model);
     numa.push_back(topo.gpu_numa_node(i));
     socket.push_back(topo.gpu_socket(i));
+    if (topo.gpu_memory_numa_id(i) >= 0)
+      memory_numa.push_back(topo.gpu_memory_numa_id(i));
+    else
+      memory_numa.push_back(nullptr);
   }
   root["gpu_models"] = models;
   root["gpu_numa_node"] = numa;  // as the OS numbers it
   root["gpu_socket"] = socket;   // index 0..sockets-1, the host<k> it stages through
+  root["gpu_memory_numa_id"] = memory_numa;  // nvidia-smi's GPU NUMA ID; null: N/A
   ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(),
         lat = ojson::array();
   for (int i = 0; i < g; ++i) {

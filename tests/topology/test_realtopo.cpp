@@ -476,3 +476,97 @@ TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
   CHECK(notes_of(*odd).find("to GPU 0000:0?:00.0, which is not in the file") != std::string::npos);
   CHECK(Topology::from_json_text(odd->to_json(), "re.json").ok());
 }
+
+TEST_CASE("nvidia-smi: the GPU NUMA ID column, in every real file that has it") {
+  // README rows: quad GH200 GPU NUMA IDs 4/12/20/28 (GPU i's HBM, beside Grace i's NUMA node i);
+  // the others print N/A (B200 after an empty padding cell: "0\t\tN/A").
+  struct Want {
+    const char* file;
+    const char* gpu_model;
+    std::vector<int> numa, memory_numa;  // -1: N/A
+  };
+  const std::vector<Want> files = {
+      {"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200", {0, 1, 2, 3}, {4, 12, 20, 28}},
+      {"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt",
+       "V100",
+       {0, 0, 0, 0, 1, 1, 1, 1},
+       {-1, -1, -1, -1, -1, -1, -1, -1}},
+      {"simllm_vastai-hgx-b200-8x_topo-m.txt",
+       "B200",
+       {0, 0, 0, 0, 1, 1, 1, 1},
+       {-1, -1, -1, -1, -1, -1, -1, -1}},
+      {"stelline_asus-esc8000a-e12_topo-m.txt",
+       "NVIDIA RTX 6000 Ada Generation",
+       {0, 0, 1, 1},
+       {-1, -1, -1, -1}},
+  };
+  for (const Want& w : files) {
+    CAPTURE(w.file);
+    RealCase c{w.file, w.gpu_model};
+    auto t = import(c);
+    REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+    REQUIRE(t->num_gpus() == static_cast<int>(w.numa.size()));
+    const auto rj = nlohmann::json::parse(show_json(*t));
+    for (int g = 0; g < t->num_gpus(); ++g) {
+      const auto gg = static_cast<size_t>(g);
+      CHECK(t->gpu_memory_numa_id(g) == w.memory_numa[gg]);
+      CHECK(rj["gpu_numa_node"][gg] == w.numa[gg]);  // as nvidia-smi's NUMA Affinity prints it
+      if (w.memory_numa[gg] < 0)
+        CHECK(rj["gpu_memory_numa_id"][gg].is_null());
+      else
+        CHECK(rj["gpu_memory_numa_id"][gg] == w.memory_numa[gg]);
+    }
+    // Kept by the canonical JSON.
+    auto back = Topology::from_json_text(t->to_json(), "re.json");
+    REQUIRE(back.ok());
+    for (int g = 0; g < t->num_gpus(); ++g)
+      CHECK(back->gpu_memory_numa_id(g) == w.memory_numa[static_cast<size_t>(g)]);
+  }
+
+  // GH200 without --gpu-model: the GPU NUMA ID says the memory is coherent, the model has no
+  // NVLink-C2C: a note, and the host link stays PCIe (nothing filled in silently).
+  auto generic = import({"hpc-ai-envs_quad-gh200_topo-m.txt"});
+  REQUIRE(generic.ok());
+  CHECK(notes_of(*generic).find("GPU0 has GPU NUMA ID 4") != std::string::npos);
+  CHECK(generic->num_sockets() == 4);
+
+  // The same file with its NUMA Affinity cells N/A: the GPU NUMA IDs alone give one Grace per
+  // GPU (4 sockets, NV6 between them notwithstanding), each GPU on NVLink-C2C from its own CPU.
+  std::string text = read(kReal + "hpc-ai-envs_quad-gh200_topo-m.txt");
+  for (const char* list : {"0,5-11", "1,13-19", "2,21-27", "3,29-35"}) {
+    const size_t p = text.find(list);
+    REQUIRE(p != std::string::npos);
+    text.replace(p, std::string(list).size(), "N/A");
+  }
+  ImportOptions gh;
+  gh.gpu_model = "GH200";
+  auto na = import_nvidia_smi(text, "gh.txt", gh);
+  REQUIRE_MESSAGE(na.ok(), (na.ok() ? "" : na.error().message));
+  CHECK(na->num_sockets() == 4);
+  for (int g = 0; g < 4; ++g) {
+    CHECK(na->gpu_socket(g) == g);
+    const std::string id = "gpu" + std::to_string(g);
+    const auto up = std::find_if(na->links().begin(), na->links().end(),
+                                 [&](const Link& l) { return l.b == id; });
+    REQUIRE(up != na->links().end());
+    CHECK(up->kind == LinkKind::c2c);
+    CHECK(up->a == "cpu" + std::to_string(g));
+  }
+  CHECK(notes_of(*na).find("gh.txt:1: no NUMA Affinity for GPUs with a GPU NUMA ID") !=
+        std::string::npos);
+
+  // Bad cells: not a number; one NUMA node for two GPUs' memories.
+  const std::string head = "\tGPU0\tGPU1\tNUMA Affinity\tGPU NUMA ID\n";
+  auto bad = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\tx4\nGPU1\tNV6\t X \t1\t12\n", "b.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message ==
+        "b.txt:2: GPU NUMA ID 'x4' of GPU0 is not a NUMA node number (or N/A)");
+  auto twice = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\t4\nGPU1\tNV6\t X \t1\t4\n", "b.txt");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message.find("NUMA node 4 is the memory of two GPUs ('gpu0' and 'gpu1')") !=
+        std::string::npos);
+  auto cpu_too = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\t1\nGPU1\tNV6\t X \t1\t5\n", "b.txt");
+  REQUIRE_FALSE(cpu_too.ok());
+  CHECK(cpu_too.error().message.find(
+            "NUMA node 1 is both cpu 'cpu1' and the memory of gpu 'gpu0'") != std::string::npos);
+}
