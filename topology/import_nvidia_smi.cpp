@@ -382,6 +382,26 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       }
     }
   }
+  // NIC names: the column itself on older drivers (mlx5_2), else the "NIC Legend" ("NIC0: mlx5_0").
+  std::map<std::string, std::string> nic_legend;
+  for (size_t i = static_cast<size_t>(header) + 1; i < lines.size(); ++i) {
+    const std::string t = trim(lines[i]);
+    const size_t colon = t.find(':');
+    if (colon == std::string::npos || device_index(t.substr(0, colon), "NIC") < 0) continue;
+    const std::string name = trim(std::string_view(t).substr(colon + 1));
+    // Printable ASCII without spaces or commas (the names go into JSON, a card's joined by ",").
+    const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) > 0x20 && static_cast<unsigned char>(ch) < 0x7f &&
+             ch != ',';
+    });
+    if (plain) nic_legend.emplace(t.substr(0, colon), name);
+  }
+  auto nic_name = [&](int k) {
+    const std::string& h = columns[static_cast<size_t>(nic_columns[static_cast<size_t>(k)])];
+    if (device_index(h, "NIC") < 0) return h;
+    const auto it = nic_legend.find(h);
+    return it == nic_legend.end() ? std::string() : it->second;
+  };
   auto spec = detail::import_gpu_spec(options, file);
   if (!spec) return spec.error();
   if (!options.nvlink.empty())
@@ -614,6 +634,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     n.id = dev_id(n_gpu + k);
     n.kind = NodeKind::nic;
     n.ports = nic_ports[static_cast<size_t>(nic_node[static_cast<size_t>(k)])];
+    for (int p = k; p < n_nic; ++p) {  // the card's ports in column order
+      const std::string port = nic_card[static_cast<size_t>(p)] == k ? nic_name(p) : "";
+      if (!port.empty()) n.name += (n.name.empty() ? "" : ",") + port;
+    }
     if (n.ports > 1)
       gb.note(file, std::to_string(header_line),
               columns[static_cast<size_t>(nic_columns[static_cast<size_t>(k)])] + " and " +

@@ -315,9 +315,13 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         }
         break;
       case NodeKind::nic:
-        r.allow_keys(o, at, {"id", "kind", "ports"});
+        r.allow_keys(o, at, {"id", "kind", "ports", "name"});
         n.ports = r.integer(o, at, "ports", 1);
         if (n.ports < 1 || n.ports > 64) r.fail(at / "ports", "expected 1..64");
+        if (r.find(o, "name")) {
+          n.name = r.string(o, at, "name");
+          if (n.name.empty()) r.fail(at / "name", "expected a device name (\"mlx5_0\"), got \"\"");
+        }
         break;
       default:
         r.allow_keys(o, at, {"id", "kind"});
@@ -990,6 +994,7 @@ std::string Topology::to_json() const {
         break;
       case NodeKind::nic:
         if (n.ports > 1) o["ports"] = n.ports;
+        if (!n.name.empty()) o["name"] = n.name;
         break;
       default:
         break;

@@ -45,6 +45,14 @@ std::string pad(const std::string& s, size_t w) {
   return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }
 
+// The node a NIC hangs from (the upstream end of its one tree link), "" if none.
+std::string parent_of(const Topology& topo, const std::string& id) {
+  for (const Link& l : topo.links()) {
+    if (l.b == id && l.kind != LinkKind::nvlink) return l.a;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<double> max_min_rates(const Topology& topo,
@@ -175,6 +183,12 @@ std::string show_text(const Topology& topo) {
         << (n.acs_redirect ? " (ACS redirect)" : "") << ":" << (gpus.empty() ? " no GPUs" : gpus)
         << "\n";
   }
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::nic) continue;
+    out << "nic " << n.id << (n.name.empty() ? "" : " " + n.name)
+        << (n.ports > 1 ? " (" + std::to_string(n.ports) + " ports)" : "") << ": below "
+        << parent_of(topo, n.id) << "\n";
+  }
   out << "\n";
   out << "GPU     NUMA  model                                  SMs memory GiB  bf16 TFLOP/s  path "
          "to CPU\n";
@@ -287,6 +301,20 @@ std::string show_json(const Topology& topo) {
   root["gpu_numa_node"] = numa;  // as the OS numbers it
   root["gpu_socket"] = socket;   // index 0..sockets-1, the host<k> it stages through
   root["gpu_memory_numa_id"] = memory_numa;  // nvidia-smi's GPU NUMA ID; null: N/A
+  ojson nics = ojson::array();
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::nic) continue;
+    ojson o;
+    o["id"] = n.id;
+    if (n.name.empty())
+      o["name"] = nullptr;
+    else
+      o["name"] = n.name;
+    o["ports"] = n.ports;
+    o["parent"] = parent_of(topo, n.id);
+    nics.push_back(std::move(o));
+  }
+  root["nics"] = nics;
   ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(),
         lat = ojson::array();
   for (int i = 0; i < g; ++i) {

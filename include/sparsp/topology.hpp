@@ -73,6 +73,9 @@ struct Node {
   /// "GPU NUMA ID": Grace Hopper's coherent HBM, 4/12/20/28 on a quad GH200), -1: none ("N/A").
   int memory_numa_id = -1;
   int ports = 1;                  ///< nic: network ports of the card (a dual-port card is 2)
+  /// nic: the OS device name of each port as the input gives it (nvidia-smi's NIC columns or
+  /// "NIC Legend", NCCL's <net name>), a card's ports joined by ",": "mlx5_0,mlx5_1"; "" unknown.
+  std::string name;
   double host_memory_Bps = 0;     ///< cpu: host DRAM bandwidth of its NUMA node, reads and
                                   ///< writes together (one shared capacity)
   double root_complex_Bps = 0;    ///< cpu: aggregate root-complex capacity, 0 = unlimited

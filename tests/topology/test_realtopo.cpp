@@ -570,3 +570,67 @@ TEST_CASE("nvidia-smi: the GPU NUMA ID column, in every real file that has it") 
   CHECK(cpu_too.error().message.find(
             "NUMA node 1 is both cpu 'cpu1' and the memory of gpu 'gpu0'") != std::string::npos);
 }
+
+TEST_CASE("NIC names, kept by both importers, the JSON and topo show") {
+  // README rows and the files themselves: ESC8000A-E12's NIC Legend NIC0..3 = mlx5_0..3 on two
+  // dual-port cards; DGX-1's columns mlx5_2 mlx5_0 mlx5_3 mlx5_1, each PIX to a GPU pair
+  // (mlx5_2: GPU4/5, mlx5_0: GPU0/1, mlx5_3: GPU6/7, mlx5_1: GPU2/3); the H200 VM's
+  // <net name="mlx5_0">, NC A100 v4's <net name="eth0">; p4d's EFA cards have no <net>: no name.
+  struct Want {
+    const char* file;
+    std::vector<std::string> names, parents;  // per NIC node, nic0..
+  };
+  const std::vector<Want> files = {
+      {"stelline_asus-esc8000a-e12_topo-m.txt", {"mlx5_0,mlx5_1", "mlx5_2,mlx5_3"}, {}},
+      {"pytorch-ddp-benchmark-readme_dgx1-v100_topo-m.txt",
+       {"mlx5_2", "mlx5_0", "mlx5_3", "mlx5_1"},
+       {"sw2", "sw0", "sw3", "sw1"}},  // switches of GPU4/5, 0/1, 6/7, 2/3
+      {"nccl-tests-256_h200-vm_numaid-minus1_FRAGMENT-closed.xml", {"mlx5_0"}, {"cpu0"}},
+      {"azhpc-images_ncv4-topo.xml", {"eth0"}, {"cpu0"}},
+      {"aws-ofi-nccl_p4d-24xl-topo.xml", {"", "", "", ""}, {"sw0", "sw1", "sw2", "sw3"}},
+  };
+  for (const Want& w : files) {
+    CAPTURE(w.file);
+    auto t = import({w.file});
+    REQUIRE(t.ok());
+    std::vector<std::string> names;
+    for (const Node& n : t->nodes())
+      if (n.kind == NodeKind::nic) names.push_back(n.name);
+    CHECK(names == w.names);
+    for (size_t k = 0; k < w.parents.size(); ++k)
+      CHECK(uplink_of(*t, "nic" + std::to_string(k)).a == w.parents[k]);
+    auto back = Topology::from_json_text(t->to_json(), "re.json");
+    REQUIRE(back.ok());
+    std::vector<std::string> back_names;
+    for (const Node& n : back->nodes())
+      if (n.kind == NodeKind::nic) back_names.push_back(n.name);
+    CHECK(back_names == w.names);
+    const auto rj = nlohmann::json::parse(show_json(*t));
+    REQUIRE(rj["nics"].size() == w.names.size());
+    for (size_t k = 0; k < w.names.size(); ++k) {
+      if (w.names[k].empty())
+        CHECK(rj["nics"][k]["name"].is_null());
+      else
+        CHECK(rj["nics"][k]["name"] == w.names[k]);
+    }
+  }
+  auto asus = import({"stelline_asus-esc8000a-e12_topo-m.txt"});
+  REQUIRE(asus.ok());
+  CHECK(show_text(*asus).find("nic nic0 mlx5_0,mlx5_1 (2 ports): below cpu0\n") !=
+        std::string::npos);
+  // Bad names in the JSON.
+  const std::string base =
+      R"({"schema_version": 1, "nodes": [{"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind":
+      "gpu", "model": "H200"}, {"id": "nic0", "kind": "nic", "name": NAME}], "links": [{"a":
+      "cpu0", "b": "gpu0", "kind": "pcie", "gen": 5, "width": 16}, {"a": "cpu0", "b": "nic0",
+      "kind": "pcie", "gen": 5, "width": 16}]})";
+  auto with = [&](const std::string& name) {
+    std::string j = base;
+    j.replace(j.find("NAME"), 4, name);
+    return Topology::from_json_text(j, "n.json");
+  };
+  CHECK(with("\"mlx5_4\"").ok());
+  CHECK(with("\"\"").error().message ==
+        "n.json:/nodes/2/name: expected a device name (\"mlx5_0\"), got \"\"");
+  CHECK(with("4").error().message == "n.json:/nodes/2/name: expected a string, got number");
+}
