@@ -166,8 +166,11 @@ TEST_CASE("real topology files import with the facts their README gives") {
     }
     CHECK((nvlinks > 0) == (c.nvlink_per_link_GBps > 0));
     if (c.pcie_gen > 0) CHECK(uplink_of(*t, "gpu0").pcie_gen == c.pcie_gen);
-    for (size_t g = 0; g < c.numa.size(); ++g)
+    const auto shown_numa = nlohmann::json::parse(show_json(*t))["gpu_numa_node"];
+    for (size_t g = 0; g < c.numa.size(); ++g) {
       CHECK(t->gpu_numa_node(static_cast<int>(g)) == c.numa[g]);
+      CHECK(shown_numa[g] == c.numa[g]);  // topo show --json, as nvidia-smi / NCCL number them
+    }
     for (size_t g = 0; g < c.socket.size(); ++g)
       CHECK(t->gpu_socket(static_cast<int>(g)) == c.socket[g]);
     if (*c.note) CHECK(notes_of(*t).find(c.note) != std::string::npos);
@@ -313,6 +316,10 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   CHECK(ra.d2h_Bps[0] / 1e9 == doctest::Approx(26.3).epsilon(0.02));
   CHECK(ra.p2p[0][1]);
   CHECK(ra.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(26.33).epsilon(0.02));
+  // Bidirectional P2P-on, measured 52.10-52.12 GB/s: the model's duplex factor (0.894, from the
+  // Gen5 H200 machine) gives 2 * 0.894 * 26.50 = 47.40 GB/s, 9% low (topology/VALIDATION.md).
+  CHECK(ra.bidir_bandwidth_Bps[0][1] / 1e9 == doctest::Approx(47.403).epsilon(1e-3));
+  CHECK(ra.bidir_bandwidth_Bps[0][1] / 1e9 == doctest::Approx(52.11).epsilon(0.10));
 }
 
 TEST_CASE("nvidia-smi: NUMA ids as the OS numbers them") {
@@ -633,4 +640,79 @@ TEST_CASE("NIC names, kept by both importers, the JSON and topo show") {
   CHECK(with("\"\"").error().message ==
         "n.json:/nodes/2/name: expected a device name (\"mlx5_0\"), got \"\"");
   CHECK(with("4").error().message == "n.json:/nodes/2/name: expected a string, got number");
+}
+
+namespace {
+
+// The GPU x GPU cells of a `topo -m` file, read independently of the importer: rows whose first
+// word is GPU<k>, the next n words (n = GPU columns in the header).
+std::vector<std::vector<std::string>> file_matrix(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  int n = -1;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> words;
+    for (std::string w; ls >> w;) words.push_back(w);
+    if (words.empty()) continue;
+    if (n < 0) {
+      n = static_cast<int>(std::count_if(words.begin(), words.end(), [](const std::string& w) {
+        return w.rfind("GPU", 0) == 0 && w.size() > 3 &&
+               std::isdigit(static_cast<unsigned char>(w[3]));
+      }));
+      continue;
+    }
+    if (words[0].rfind("GPU", 0) != 0 || static_cast<int>(words.size()) <= n) continue;
+    rows.emplace_back(words.begin() + 1, words.begin() + 1 + n);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("real files: every GPU pair's path class is the real topo -m's") {
+  // nvidia-smi files: the file itself is the real `topo -m`.
+  for (const char* f : {"simllm_vastai-hgx-b200-8x_topo-m.txt", "hpc-ai-envs_quad-gh200_topo-m.txt",
+                        "pytorch-ddp-benchmark-readme_dgx1-v100_topo-m.txt",
+                        "lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt",
+                        "stelline_asus-esc8000a-e12_topo-m.txt"}) {
+    CAPTURE(f);
+    auto t = import({f});
+    REQUIRE(t.ok());
+    const auto want = file_matrix(read(kReal + f));
+    REQUIRE(static_cast<int>(want.size()) == t->num_gpus());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j) {
+        const std::string w = want[static_cast<size_t>(i)][static_cast<size_t>(j)];
+        CHECK(to_string(t->path_class(i, j), t->nvlink_count(i, j)) == (w == "SOC" ? "SYS" : w));
+      }
+  }
+  // NCCL XML files, against the README rows: NC A100 v4 all SYS (4 NUMA nodes, a GPU each);
+  // p4d NV12 all pairs (NVSwitch) and ND H100 v5 NV18 all pairs once told.
+  struct Xml {
+    const char* file;
+    const char* nvlink;
+    const char* gpu_model;
+    const char* every_pair;
+  };
+  for (const Xml& x : {Xml{"azhpc-images_ncv4-topo.xml", "", "", "SYS"},
+                       Xml{"aws-ofi-nccl_p4d-24xl-topo.xml", "nvswitch:12", "", "NV12"},
+                       Xml{"azhpc-images_ndv5-topo.xml", "nvswitch:18", "H100 SXM", "NV18"}}) {
+    CAPTURE(x.file);
+    RealCase c{x.file, x.gpu_model, x.nvlink};
+    auto t = import(c);
+    REQUIRE(t.ok());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j)
+        CHECK(to_string(t->path_class(i, j), t->nvlink_count(i, j)) ==
+              (i == j ? std::string("X") : std::string(x.every_pair)));
+  }
+  // ND H100 v5: each of the 8 switches holds one GPU and one IB NIC (class 0x020700).
+  auto ndv5 = import({"azhpc-images_ndv5-topo.xml"});
+  REQUIRE(ndv5.ok());
+  for (int s = 0; s < 8; ++s) {
+    CHECK(ndv5->ancestors(s).front() == "sw" + std::to_string(s));
+    CHECK(uplink_of(*ndv5, "nic" + std::to_string(s)).a == "sw" + std::to_string(s));
+  }
 }
