@@ -1,5 +1,6 @@
 // libFuzzer target: topology JSON (full graph and template). Any input must give a topology or a
-// one-line error; a loaded topology must round-trip through its canonical JSON.
+// one-line error; a loaded topology must round-trip through its canonical JSON and through its
+// `topo show --json` report.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -17,6 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string once = t->to_json();
   auto back = sparsp::topology::Topology::from_json_text(once, "canonical.json");
   if (!back || back->to_json() != once) std::abort();
-  (void)sparsp::topology::single_flow_report(*t);
+  // Its `topo show --json` report loads back as the same topology (the report's "topology").
+  auto shown =
+      sparsp::topology::Topology::from_json_text(sparsp::topology::show_json(*t), "show.json");
+  if (!shown || shown->to_json() != once) std::abort();
   return 0;
 }

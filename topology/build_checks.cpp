@@ -25,6 +25,7 @@ std::optional<Error> Builder::check_nodes() {
     return input_error(file_, node_places_.empty() ? "/nodes" : "", "no gpu nodes");
   if (cpus.empty()) return input_error(file_, node_places_.empty() ? "/nodes" : "", "no cpu nodes");
   if (auto e = assign_numa_nodes(cpus)) return e;
+  if (auto e = check_memory_numa_ids(cpus)) return e;
   t_.gpu_of_node.assign(nodes.size(), -1);
   for (size_t g = 0; g < t_.gpu_nodes.size(); ++g)
     t_.gpu_of_node[static_cast<size_t>(t_.gpu_nodes[g])] = static_cast<int>(g);
@@ -85,6 +86,34 @@ std::optional<Error> Builder::assign_numa_nodes(const std::vector<int>& cpus) {
                         "NUMA node " + std::to_string(n.numa_node) + " used by two cpus");
     }
     t_.cpu_of_numa[static_cast<size_t>(n.numa_node)] = cpus[c];
+  }
+  return std::nullopt;
+}
+
+// A GPU's own memory NUMA node (nvidia-smi's GPU NUMA ID) is a NUMA node of its own: no other
+// GPU and no cpu (by its OS number) has it.
+std::optional<Error> Builder::check_memory_numa_ids(const std::vector<int>& cpus) const {
+  const auto& nodes = t_.nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.memory_numa_id < 0) continue;
+    if (n.kind != NodeKind::gpu)
+      return node_error(i, "memory_numa_id", "only gpu nodes have a memory_numa_id");
+    for (size_t j = 0; j < i; ++j) {
+      if (nodes[j].kind == NodeKind::gpu && nodes[j].memory_numa_id == n.memory_numa_id)
+        return node_error(i, "memory_numa_id",
+                          "NUMA node " + std::to_string(n.memory_numa_id) +
+                              " is the memory of two GPUs ('" + nodes[j].id + "' and '" + n.id +
+                              "')");
+    }
+    for (int c : cpus) {
+      const Node& cpu = nodes[static_cast<size_t>(c)];
+      const int os = cpu.numa_id >= 0 ? cpu.numa_id : cpu.numa_node;
+      if (os == n.memory_numa_id)
+        return node_error(i, "memory_numa_id",
+                          "NUMA node " + std::to_string(os) + " is both cpu '" + cpu.id +
+                              "' and the memory of gpu '" + n.id + "'");
+    }
   }
   return std::nullopt;
 }

@@ -42,6 +42,7 @@ class Builder {
   std::optional<Error> check_node(size_t i, std::vector<int>& cpus);
   std::optional<Error> check_cpu_node(size_t i) const;
   std::optional<Error> assign_numa_nodes(const std::vector<int>& cpus);
+  std::optional<Error> check_memory_numa_ids(const std::vector<int>& cpus) const;
   std::optional<Error> check_links();
   std::optional<Error> check_link(size_t i, std::set<std::pair<int, int>>& seen);
   std::optional<Error> check_pcie_link(size_t i, int a, int b);

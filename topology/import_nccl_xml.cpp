@@ -67,6 +67,7 @@ struct Dev {
   // NIC
   int ports = 1;
   std::string nets;  // the <net> names, for recognising one NIC listed under two CPUs
+  std::string name;  // nic: the non-empty <net> names joined by "," (Node::name)
 };
 
 struct Cpu {
@@ -293,7 +294,14 @@ class XmlImporter {
   void add_nic(const pugi::xml_node& nic, Dev d) {
     int ports = 0;
     for (pugi::xml_node net : nic.children("net")) {
-      d.nets += std::string(net.attribute("name").as_string()) + " ";
+      std::string name = net.attribute("name").as_string();
+      for (char& ch : name) {  // any bytes in the file; the name goes into JSON (UTF-8), one line
+        if (static_cast<unsigned char>(ch) <= 0x20 || static_cast<unsigned char>(ch) > 0x7e ||
+            ch == ',')
+          ch = '?';
+      }
+      d.nets += name + " ";
+      if (!name.empty()) d.name += (d.name.empty() ? "" : ",") + name;
       ++ports;
     }
     d.ports = std::max(ports, 1);
@@ -468,7 +476,10 @@ class XmlImporter {
       n.kind = d.kind;
       if (d.kind == NodeKind::gpu) n.gpu = d.spec;
       if (d.kind == NodeKind::pcie_switch) n.acs_redirect = options_.acs_redirect;
-      if (d.kind == NodeKind::nic) n.ports = d.ports;
+      if (d.kind == NodeKind::nic) {
+        n.ports = d.ports;
+        n.name = d.name;
+      }
       gb_.node(std::move(n), d.line);
       const std::string up = d.parent >= 0
                                  ? devs_[static_cast<size_t>(d.parent)].id

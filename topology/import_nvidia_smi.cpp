@@ -243,18 +243,24 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     columns.push_back(h);
   }
   const size_t n_dev = columns.size();
-  int numa_col = -1;
+  int numa_col = -1, gpu_numa_col = -1;  // index among the affinity columns
+  std::vector<std::string> affinity_head;
   for (size_t k = col; k < head.size(); ++k) {
+    if (head[k].empty()) continue;
     if (head[k] == "NUMA Affinity")
-      numa_col = static_cast<int>(k - col);
-    else if (head[k] != "CPU Affinity" && head[k] != "GPU NUMA ID" && !head[k].empty()) {
+      numa_col = static_cast<int>(affinity_head.size());
+    else if (head[k] == "GPU NUMA ID")
+      gpu_numa_col = static_cast<int>(affinity_head.size());
+    else if (head[k] != "CPU Affinity") {
       return input_error(file, std::to_string(header_line), "unknown column '" + head[k] + "'");
     }
+    affinity_head.push_back(head[k]);
   }
   // Rows.
   std::vector<std::vector<Cls>> m(static_cast<size_t>(n_gpu), std::vector<Cls>(n_dev));
   std::vector<int> row_line(static_cast<size_t>(n_gpu), 0);
   std::vector<std::optional<int>> numa(static_cast<size_t>(n_gpu));
+  std::vector<std::optional<int>> gpu_numa(static_cast<size_t>(n_gpu));  // GPU NUMA ID
   // NIC pairs marked PIX in a NIC row: the ports of one card (or two cards on one switch port).
   std::set<std::pair<int, int>> nic_pix;  // (NIC index, NIC index), both orders
   int rows = 0;
@@ -336,8 +342,24 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       }
       m[static_cast<size_t>(g)][k] = *cls;
     }
-    if (numa_col >= 0 && c.size() > n_dev + 1 + static_cast<size_t>(numa_col))
-      numa[static_cast<size_t>(g)] = first_of_list(c[n_dev + 1 + static_cast<size_t>(numa_col)]);
+    // Affinity cells: nvidia-smi pads some with an empty cell ("0\t\tN/A" under "NUMA
+    // Affinity\tGPU NUMA ID", HGX B200); empty cells beyond the header's count are dropped.
+    std::vector<std::string> aff(c.begin() + static_cast<ptrdiff_t>(n_dev + 1), c.end());
+    for (size_t k = aff.size(); k-- > 0 && aff.size() > affinity_head.size();) {
+      if (aff[k].empty()) aff.erase(aff.begin() + static_cast<ptrdiff_t>(k));
+    }
+    const auto affinity = [&](int k) {
+      return k >= 0 && static_cast<size_t>(k) < aff.size() ? aff[static_cast<size_t>(k)]
+                                                           : std::string();
+    };
+    numa[static_cast<size_t>(g)] = first_of_list(affinity(numa_col));
+    if (const std::string id = affinity(gpu_numa_col); !id.empty() && id != "N/A") {
+      if (id.size() > 6 || id.find_first_not_of("0123456789") != std::string::npos)
+        return input_error(
+            file, std::to_string(line),
+            "GPU NUMA ID '" + id + "' of " + label + " is not a NUMA node number (or N/A)");
+      gpu_numa[static_cast<size_t>(g)] = std::stoi(id);
+    }
     row_line[static_cast<size_t>(g)] = line;
     last_line = line;
     ++rows;
@@ -360,6 +382,26 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
       }
     }
   }
+  // NIC names: the column itself on older drivers (mlx5_2), else the "NIC Legend" ("NIC0: mlx5_0").
+  std::map<std::string, std::string> nic_legend;
+  for (size_t i = static_cast<size_t>(header) + 1; i < lines.size(); ++i) {
+    const std::string t = trim(lines[i]);
+    const size_t colon = t.find(':');
+    if (colon == std::string::npos || device_index(t.substr(0, colon), "NIC") < 0) continue;
+    const std::string name = trim(std::string_view(t).substr(colon + 1));
+    // Printable ASCII without spaces or commas (the names go into JSON, a card's joined by ",").
+    const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) > 0x20 && static_cast<unsigned char>(ch) < 0x7f &&
+             ch != ',';
+    });
+    if (plain) nic_legend.emplace(t.substr(0, colon), name);
+  }
+  auto nic_name = [&](int k) {
+    const std::string& h = columns[static_cast<size_t>(nic_columns[static_cast<size_t>(k)])];
+    if (device_index(h, "NIC") < 0) return h;
+    const auto it = nic_legend.find(h);
+    return it == nic_legend.end() ? std::string() : it->second;
+  };
   auto spec = detail::import_gpu_spec(options, file);
   if (!spec) return spec.error();
   if (!options.nvlink.empty())
@@ -445,12 +487,17 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     }
     return false;
   };
+  // Two GPUs with a GPU NUMA ID each (coherent memory behind NVLink-C2C) and no NUMA Affinity
+  // hang from a CPU each: Grace Hopper, one Grace per GPU.
+  bool coherent_sockets = false;
   for (int i = 0; i < n_gpu; ++i) {
     for (int j = 0; j < i; ++j) {
       if (rel(i, j).c != PathClass::nvlink) continue;
       const auto& ni = numa[static_cast<size_t>(i)];
       const auto& nj = numa[static_cast<size_t>(j)];
-      if (ni && nj ? *ni == *nj : !sys_between(i, j)) sock.unite(i, j);
+      const bool coherent = gpu_numa[static_cast<size_t>(i)] && gpu_numa[static_cast<size_t>(j)];
+      if (ni && nj ? *ni == *nj : !coherent && !sys_between(i, j)) sock.unite(i, j);
+      coherent_sockets = coherent_sockets || (!(ni && nj) && coherent);
     }
   }
   std::vector<int> gpus(static_cast<size_t>(n_gpu));
@@ -458,10 +505,28 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   const auto socket_groups = groups(sock, gpus);
 
   GraphBuilder gb;
-  if (numa_col < 0 && n_gpu > 1)
+  if (numa_col < 0 && n_gpu > 1 && !coherent_sockets)
     gb.note(file, std::to_string(header_line),
             "no NUMA Affinity column: " + std::to_string(socket_groups.size()) +
                 " socket(s) inferred from the SYS entries");
+  if (coherent_sockets)
+    gb.note(file, std::to_string(header_line),
+            "no NUMA Affinity for GPUs with a GPU NUMA ID (coherent memory, NVLink-C2C): one "
+            "socket per such GPU (Grace Hopper: one Grace per GPU), " +
+                std::to_string(socket_groups.size()) + " socket(s)");
+  for (int g = 0; g < n_gpu; ++g) {
+    if (gpu_numa[static_cast<size_t>(g)] && spec->c2c_Bps <= 0) {
+      gb.note(file, std::to_string(row_line[static_cast<size_t>(g)]),
+              "GPU" + std::to_string(g) + " has GPU NUMA ID " +
+                  std::to_string(*gpu_numa[static_cast<size_t>(g)]) +
+                  " (its memory is a NUMA node, as behind NVLink-C2C on Grace Hopper) but GPU "
+                  "model '" +
+                  spec->model +
+                  "' has no NVLink-C2C: its host link stays PCIe (--gpu-model GH200 for a Grace "
+                  "Hopper)");
+      break;
+    }
+  }
   std::vector<std::string> cpus;
   std::set<int> numa_ids;
   for (size_t s = 0; s < socket_groups.size(); ++s) {
@@ -482,6 +547,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     n.id = "gpu" + std::to_string(g);
     n.kind = NodeKind::gpu;
     n.gpu = *spec;
+    n.memory_numa_id = gpu_numa[static_cast<size_t>(g)].value_or(-1);
     gb.node(std::move(n), row_line[static_cast<size_t>(g)]);
   }
   auto dev_id = [&](int d) {
@@ -568,6 +634,10 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
     n.id = dev_id(n_gpu + k);
     n.kind = NodeKind::nic;
     n.ports = nic_ports[static_cast<size_t>(nic_node[static_cast<size_t>(k)])];
+    for (int p = k; p < n_nic; ++p) {  // the card's ports in column order
+      const std::string port = nic_card[static_cast<size_t>(p)] == k ? nic_name(p) : "";
+      if (!port.empty()) n.name += (n.name.empty() ? "" : ",") + port;
+    }
     if (n.ports > 1)
       gb.note(file, std::to_string(header_line),
               columns[static_cast<size_t>(nic_columns[static_cast<size_t>(k)])] + " and " +

@@ -24,11 +24,17 @@ struct Fail {
 
 class Reader {
  public:
-  explicit Reader(const std::string& file) : file_(file) {}
+  /// `base`: where the topology sits in the file (Ptr() at the root, "/topology" inside a
+  /// `topo show --json` report); every place in a message is prefixed with it.
+  explicit Reader(const std::string& file, Ptr base = Ptr())
+      : file_(file), base_(std::move(base)) {}
 
   [[noreturn]] void fail(const Ptr& at, const std::string& what) const {
-    throw Fail{input_error(file_, at.to_string(), what)};
+    throw Fail{input_error(file_, place(at), what)};
   }
+
+  /// The JSON pointer of `at` in the file.
+  std::string place(const Ptr& at) const { return (base_ / at).to_string(); }
 
   void expect_object(const json& j, const Ptr& at) const {
     if (!j.is_object()) fail(at, std::string("expected an object, got ") + j.type_name());
@@ -143,6 +149,7 @@ class Reader {
 
  private:
   const std::string& file_;
+  Ptr base_;
 };
 
 NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
@@ -282,8 +289,11 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
       case NodeKind::gpu:
         r.allow_keys(o, at,
                      {"id", "kind", "model", "sm_count", "copy_engines", "memory_bytes",
-                      "peak_bf16_flops", "memory_bandwidth_Bps", "p2p_capable"});
+                      "peak_bf16_flops", "memory_bandwidth_Bps", "p2p_capable", "memory_numa_id"});
         n.gpu = parse_gpu_spec(r, o, at);
+        n.memory_numa_id = r.integer(o, at, "memory_numa_id", -1);
+        if (r.find(o, "memory_numa_id") && n.memory_numa_id < 0)
+          r.fail(at / "memory_numa_id", "must be >= 0");
         break;
       case NodeKind::pcie_switch:
         r.allow_keys(o, at, {"id", "kind", "acs_redirect", "chip"});
@@ -305,16 +315,20 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         }
         break;
       case NodeKind::nic:
-        r.allow_keys(o, at, {"id", "kind", "ports"});
+        r.allow_keys(o, at, {"id", "kind", "ports", "name"});
         n.ports = r.integer(o, at, "ports", 1);
         if (n.ports < 1 || n.ports > 64) r.fail(at / "ports", "expected 1..64");
+        if (r.find(o, "name")) {
+          n.name = r.string(o, at, "name");
+          if (n.name.empty()) r.fail(at / "name", "expected a device name (\"mlx5_0\"), got \"\"");
+        }
         break;
       default:
         r.allow_keys(o, at, {"id", "kind"});
         break;
     }
     out.nodes.push_back(std::move(n));
-    out.node_places.push_back(at.to_string());
+    out.node_places.push_back(r.place(at));
   }
   const Ptr links_at = Ptr("/links");
   const json* links = r.find(root, "links");
@@ -375,7 +389,7 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
       l.duplex_factor = *d;
     }
     out.links.push_back(std::move(l));
-    out.link_places.push_back(at.to_string());
+    out.link_places.push_back(r.place(at));
   }
 }
 
@@ -475,7 +489,7 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
     }
   }
 
-  const std::string place = at.to_string();
+  const std::string place = r.place(at);
   auto add_node = [&](Node n) {
     out.nodes.push_back(std::move(n));
     out.node_places.push_back(place);
@@ -590,7 +604,7 @@ void expand_template(const Reader& r, const json& root, Parsed& out) {
       l.nvlink_per_link_Bps = per_link;
       l.latency_s = kDefaultNvlinkLatency_s;
       out.links.push_back(std::move(l));
-      out.link_places.push_back(nat.to_string());
+      out.link_places.push_back(r.place(nat));
     };
     if (kind == "nvswitch") {
       Node n;
@@ -627,7 +641,7 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
                  {"gpu_model", "kernel", "head_dim", "attention_TFLOPs", "gemm_TFLOPs",
                   "launch_overhead_us", "contention", "conditions"});
     MeasuredCompute m;
-    m.place = e.to_string();
+    m.place = r.place(e);
     const std::string model = r.string(o, e, "gpu_model");
     auto spec = lookup_gpu_model(model, "");
     if (!spec) {  // lookup_gpu_model's message starts ": " with no file; drop its CLI hint
@@ -732,6 +746,48 @@ void parse_nccl_level_and_collectives(const Reader& r, const json& nc, const Ptr
     }
     f.collectives.emplace_back(it.key(), std::move(points));
   }
+Result<Topology> parse_root(const json& root, const std::string& file, const Ptr& where);
+
+// The keys of a `topo show --json` report (show_json, topology/report.cpp): figures derived from
+// the graph under "topology", ignored on loading.
+constexpr std::string_view kReportKeys[] = {"name",
+                                            "source",
+                                            "gpus",
+                                            "hosts",
+                                            "sockets",
+                                            "pcie_switches",
+                                            "p2p_enabled",
+                                            "gpu_models",
+                                            "gpu_numa_node",
+                                            "gpu_socket",
+                                            "gpu_memory_numa_id",
+                                            "nics",
+                                            "path_class",
+                                            "p2p",
+                                            "p2p_bandwidth_Bps",
+                                            "p2p_bidir_bandwidth_Bps",
+                                            "p2p_latency_s",
+                                            "host_bandwidth_Bps",
+                                            "links",
+                                            "topology"};
+
+// A `topo show --json` report: its "topology" member is the canonical graph (Topology::to_json);
+// the rest is the report, derived from it and not read back. A key that is neither is an error.
+Result<Topology> parse_report(const json& root, const std::string& file) {
+  Reader r(file);
+  try {
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (std::find(std::begin(kReportKeys), std::end(kReportKeys), it.key()) ==
+          std::end(kReportKeys))
+        r.fail(Ptr() / it.key(), "unknown key '" + it.key() +
+                                     "' (a file with \"topology\" is a `topo show --json` "
+                                     "report; its topology is read from /topology)");
+    }
+    r.expect_object(root.at("topology"), Ptr("/topology"));
+  } catch (const Fail& f) {
+    return f.error;
+  }
+  return parse_root(root.at("topology"), file, Ptr("/topology"));
 }
 
 Result<Topology> parse_text(std::string_view text, const std::string& file) {
@@ -744,8 +800,13 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
         "NUL byte at offset " + std::to_string(nul) + " (binary data in a text file)");
   auto parsed = parse_json<json>(text, file);
   if (!parsed) return parsed.error();
-  const json& root = *parsed;
-  Reader r(file);
+  if (parsed->is_object() && parsed->contains("topology")) return parse_report(*parsed, file);
+  return parse_root(*parsed, file, Ptr());
+}
+
+// The topology object at `base` of the file (the root, or /topology of a report).
+Result<Topology> parse_root(const json& root, const std::string& file, const Ptr& where) {
+  Reader r(file, where);
   try {
     r.expect_object(root, Ptr());
     r.allow_keys(root, Ptr(),
@@ -984,6 +1045,7 @@ std::string Topology::to_json() const {
         o["peak_bf16_flops"] = n.gpu->peak_bf16_flops;
         o["memory_bandwidth_Bps"] = n.gpu->memory_bandwidth_Bps;
         o["p2p_capable"] = n.gpu->p2p_capable;
+        if (n.memory_numa_id >= 0) o["memory_numa_id"] = n.memory_numa_id;
         break;
       case NodeKind::pcie_switch:
         o["acs_redirect"] = n.acs_redirect;
@@ -999,6 +1061,7 @@ std::string Topology::to_json() const {
         break;
       case NodeKind::nic:
         if (n.ports > 1) o["ports"] = n.ports;
+        if (!n.name.empty()) o["name"] = n.name;
         break;
       default:
         break;

@@ -45,6 +45,14 @@ std::string pad(const std::string& s, size_t w) {
   return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }
 
+// The node a NIC hangs from (the upstream end of its one tree link), "" if none.
+std::string parent_of(const Topology& topo, const std::string& id) {
+  for (const Link& l : topo.links()) {
+    if (l.b == id && l.kind != LinkKind::nvlink) return l.a;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<double> max_min_rates(const Topology& topo,
@@ -157,7 +165,11 @@ std::string show_text(const Topology& topo) {
     for (int i = 0; i < g; ++i) {
       if (topo.gpu_socket(i) == k) gpus += " gpu" + std::to_string(i);
     }
-    out << "socket host" << k << " (NUMA " << k << "):" << (gpus.empty() ? " no GPUs" : gpus)
+    int os_numa = k;  // the OS number of the socket's NUMA node (cpu numa_id), as nvidia-smi's
+    for (const Node& n : topo.nodes()) {
+      if (n.kind == NodeKind::cpu && n.numa_node == k && n.numa_id >= 0) os_numa = n.numa_id;
+    }
+    out << "socket host" << k << " (NUMA " << os_numa << "):" << (gpus.empty() ? " no GPUs" : gpus)
         << "\n";
   }
   for (const Node& n : topo.nodes()) {
@@ -171,6 +183,12 @@ std::string show_text(const Topology& topo) {
         << (n.acs_redirect ? " (ACS redirect)" : "") << ":" << (gpus.empty() ? " no GPUs" : gpus)
         << "\n";
   }
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::nic) continue;
+    out << "nic " << n.id << (n.name.empty() ? "" : " " + n.name)
+        << (n.ports > 1 ? " (" + std::to_string(n.ports) + " ports)" : "") << ": below "
+        << parent_of(topo, n.id) << "\n";
+  }
   out << "\n";
   out << "GPU     NUMA  model                                  SMs memory GiB  bf16 TFLOP/s  path "
          "to CPU\n";
@@ -183,6 +201,10 @@ std::string show_text(const Topology& topo) {
                   topo.gpu_numa_node(i), s.model.c_str(), s.sm_count, s.memory_bytes / units::kGiB,
                   s.peak_bf16_flops / 1e12, path.c_str());
     out << line;
+    if (topo.gpu_memory_numa_id(i) >= 0) {  // before the newline: "... > cpu0  memory NUMA 4"
+      out.seekp(-1, std::ios_base::cur);
+      out << "  memory NUMA " << topo.gpu_memory_numa_id(i) << "\n";
+    }
   }
   auto header = [&](size_t w) {
     out << pad("", 6);
@@ -264,15 +286,35 @@ std::string show_json(const Topology& topo) {
   root["sockets"] = topo.num_sockets();
   root["pcie_switches"] = topo.num_switches();
   root["p2p_enabled"] = topo.p2p_enabled();
-  ojson models = ojson::array(), numa = ojson::array(), socket = ojson::array();
+  ojson models = ojson::array(), numa = ojson::array(), socket = ojson::array(),
+        memory_numa = ojson::array();
   for (int i = 0; i < g; ++i) {
     models.push_back(topo.gpu(i).model);
     numa.push_back(topo.gpu_numa_node(i));
     socket.push_back(topo.gpu_socket(i));
+    if (topo.gpu_memory_numa_id(i) >= 0)
+      memory_numa.push_back(topo.gpu_memory_numa_id(i));
+    else
+      memory_numa.push_back(nullptr);
   }
   root["gpu_models"] = models;
   root["gpu_numa_node"] = numa;  // as the OS numbers it
   root["gpu_socket"] = socket;   // index 0..sockets-1, the host<k> it stages through
+  root["gpu_memory_numa_id"] = memory_numa;  // nvidia-smi's GPU NUMA ID; null: N/A
+  ojson nics = ojson::array();
+  for (const Node& n : topo.nodes()) {
+    if (n.kind != NodeKind::nic) continue;
+    ojson o;
+    o["id"] = n.id;
+    if (n.name.empty())
+      o["name"] = nullptr;
+    else
+      o["name"] = n.name;
+    o["ports"] = n.ports;
+    o["parent"] = parent_of(topo, n.id);
+    nics.push_back(std::move(o));
+  }
+  root["nics"] = nics;
   ojson pc = ojson::array(), p2p = ojson::array(), bw = ojson::array(), bidir = ojson::array(),
         lat = ojson::array();
   for (int i = 0; i < g; ++i) {
@@ -322,6 +364,9 @@ std::string show_json(const Topology& topo) {
     links.push_back(std::move(o));
   }
   root["links"] = links;
+  // The graph itself, as `topo export` writes it: the report loads back as a topology
+  // (Topology::from_json_text reads this member and ignores the figures above).
+  root["topology"] = ojson::parse(topo.to_json());
   return root.dump(2) + "\n";
 }
 

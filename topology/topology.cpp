@@ -111,6 +111,10 @@ int Topology::gpu_numa_node(int index) const {
   return cpu.numa_id >= 0 ? cpu.numa_id : cpu.numa_node;
 }
 
+int Topology::gpu_memory_numa_id(int index) const {
+  return impl_->nodes[impl_->gpu_nodes[index]].memory_numa_id;
+}
+
 int Topology::gpu_socket(int index) const {
   return impl_->nodes[impl_->node_cpu[impl_->gpu_nodes[index]]].numa_node;
 }

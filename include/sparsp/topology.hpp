@@ -69,7 +69,13 @@ struct Node {
   int numa_node = -1;             ///< cpu: its socket index 0..C-1; others: -1 (from the tree)
   int numa_id = -1;               ///< cpu: the OS NUMA node number (as nvidia-smi and NCCL print
                                   ///< it), -1: same as numa_node
+  /// gpu: the NUMA node of the GPU's own memory where the OS exposes it as one (nvidia-smi's
+  /// "GPU NUMA ID": Grace Hopper's coherent HBM, 4/12/20/28 on a quad GH200), -1: none ("N/A").
+  int memory_numa_id = -1;
   int ports = 1;                  ///< nic: network ports of the card (a dual-port card is 2)
+  /// nic: the OS device name of each port as the input gives it (nvidia-smi's NIC columns or
+  /// "NIC Legend", NCCL's <net name>), a card's ports joined by ",": "mlx5_0,mlx5_1"; "" unknown.
+  std::string name;
   double host_memory_Bps = 0;     ///< cpu: host DRAM bandwidth of its NUMA node, reads and
                                   ///< writes together (one shared capacity)
   double root_complex_Bps = 0;    ///< cpu: aggregate root-complex capacity, 0 = unlimited
@@ -228,6 +234,8 @@ class Topology {
   /// NUMA node of the socket the GPU hangs from, as the OS numbers it (the cpu node's numa_id,
   /// else its numa_node).
   int gpu_numa_node(int index) const;
+  /// NUMA node of the GPU's own memory (Node::memory_numa_id: nvidia-smi's GPU NUMA ID), -1 none.
+  int gpu_memory_numa_id(int index) const;
   /// Index 0..num_sockets()-1 of the socket the GPU hangs from (its cpu node's numa_node; the
   /// host endpoint is host<gpu_socket>).
   int gpu_socket(int index) const;

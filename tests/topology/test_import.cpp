@@ -288,8 +288,20 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
                      "\tPIX\tPIX\tPIX\tSYS\tSYS\tSYS\tSYS\n",
                      0) == 0);
   CHECK(gpu_cells(matrix) == gpu_cells(read(in)));
-  const auto show = nlohmann::json::parse(run_cli("topo show --json " + out_json, &rc));
+  const std::string show_text = run_cli("topo show --json " + out_json, &rc);
+  const auto show = nlohmann::json::parse(show_text);
   CHECK(rc == 0);
+  // The report loads as the topology it describes: matrix and report come back unchanged.
+  const std::string report_json = "sparsp_test_import_report.json";
+  {
+    std::ofstream f(report_json);
+    f << show_text;
+  }
+  CHECK(gpu_cells(run_cli("topo matrix " + report_json, &rc)) == gpu_cells(read(in)));
+  CHECK(rc == 0);
+  CHECK(run_cli("topo show --json " + report_json, &rc) == show_text);
+  CHECK(rc == 0);
+  std::remove(report_json.c_str());
   CHECK(show["gpus"][7] == "gpu7");
   CHECK(show["path_class"][0][4] == "SYS");
   CHECK(show["p2p"][0][1] == false);  // GeForce: staged

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -165,8 +166,11 @@ TEST_CASE("real topology files import with the facts their README gives") {
     }
     CHECK((nvlinks > 0) == (c.nvlink_per_link_GBps > 0));
     if (c.pcie_gen > 0) CHECK(uplink_of(*t, "gpu0").pcie_gen == c.pcie_gen);
-    for (size_t g = 0; g < c.numa.size(); ++g)
+    const auto shown_numa = nlohmann::json::parse(show_json(*t))["gpu_numa_node"];
+    for (size_t g = 0; g < c.numa.size(); ++g) {
       CHECK(t->gpu_numa_node(static_cast<int>(g)) == c.numa[g]);
+      CHECK(shown_numa[g] == c.numa[g]);  // topo show --json, as nvidia-smi / NCCL number them
+    }
     for (size_t g = 0; g < c.socket.size(); ++g)
       CHECK(t->gpu_socket(static_cast<int>(g)) == c.socket[g]);
     if (*c.note) CHECK(notes_of(*t).find(c.note) != std::string::npos);
@@ -174,7 +178,50 @@ TEST_CASE("real topology files import with the facts their README gives") {
     auto back = Topology::from_json_text(t->to_json(), "re.json");
     REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
     CHECK(back->to_json() == t->to_json());
+    // `topo show --json` loads back as the same topology (its /topology member): same GPUs,
+    // links and path classes; the report keeps the registry names.
+    const std::string report = show_json(*t);
+    const auto rj = nlohmann::json::parse(report);
+    for (int g = 0; g < t->num_gpus(); ++g)
+      CHECK(rj["gpu_models"][static_cast<size_t>(g)] == c.model);
+    auto shown = Topology::from_json_text(report, "show.json");
+    REQUIRE_MESSAGE(shown.ok(), (shown.ok() ? "" : shown.error().message));
+    CHECK(shown->num_gpus() == c.gpus);
+    CHECK(shown->links().size() == t->links().size());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j) {
+        CHECK(shown->path_class(i, j) == t->path_class(i, j));
+        CHECK(shown->nvlink_count(i, j) == t->nvlink_count(i, j));
+      }
+    CHECK(shown->to_json() == t->to_json());
+    CHECK(show_json(*shown) == report);
   }
+}
+
+TEST_CASE("topo show --json: a report with a stray key or a bad graph is refused") {
+  auto t = import({"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt", "V100"});
+  REQUIRE(t.ok());
+  auto rj = nlohmann::json::parse(show_json(*t));
+  auto stray = rj;
+  stray["gpu_modles"] = 1;  // a typo is not silently ignored
+  auto e1 = Topology::from_json_text(stray.dump(), "r.json");
+  REQUIRE_FALSE(e1.ok());
+  CHECK(e1.error().message.rfind("r.json:/gpu_modles: unknown key 'gpu_modles'", 0) == 0);
+  auto bad = rj;
+  bad["topology"]["links"][0]["gen"] = 9;  // the first link is cpu0 -> gpu0, PCIe
+  auto e2 = Topology::from_json_text(bad.dump(), "r.json");
+  REQUIRE_FALSE(e2.ok());
+  CHECK(e2.error().message == "r.json:/topology/links/0/gen: PCIe gen must be 1..6, got 9");
+  auto dup = rj;
+  dup["topology"]["nodes"][1]["id"] = dup["topology"]["nodes"][0]["id"];
+  auto e3 = Topology::from_json_text(dup.dump(), "r.json");
+  REQUIRE_FALSE(e3.ok());
+  CHECK(e3.error().message.find("(first at /topology/nodes/0)") != std::string::npos);
+  auto not_obj = rj;
+  not_obj["topology"] = 3;
+  auto e4 = Topology::from_json_text(not_obj.dump(), "r.json");
+  REQUIRE_FALSE(e4.ok());
+  CHECK(e4.error().message == "r.json:/topology: expected an object, got number");
 }
 
 TEST_CASE("real files: structure beyond counts") {
@@ -269,6 +316,10 @@ TEST_CASE("real files: modelled rates against the machines' measurements") {
   CHECK(ra.d2h_Bps[0] / 1e9 == doctest::Approx(26.3).epsilon(0.02));
   CHECK(ra.p2p[0][1]);
   CHECK(ra.bandwidth_Bps[0][1] / 1e9 == doctest::Approx(26.33).epsilon(0.02));
+  // Bidirectional P2P-on, measured 52.10-52.12 GB/s: the model's duplex factor (0.894, from the
+  // Gen5 H200 machine) gives 2 * 0.894 * 26.50 = 47.40 GB/s, 9% low (topology/VALIDATION.md).
+  CHECK(ra.bidir_bandwidth_Bps[0][1] / 1e9 == doctest::Approx(47.403).epsilon(1e-3));
+  CHECK(ra.bidir_bandwidth_Bps[0][1] / 1e9 == doctest::Approx(52.11).epsilon(0.10));
 }
 
 TEST_CASE("nvidia-smi: NUMA ids as the OS numbers them") {
@@ -431,4 +482,237 @@ TEST_CASE("NCCL XML: NIC cards, NICs listed twice, unknown NUMA ids") {
   REQUIRE(odd.ok());
   CHECK(notes_of(*odd).find("to GPU 0000:0?:00.0, which is not in the file") != std::string::npos);
   CHECK(Topology::from_json_text(odd->to_json(), "re.json").ok());
+}
+
+TEST_CASE("nvidia-smi: the GPU NUMA ID column, in every real file that has it") {
+  // README rows: quad GH200 GPU NUMA IDs 4/12/20/28 (GPU i's HBM, beside Grace i's NUMA node i);
+  // the others print N/A (B200 after an empty padding cell: "0\t\tN/A").
+  struct Want {
+    const char* file;
+    const char* gpu_model;
+    std::vector<int> numa, memory_numa;  // -1: N/A
+  };
+  const std::vector<Want> files = {
+      {"hpc-ai-envs_quad-gh200_topo-m.txt", "GH200", {0, 1, 2, 3}, {4, 12, 20, 28}},
+      {"lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt",
+       "V100",
+       {0, 0, 0, 0, 1, 1, 1, 1},
+       {-1, -1, -1, -1, -1, -1, -1, -1}},
+      {"simllm_vastai-hgx-b200-8x_topo-m.txt",
+       "B200",
+       {0, 0, 0, 0, 1, 1, 1, 1},
+       {-1, -1, -1, -1, -1, -1, -1, -1}},
+      {"stelline_asus-esc8000a-e12_topo-m.txt",
+       "NVIDIA RTX 6000 Ada Generation",
+       {0, 0, 1, 1},
+       {-1, -1, -1, -1}},
+  };
+  for (const Want& w : files) {
+    CAPTURE(w.file);
+    RealCase c{w.file, w.gpu_model};
+    auto t = import(c);
+    REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+    REQUIRE(t->num_gpus() == static_cast<int>(w.numa.size()));
+    const auto rj = nlohmann::json::parse(show_json(*t));
+    for (int g = 0; g < t->num_gpus(); ++g) {
+      const auto gg = static_cast<size_t>(g);
+      CHECK(t->gpu_memory_numa_id(g) == w.memory_numa[gg]);
+      CHECK(rj["gpu_numa_node"][gg] == w.numa[gg]);  // as nvidia-smi's NUMA Affinity prints it
+      if (w.memory_numa[gg] < 0)
+        CHECK(rj["gpu_memory_numa_id"][gg].is_null());
+      else
+        CHECK(rj["gpu_memory_numa_id"][gg] == w.memory_numa[gg]);
+    }
+    // Kept by the canonical JSON.
+    auto back = Topology::from_json_text(t->to_json(), "re.json");
+    REQUIRE(back.ok());
+    for (int g = 0; g < t->num_gpus(); ++g)
+      CHECK(back->gpu_memory_numa_id(g) == w.memory_numa[static_cast<size_t>(g)]);
+  }
+
+  // GH200 without --gpu-model: the GPU NUMA ID says the memory is coherent, the model has no
+  // NVLink-C2C: a note, and the host link stays PCIe (nothing filled in silently).
+  auto generic = import({"hpc-ai-envs_quad-gh200_topo-m.txt"});
+  REQUIRE(generic.ok());
+  CHECK(notes_of(*generic).find("GPU0 has GPU NUMA ID 4") != std::string::npos);
+  CHECK(generic->num_sockets() == 4);
+
+  // The same file with its NUMA Affinity cells N/A: the GPU NUMA IDs alone give one Grace per
+  // GPU (4 sockets, NV6 between them notwithstanding), each GPU on NVLink-C2C from its own CPU.
+  std::string text = read(kReal + "hpc-ai-envs_quad-gh200_topo-m.txt");
+  for (const char* list : {"0,5-11", "1,13-19", "2,21-27", "3,29-35"}) {
+    const size_t p = text.find(list);
+    REQUIRE(p != std::string::npos);
+    text.replace(p, std::string(list).size(), "N/A");
+  }
+  ImportOptions gh;
+  gh.gpu_model = "GH200";
+  auto na = import_nvidia_smi(text, "gh.txt", gh);
+  REQUIRE_MESSAGE(na.ok(), (na.ok() ? "" : na.error().message));
+  CHECK(na->num_sockets() == 4);
+  for (int g = 0; g < 4; ++g) {
+    CHECK(na->gpu_socket(g) == g);
+    const std::string id = "gpu" + std::to_string(g);
+    const auto up = std::find_if(na->links().begin(), na->links().end(),
+                                 [&](const Link& l) { return l.b == id; });
+    REQUIRE(up != na->links().end());
+    CHECK(up->kind == LinkKind::c2c);
+    CHECK(up->a == "cpu" + std::to_string(g));
+  }
+  CHECK(notes_of(*na).find("gh.txt:1: no NUMA Affinity for GPUs with a GPU NUMA ID") !=
+        std::string::npos);
+
+  // Bad cells: not a number; one NUMA node for two GPUs' memories.
+  const std::string head = "\tGPU0\tGPU1\tNUMA Affinity\tGPU NUMA ID\n";
+  auto bad = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\tx4\nGPU1\tNV6\t X \t1\t12\n", "b.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message ==
+        "b.txt:2: GPU NUMA ID 'x4' of GPU0 is not a NUMA node number (or N/A)");
+  auto twice = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\t4\nGPU1\tNV6\t X \t1\t4\n", "b.txt");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message.find("NUMA node 4 is the memory of two GPUs ('gpu0' and 'gpu1')") !=
+        std::string::npos);
+  auto cpu_too = import_nvidia_smi(head + "GPU0\t X \tNV6\t0\t1\nGPU1\tNV6\t X \t1\t5\n", "b.txt");
+  REQUIRE_FALSE(cpu_too.ok());
+  CHECK(cpu_too.error().message.find(
+            "NUMA node 1 is both cpu 'cpu1' and the memory of gpu 'gpu0'") != std::string::npos);
+}
+
+TEST_CASE("NIC names, kept by both importers, the JSON and topo show") {
+  // README rows and the files themselves: ESC8000A-E12's NIC Legend NIC0..3 = mlx5_0..3 on two
+  // dual-port cards; DGX-1's columns mlx5_2 mlx5_0 mlx5_3 mlx5_1, each PIX to a GPU pair
+  // (mlx5_2: GPU4/5, mlx5_0: GPU0/1, mlx5_3: GPU6/7, mlx5_1: GPU2/3); the H200 VM's
+  // <net name="mlx5_0">, NC A100 v4's <net name="eth0">; p4d's EFA cards have no <net>: no name.
+  struct Want {
+    const char* file;
+    std::vector<std::string> names, parents;  // per NIC node, nic0..
+  };
+  const std::vector<Want> files = {
+      {"stelline_asus-esc8000a-e12_topo-m.txt", {"mlx5_0,mlx5_1", "mlx5_2,mlx5_3"}, {}},
+      {"pytorch-ddp-benchmark-readme_dgx1-v100_topo-m.txt",
+       {"mlx5_2", "mlx5_0", "mlx5_3", "mlx5_1"},
+       {"sw2", "sw0", "sw3", "sw1"}},  // switches of GPU4/5, 0/1, 6/7, 2/3
+      {"nccl-tests-256_h200-vm_numaid-minus1_FRAGMENT-closed.xml", {"mlx5_0"}, {"cpu0"}},
+      {"azhpc-images_ncv4-topo.xml", {"eth0"}, {"cpu0"}},
+      {"aws-ofi-nccl_p4d-24xl-topo.xml", {"", "", "", ""}, {"sw0", "sw1", "sw2", "sw3"}},
+  };
+  for (const Want& w : files) {
+    CAPTURE(w.file);
+    auto t = import({w.file});
+    REQUIRE(t.ok());
+    std::vector<std::string> names;
+    for (const Node& n : t->nodes())
+      if (n.kind == NodeKind::nic) names.push_back(n.name);
+    CHECK(names == w.names);
+    for (size_t k = 0; k < w.parents.size(); ++k)
+      CHECK(uplink_of(*t, "nic" + std::to_string(k)).a == w.parents[k]);
+    auto back = Topology::from_json_text(t->to_json(), "re.json");
+    REQUIRE(back.ok());
+    std::vector<std::string> back_names;
+    for (const Node& n : back->nodes())
+      if (n.kind == NodeKind::nic) back_names.push_back(n.name);
+    CHECK(back_names == w.names);
+    const auto rj = nlohmann::json::parse(show_json(*t));
+    REQUIRE(rj["nics"].size() == w.names.size());
+    for (size_t k = 0; k < w.names.size(); ++k) {
+      if (w.names[k].empty())
+        CHECK(rj["nics"][k]["name"].is_null());
+      else
+        CHECK(rj["nics"][k]["name"] == w.names[k]);
+    }
+  }
+  auto asus = import({"stelline_asus-esc8000a-e12_topo-m.txt"});
+  REQUIRE(asus.ok());
+  CHECK(show_text(*asus).find("nic nic0 mlx5_0,mlx5_1 (2 ports): below cpu0\n") !=
+        std::string::npos);
+  // Bad names in the JSON.
+  const std::string base =
+      R"({"schema_version": 1, "nodes": [{"id": "cpu0", "kind": "cpu"}, {"id": "gpu0", "kind":
+      "gpu", "model": "H200"}, {"id": "nic0", "kind": "nic", "name": NAME}], "links": [{"a":
+      "cpu0", "b": "gpu0", "kind": "pcie", "gen": 5, "width": 16}, {"a": "cpu0", "b": "nic0",
+      "kind": "pcie", "gen": 5, "width": 16}]})";
+  auto with = [&](const std::string& name) {
+    std::string j = base;
+    j.replace(j.find("NAME"), 4, name);
+    return Topology::from_json_text(j, "n.json");
+  };
+  CHECK(with("\"mlx5_4\"").ok());
+  CHECK(with("\"\"").error().message ==
+        "n.json:/nodes/2/name: expected a device name (\"mlx5_0\"), got \"\"");
+  CHECK(with("4").error().message == "n.json:/nodes/2/name: expected a string, got number");
+}
+
+namespace {
+
+// The GPU x GPU cells of a `topo -m` file, read independently of the importer: rows whose first
+// word is GPU<k>, the next n words (n = GPU columns in the header).
+std::vector<std::vector<std::string>> file_matrix(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  int n = -1;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> words;
+    for (std::string w; ls >> w;) words.push_back(w);
+    if (words.empty()) continue;
+    if (n < 0) {
+      n = static_cast<int>(std::count_if(words.begin(), words.end(), [](const std::string& w) {
+        return w.rfind("GPU", 0) == 0 && w.size() > 3 &&
+               std::isdigit(static_cast<unsigned char>(w[3]));
+      }));
+      continue;
+    }
+    if (words[0].rfind("GPU", 0) != 0 || static_cast<int>(words.size()) <= n) continue;
+    rows.emplace_back(words.begin() + 1, words.begin() + 1 + n);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("real files: every GPU pair's path class is the real topo -m's") {
+  // nvidia-smi files: the file itself is the real `topo -m`.
+  for (const char* f : {"simllm_vastai-hgx-b200-8x_topo-m.txt", "hpc-ai-envs_quad-gh200_topo-m.txt",
+                        "pytorch-ddp-benchmark-readme_dgx1-v100_topo-m.txt",
+                        "lmdeploy-issue-4423_8x-v100-sxm2-nv1-nv2_topo-m.txt",
+                        "stelline_asus-esc8000a-e12_topo-m.txt"}) {
+    CAPTURE(f);
+    auto t = import({f});
+    REQUIRE(t.ok());
+    const auto want = file_matrix(read(kReal + f));
+    REQUIRE(static_cast<int>(want.size()) == t->num_gpus());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j) {
+        const std::string w = want[static_cast<size_t>(i)][static_cast<size_t>(j)];
+        CHECK(to_string(t->path_class(i, j), t->nvlink_count(i, j)) == (w == "SOC" ? "SYS" : w));
+      }
+  }
+  // NCCL XML files, against the README rows: NC A100 v4 all SYS (4 NUMA nodes, a GPU each);
+  // p4d NV12 all pairs (NVSwitch) and ND H100 v5 NV18 all pairs once told.
+  struct Xml {
+    const char* file;
+    const char* nvlink;
+    const char* gpu_model;
+    const char* every_pair;
+  };
+  for (const Xml& x : {Xml{"azhpc-images_ncv4-topo.xml", "", "", "SYS"},
+                       Xml{"aws-ofi-nccl_p4d-24xl-topo.xml", "nvswitch:12", "", "NV12"},
+                       Xml{"azhpc-images_ndv5-topo.xml", "nvswitch:18", "H100 SXM", "NV18"}}) {
+    CAPTURE(x.file);
+    RealCase c{x.file, x.gpu_model, x.nvlink};
+    auto t = import(c);
+    REQUIRE(t.ok());
+    for (int i = 0; i < t->num_gpus(); ++i)
+      for (int j = 0; j < t->num_gpus(); ++j)
+        CHECK(to_string(t->path_class(i, j), t->nvlink_count(i, j)) ==
+              (i == j ? std::string("X") : std::string(x.every_pair)));
+  }
+  // ND H100 v5: each of the 8 switches holds one GPU and one IB NIC (class 0x020700).
+  auto ndv5 = import({"azhpc-images_ndv5-topo.xml"});
+  REQUIRE(ndv5.ok());
+  for (int s = 0; s < 8; ++s) {
+    CHECK(ndv5->ancestors(s).front() == "sw" + std::to_string(s));
+    CHECK(uplink_of(*ndv5, "nic" + std::to_string(s)).a == "sw" + std::to_string(s));
+  }
 }
