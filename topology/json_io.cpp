@@ -746,6 +746,8 @@ void parse_nccl_level_and_collectives(const Reader& r, const json& nc, const Ptr
     }
     f.collectives.emplace_back(it.key(), std::move(points));
   }
+}
+
 Result<Topology> parse_root(const json& root, const std::string& file, const Ptr& where);
 
 // The keys of a `topo show --json` report (show_json, topology/report.cpp): figures derived from
