@@ -184,7 +184,7 @@ TEST_CASE("defect 10: a GPU with sm_count 0 is refused by simulate (SM runtimes 
   const Run r = run("simulate --topology " + (d / "t0.json").string() + rest);
   CHECK(r.rc == 2);
   CHECK(r.err ==
-        "sparsp: <preset:default-study>:/topology: sm: gpu0 (GPU model 'NVIDIA L40S') "
+        "sparsp: <command line>:--topology: sm: gpu0 (GPU model 'NVIDIA L40S') "
         "has sm_count 0, so its kernels cannot be simulated; give sm_count >= 1 in the "
         "topology\n");
 }
@@ -439,6 +439,6 @@ TEST_CASE("defect 22: a policy given twice is an error, not a duplicate row") {
           "--policy contiguous/ring/sm_overlap:skip_empty=1.0");
   CHECK(r.rc == 2);
   CHECK(r.err ==
-        "sparsp: <preset:default-study>:--policy[1]: the same policy as --policy[0] "
+        "sparsp: <command line>:--policy[1]: the same policy as --policy[0] "
         "(contiguous/ring/sm_overlap:skip_empty=1)\n");
 }

@@ -220,7 +220,7 @@ TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
                    "entries gives that",
                    0) == 0);
   CHECK(import_nvidia_smi("\tGPU0\nGPU0\t X \n", "x", model("nope")).error().message ==
-        "x: unknown GPU model 'nope' (--gpu-model; see `sparsp topo models`)");
+        "<command line>:--gpu-model: unknown GPU model 'nope' (see `sparsp topo models`)");
 }
 
 TEST_CASE("NCCL XML import: two switches") {
