@@ -108,7 +108,8 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       // 7 ranks, 24 heads: USP's default degree 7/2 = 3 -> 2 -> 1 (neither divides 7): plain
       // ring, so USP is left out, and with no other policy the study fails.
       {"simulate --gpus 7 --topology 8x-l40s-gen4-4switch --policy contiguous/usp/sm_overlap",
-       "/policies: no policy can run on 8x-l40s-gen4-4switch (contiguous/usp/sm_overlap: no "
+       "<command line>:--policy: no policy can run on 8x-l40s-gen4-4switch "
+       "(contiguous/usp/sm_overlap: no "
        "Ulysses x ring split of 7 ranks and 24 heads"},
       {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1",
        "ulysses_degree 1 given"},
