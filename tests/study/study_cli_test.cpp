@@ -113,8 +113,10 @@ TEST_CASE("bad study input exits 2 with one clear line") {
        "Ulysses x ring split of 7 ranks and 24 heads"},
       {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1",
        "ulysses_degree 1 given"},
+      // The policy named once (break-it D6: "policy '...': policy '...': scheme ...").
       {"simulate --policy contiguous/ulysses/sync",
-       "placement must be head_parallel (got 'contiguous')"},
+       "sparsp: <command line>:--policy: policy 'contiguous/ulysses/sync': scheme 'ulysses' "
+       "splits heads, so its placement must be head_parallel (got 'contiguous')\n"},
       {"simulate --policy contiguous/ring/sm_overlap:comm_sms=100000",
        "'comm_sms' must be an integer in [1, 1024]"},
       // The L40S has 142 SMs (datasheet; topology/gpu_models.cpp).
