@@ -172,8 +172,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
           "measured run total %.3f ms (median makespan x repeat over the layer plans; varies "
           "from run to run)\n",
           res->layers.size(), res->device_description.c_str(), res->bytes_moved / 1e9,
-          res->bytes_verified / 1e9, static_cast<long long>(res->blocks_verified),
-          modelled.c_str(), res->total_s * 1e3);
+          res->bytes_verified / 1e9, static_cast<long long>(res->blocks_verified), modelled.c_str(),
+          res->total_s * 1e3);
     }
     ctx.exit_code = 0;
   });

@@ -232,7 +232,8 @@ TEST_CASE("replay's modelled run total is the simulation's, the same on every ru
   REQUIRE(run_cli("simulate --topology 2x-h200-nvlink --policy contiguous/ring/sync --steps 1 "
                   "--layers 1 --emit-plan " +
                   (work / "plans").string()) == 0);
-  const std::string plan = (work / "plans" / "2x-h200-nvlink__contiguous_ring_sync.plan.json").string();
+  const std::string plan =
+      (work / "plans" / "2x-h200-nvlink__contiguous_ring_sync.plan.json").string();
   REQUIRE(fs::exists(plan));
   const std::string args = "replay --plan " + plan +
                            " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 "
