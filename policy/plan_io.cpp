@@ -665,8 +665,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         // Schema 1 has no compute kinds (PLAN.md: its tasks are all attention with no
         // coverage): a schema-2 key in a schema-1 plan was read silently as schema 2.
         if (p.schema_version == 1)
-          for (const char* key : {"kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m",
-                                  "n", "k", "count"})
+          for (const char* key :
+               {"kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"})
             if (cj.contains(key))
               return rd.err(cp + "/" + key,
                             "a schema 2 key, but the plan says schema_version 1; write "

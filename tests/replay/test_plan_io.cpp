@@ -153,7 +153,8 @@ TEST_CASE("plan schema 2: compute kinds round-trip; schema 1 plans load as atten
   for (const char* key : {"kv_ranks", "partial", "kind"}) {
     CAPTURE(key);
     auto mixed = j;
-    mixed["layers"][0]["compute"][0][key] = nlohmann::json::parse(a)["layers"][0]["compute"][0][key];
+    mixed["layers"][0]["compute"][0][key] =
+        nlohmann::json::parse(a)["layers"][0]["compute"][0][key];
     auto m = policy::parse_plan(mixed.dump(), "mixed.json");
     REQUIRE_FALSE(m.ok());
     CHECK(m.error().exit_code == 2);
