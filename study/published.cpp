@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sparsp/study.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::study {
 
@@ -165,6 +166,8 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
 
   if (!j.contains("sizes") || !j["sizes"].is_array() || j["sizes"].empty())
     return input_error(path, "/sizes", "expected a non-empty list of problem sizes");
+  int topo_gpus = 0;  // 0: not loadable here (the study run reports why)
+  if (auto t = topology::Topology::load(topology)) topo_gpus = t->num_gpus();
   std::vector<double> all_errors;
   std::set<std::string> size_names;
   for (size_t i = 0; i < j["sizes"].size(); ++i) {
@@ -188,6 +191,12 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
       size.gpus = *g;
     }
     if (size.gpus == 0) return input_error(path, sp, "missing field \"gpus\" (here or in /setup)");
+    // More GPUs than the topology has: the place that set them (it was reported at the
+    // generated study's "/sizes/0:/gpus").
+    if (topo_gpus > 0 && size.gpus > topo_gpus)
+      return input_error(path, s.contains("gpus") ? sp + "/gpus" : "/setup/gpus",
+                         "asks for " + std::to_string(size.gpus) + " GPUs, but topology '" + *topo +
+                             "' has " + std::to_string(topo_gpus));
     // The model of this size: a preset/file as given, or the inline object with its latent.
     std::string model_json;
     patterns::ModelSpec model;
