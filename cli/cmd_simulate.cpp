@@ -68,20 +68,38 @@ std::string safe_name(std::string s) {
   return s;
 }
 
+// Creates the output folder DIR itself, as `mkdir` does: its parent must exist (the rule of every
+// output file, include/sparsp/output_file.hpp: a missing folder is an error, exit 2, never made
+// silently; `--emit-plan /nonexist/x` used to create /nonexist too).
+Status make_output_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return Ok{};
+  if (fs::exists(fs::symlink_status(dir, ec)))
+    return input_error(dir, "", "cannot write: is not a folder");
+  fs::path parent = fs::path(dir).lexically_normal();
+  if (!parent.has_filename()) parent = parent.parent_path();  // "out/" -> "out"
+  parent = parent.parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    return input_error(dir, "",
+                       fs::exists(parent, ec)
+                           ? "cannot create folder: " + parent.string() + " is not a folder"
+                           : "cannot create folder: folder " + parent.string() + " does not exist");
+  fs::create_directory(dir, ec);
+  if (ec) return input_error(dir, "", "cannot create folder: " + ec.message());
+  return Ok{};
+}
+
 // Writes to DIR/name through a temporary file and a rename (no partial output).
 Status write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
+  if (auto st = make_output_dir(dir); !st) return st;
   return write_output_file((std::filesystem::path(dir) / name).string(), text);
 }
 
 // Output folders are written after the run: refuse one that cannot be created or written now.
 Status check_output_dir(const std::string& dir) {
   if (dir.empty()) return Ok{};
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return input_error(dir, "", "cannot create directory: " + ec.message());
+  if (auto st = make_output_dir(dir); !st) return st;
   return study::check_writable((std::filesystem::path(dir) / ".sparsp-write-check").string());
 }
 
@@ -140,6 +158,26 @@ Result<study::Study> build_study(const SimulateArgs& a) {
   if (!st) return st.error();
   study::Study s = std::move(*st);
   const std::string cl = "<command line>";
+  // Errors about a field a flag set name the flag, not the study (study::Study::flag_places).
+  auto flag = [&](bool given, const char* place, const char* name) {
+    if (given) s.flag_places[place] = name;
+  };
+  flag(!a.topology.empty(), "/topology", "--topology");
+  flag(!a.model.empty(), "/model", "--model");
+  flag(!a.pattern.empty(), "/pattern", "--pattern");
+  flag(a.block.has_value(), "/pattern/block", "--block");
+  flag(!a.tile.empty(), "/pattern/tile", "--tile");
+  flag(!a.window.empty(), "/pattern/window", "--window");
+  flag(a.density.has_value(), "/pattern/density", "--density");
+  flag(a.seed.has_value(), "/pattern/seed", "--seed");
+  flag(a.topk.has_value(), "/pattern/topk", "--topk");
+  flag(a.threshold.has_value(), "/pattern/threshold", "--threshold");
+  flag(a.decay.has_value(), "/pattern/decay", "--decay");
+  flag(a.gpus.has_value(), "/gpus", "--gpus");
+  flag(!a.baseline.empty(), "/baseline", "--baseline");
+  flag(!a.policies.empty(), "/policies", "--policy");
+  flag(a.steps.has_value(), "/steps", "--steps");
+  flag(a.layers.has_value(), "/layers", "--layers");
   if (!a.topology.empty()) s.topologies = {a.topology};
   if (!a.model.empty()) s.model = a.model;
   if (!a.pattern.empty()) {

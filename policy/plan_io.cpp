@@ -726,6 +726,15 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                 {"id", "gpu", "duration_s", "flops", "after", "stream", "layer", "kind", "q_ranks",
                  "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"}))
           return *ke;
+        // Schema 1 has no compute kinds (PLAN.md: its tasks are all attention with no
+        // coverage): a schema-2 key in a schema-1 plan was read silently as schema 2.
+        if (p.schema_version == 1)
+          for (const char* key :
+               {"kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"})
+            if (cj.contains(key))
+              return rd.err(cp + "/" + key,
+                            "a schema 2 key, but the plan says schema_version 1; write "
+                            "schema_version 2 (policy/PLAN.md, compute kinds)");
         sim::ComputeTask c;
         if (auto* v = rd.member(cj, cp, "id", true, is_str, "string", e))
           c.id = v->get<std::string>();
@@ -823,7 +832,9 @@ Result<Plan> load_plan(const std::string& path) {
 
 std::string to_json(const Plan& plan) {
   Json root = Json::object();
-  root["schema_version"] = plan.schema_version;
+  // Always 2: the tasks below carry their kind (a schema-1 plan read and written again would
+  // otherwise be refused on the next load).
+  root["schema_version"] = 2;
   root["model"] = plan.model;
   root["pattern"] = plan.pattern;
   root["gpus"] = plan.gpus;

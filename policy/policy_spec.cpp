@@ -116,9 +116,8 @@ Status check_policy(const PolicySpec& spec) {
         "engines, no SMs)"};
   // Ulysses shards heads, not blocks: its only meaningful placement is head_parallel.
   if (spec.scheme == "ulysses" && spec.placement != "head_parallel")
-    return Error{"policy '" + spec.name() +
-                 "': scheme 'ulysses' splits heads, so its placement must be "
-                 "head_parallel (got '" +
+    // No "policy '...'" lead: the callers add theirs (parse_policy, the study's pointer).
+    return Error{"scheme 'ulysses' splits heads, so its placement must be head_parallel (got '" +
                  spec.placement + "')"};
   return Ok{};
 }

@@ -195,7 +195,8 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
                                  where);
         // Scaled runs round each block to whole bytes: at most 1/2 byte per block off.
         const double want = t.bytes * trace.payload_scale;
-        const double tol = trace.payload_scale < 1 ? 1 + 0.5 * (t.kv_blocks.size() + 1) : 0.5;
+        const double tol =
+            trace.payload_scale < 1 ? 1 + 0.5 * static_cast<double>(t.kv_blocks.size() + 1) : 0.5;
         if (m.bytes > 0 && std::abs(m.bytes - want) > tol)
           return input_error(trace_file, ap + "/bytes",
                              "replayed " + fmt_bytes(m.bytes) + " bytes but the plan moves " +

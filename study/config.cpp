@@ -212,6 +212,9 @@ Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j,
     for (auto it = ps.begin(); it != ps.end(); ++it) {
       if (!it->is_number()) return r.err(ptr + "/params/" + it.key(), "expected a number");
       spec.params[it.key()] = it->get<double>();
+      // A bad value at its own place, /policies/<i>/params/<name>.
+      if (auto st = policy::check_policy_param(it.key(), spec.params[it.key()]); !st)
+        return r.err(ptr + "/params/" + it.key(), st.error().message);
     }
   }
   if (j.contains("route")) {
@@ -222,7 +225,16 @@ Result<policy::PolicySpec> parse_policy_json(const Reader& r, const json& j,
     else if (*v != "automatic")
       return r.err(ptr + "/route", "expected automatic or host_staged");
   }
-  if (auto st = policy::check_policy(spec); !st) return r.err(ptr, st.error().message);
+  if (auto st = policy::check_policy(spec); !st) {
+    // "policy parameter 'NAME' ..." about a parameter of the params object: its place.
+    const std::string& m = st.error().message;
+    const std::string lead = "policy parameter '";
+    if (m.rfind(lead, 0) == 0 && j.contains("params")) {
+      const std::string name = m.substr(lead.size(), m.find('\'', lead.size()) - lead.size());
+      if (j["params"].contains(name)) return r.err(ptr + "/params/" + name, m);
+    }
+    return r.err(ptr, m);
+  }
   return spec;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 // Private helpers shared by the study sources.
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,4 +17,8 @@ inline std::string join_not_modelled(const std::vector<std::string>& stages) {
   for (const auto& n : stages) s += (s.empty() ? "" : ";") + n;
   return s;
 }
+/// A byte count (PolicyResult::volume_bytes, control_bytes) as the whole number it is, for
+/// JSON and CSV: a mean over the sampled layers rounded to the byte. Printed through 9
+/// significant digits ("%.9g", r9), 1879048192 read 1879048190 (break-it pass, D1).
+inline int64_t whole_bytes(double v) { return std::isfinite(v) ? std::llround(v) : 0; }
 }  // namespace sparsp::study

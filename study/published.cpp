@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sparsp/study.hpp"
+#include "sparsp/topology.hpp"
 
 namespace sparsp::study {
 
@@ -54,6 +55,14 @@ Status check_keys(const std::string& file, const json& j, const std::string& ptr
   return Ok{};
 }
 
+// Free text ("notes", "description"), when present, is a string: `notes: 5` was accepted.
+Status check_text(const std::string& file, const json& j, const std::string& ptr) {
+  for (const char* key : {"notes", "description"})
+    if (j.contains(key) && !j[key].is_string())
+      return input_error(file, ptr + "/" + key, "expected a string");
+  return Ok{};
+}
+
 Result<std::string> get_string(const std::string& file, const json& j, const std::string& key,
                                const std::string& ptr, bool required) {
   if (!j.contains(key)) {
@@ -91,6 +100,7 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
     return st.error();
   if (!j.contains("schema_version") || j["schema_version"] != 1)
     return input_error(path, "/schema_version", "expected 1");
+  if (auto st = check_text(path, j, ""); !st) return st.error();
   PublishedFile f;
   f.path = path;
   auto name = get_string(path, j, "name", "", true);
@@ -99,6 +109,7 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
   if (!j.contains("source")) return input_error(path, "", "missing field \"source\"");
   if (auto st = check_keys(path, j["source"], "/source", {"url", "table", "assumed", "notes"}); !st)
     return st.error();
+  if (auto st = check_text(path, j["source"], "/source"); !st) return st.error();
   auto url = get_string(path, j["source"], "url", "/source", true);
   if (!url) return url.error();
   f.url = *url;
@@ -113,6 +124,7 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
           {"topology", "gpus", "model", "pattern", "metric", "compute", "batch", "notes"});
       !st)
     return st.error();
+  if (auto st = check_text(path, setup, "/setup"); !st) return st.error();
   auto topo = get_string(path, setup, "topology", "/setup", true);
   if (!topo) return topo.error();
   std::string topology = *topo;
@@ -154,7 +166,10 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
 
   if (!j.contains("sizes") || !j["sizes"].is_array() || j["sizes"].empty())
     return input_error(path, "/sizes", "expected a non-empty list of problem sizes");
+  int topo_gpus = 0;  // 0: not loadable here (the study run reports why)
+  if (auto t = topology::Topology::load(topology)) topo_gpus = t->num_gpus();
   std::vector<double> all_errors;
+  std::set<std::string> size_names;
   for (size_t i = 0; i < j["sizes"].size(); ++i) {
     const json& s = j["sizes"][i];
     const std::string sp = "/sizes/" + std::to_string(i);
@@ -166,6 +181,9 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
     auto sname = get_string(path, s, "name", sp, true);
     if (!sname) return sname.error();
     size.name = *sname;
+    if (!size_names.insert(size.name).second)
+      return input_error(path, sp + "/name", "size '" + size.name + "' twice in this file");
+    if (auto st = check_text(path, s, sp); !st) return st.error();
     size.gpus = setup_gpus;
     if (s.contains("gpus")) {
       auto g = get_positive_int(path, s["gpus"], sp + "/gpus", 4096);
@@ -173,6 +191,12 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
       size.gpus = *g;
     }
     if (size.gpus == 0) return input_error(path, sp, "missing field \"gpus\" (here or in /setup)");
+    // More GPUs than the topology has: the place that set them (it was reported at the
+    // generated study's "/sizes/0:/gpus").
+    if (topo_gpus > 0 && size.gpus > topo_gpus)
+      return input_error(path, s.contains("gpus") ? sp + "/gpus" : "/setup/gpus",
+                         "asks for " + std::to_string(size.gpus) + " GPUs, but topology '" + *topo +
+                             "' has " + std::to_string(topo_gpus));
     // The model of this size: a preset/file as given, or the inline object with its latent.
     std::string model_json;
     patterns::ModelSpec model;
@@ -209,6 +233,7 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
       if (auto st = check_keys(path, mrow, mp, {"policy", "time_s", "throughput_per_s", "notes"});
           !st)
         return st.error();
+      if (auto st = check_text(path, mrow, mp); !st) return st.error();
       auto pol = get_string(path, mrow, "policy", mp, true);
       if (!pol) return pol.error();
       auto spec = policy::parse_policy(*pol);
@@ -284,6 +309,14 @@ Result<PublishedCheck> check_published(const std::vector<std::string>& paths,
   if (paths.empty()) return input_error("<command line>", "", "no published-benchmark file");
   std::vector<double> errors;
   double min_tau = std::numeric_limits<double>::quiet_NaN();
+  // The same file twice would count its sizes twice in the medians: refused before any run.
+  std::set<std::string> seen;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    const auto canon = std::filesystem::weakly_canonical(p, ec);
+    if (!seen.insert(ec ? p : canon.string()).second)
+      return input_error("<command line>", "", p + " is given twice");
+  }
   for (const auto& p : paths) {
     auto f = check_file(p, options);
     if (!f) return f.error();

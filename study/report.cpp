@@ -290,8 +290,8 @@ std::string to_json(const StudyResult& r) {
     nlohmann::ordered_json params = nlohmann::ordered_json::object();
     for (const auto& [k, v] : p.policy.params) params[k] = v;
     o["params"] = params;
-    o["volume_bytes"] = r9(p.volume_bytes);
-    o["control_bytes"] = r9(p.control_bytes);
+    o["volume_bytes"] = whole_bytes(p.volume_bytes);
+    o["control_bytes"] = whole_bytes(p.control_bytes);
     o["volume_vs_baseline"] = r9(p.volume_vs_baseline);
     o["attention_time_s"] = r9(p.attention_time_s);
     o["other_time_s"] = r9(p.other_time_s);
@@ -336,9 +336,9 @@ std::string to_csv(const StudyResult& r) {
     // The topology name comes from a file ("name"): quoted and escaped where it needs it.
     out << csv_field(p.topology) << ",\"" << policy_label(p.policy) << "\"," << p.policy.placement
         << "," << p.policy.scheme << "," << p.policy.runtime;
-    for (double v :
-         {p.volume_bytes, p.control_bytes, p.volume_vs_baseline, p.attention_time_s, p.step_time_s,
-          p.e2e_time_s, p.speedup, p.attention_speedup, p.compute_imbalance})
+    out << "," << whole_bytes(p.volume_bytes) << "," << whole_bytes(p.control_bytes);
+    for (double v : {p.volume_vs_baseline, p.attention_time_s, p.step_time_s, p.e2e_time_s,
+                     p.speedup, p.attention_speedup, p.compute_imbalance})
       out << "," << (std::isfinite(v) ? fmt("%.9g", v) : std::string());  // no value: empty
     out << "," << csv_field(p.busiest_link) << "," << fmt("%.9g", p.busiest_utilization) << ","
         << fmt("%.9g", p.lower_bound_s);

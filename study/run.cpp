@@ -101,8 +101,32 @@ std::string place_of(const Study& s, size_t i) {
   return i < s.policy_places.size() ? s.policy_places[i] : "/policies/" + std::to_string(i);
 }
 
+// "<file>:<place>" of a study field, or "<command line>:<flag>" when a flag set it (a place that
+// is itself a flag, "--policy[1]", or a pointer in Study::flag_places).
+std::string where(const Study& s, const std::string& place) {
+  if (place.rfind("--", 0) == 0) return "<command line>:" + place;
+  if (auto f = s.flag_places.find(place); f != s.flag_places.end())
+    return "<command line>:" + f->second;
+  return s.source + ":" + place;
+}
+
 Error at(const Study& s, const std::string& place, const Error& e) {
-  return Error{s.source + ":" + place + ": " + e.message, e.exit_code};
+  // A pattern option's own error, "<pattern:NAME>:block: ...", about an option a flag set:
+  // "<command line>:--block: ...".
+  if (place == "/pattern" && e.message.rfind("<pattern:", 0) == 0) {
+    const size_t a = e.message.find(">:");
+    const size_t b = a == std::string::npos ? a : e.message.find(": ", a + 2);
+    if (b != std::string::npos) {
+      auto f = s.flag_places.find("/pattern/" + e.message.substr(a + 2, b - a - 2));
+      if (f != s.flag_places.end())
+        return Error{"<command line>:" + f->second + ": " + e.message.substr(b + 2), e.exit_code};
+    }
+  }
+  return Error{where(s, place) + ": " + e.message, e.exit_code};
+}
+
+Error input_at(const Study& s, const std::string& place, const std::string& what) {
+  return at(s, place, Error{what, 2});
 }
 
 Result<std::unique_ptr<patterns::Pattern>> open_pattern(const Study& s,
@@ -130,8 +154,7 @@ Result<size_t> find_baseline(const Study& st) {
   for (size_t i = 0; i < st.policies.size() && baseline < 0; ++i)
     if (st.policies[i].name() == st.baseline) baseline = static_cast<int>(i);
   if (baseline < 0)
-    return input_error(st.source, "/baseline",
-                       "baseline '" + st.baseline + "' is not one of the policies");
+    return input_at(st, "/baseline", "baseline '" + st.baseline + "' is not one of the policies");
   return static_cast<size_t>(baseline);
 }
 
@@ -152,18 +175,18 @@ Status select_units(const Study& st, const patterns::ModelSpec& model, Group& g)
   g.steps.erase(std::unique(g.steps.begin(), g.steps.end()), g.steps.end());
   for (int s : g.steps)
     if (s >= pattern.steps())
-      return input_error(st.source, "/steps",
-                         "step " + std::to_string(s) + " outside the pattern's " +
-                             std::to_string(pattern.steps()) + " steps");
+      return input_at(st, "/steps",
+                      "step " + std::to_string(s) + " outside the pattern's " +
+                          std::to_string(pattern.steps()) + " steps");
   for (int l : g.layers)
     if (l >= pattern.layers())
-      return input_error(st.source, "/layers",
-                         "layer " + std::to_string(l) + " outside the pattern's " +
-                             std::to_string(pattern.layers()) + " layers");
+      return input_at(st, "/layers",
+                      "layer " + std::to_string(l) + " outside the pattern's " +
+                          std::to_string(pattern.layers()) + " layers");
   if (pattern.heads() != model.heads)
-    return input_error(st.source, "/pattern",
-                       "pattern has " + std::to_string(pattern.heads()) + " heads, model " +
-                           std::to_string(model.heads));
+    return input_at(st, "/pattern",
+                    "pattern has " + std::to_string(pattern.heads()) + " heads, model " +
+                        std::to_string(model.heads));
   for (int l : g.layers)
     for (int s : g.steps)
       if (pattern.mask_group(s, l) != pattern.mask_group(g.steps[0], l)) g.dynamic = true;
@@ -199,7 +222,7 @@ Status check_memory(const Study& st, const patterns::ModelSpec& model, double ma
                 "the limit of %.1f GiB; use a larger block (--block) or raise --max-memory-gib",
                 st.pattern.block_tokens, blocks, need / (1ull << 30), kBytesPerBlockPair,
                 max_bytes / (1ull << 30));
-  return input_error(st.source, "/pattern/block", msg);
+  return input_at(st, "/pattern/block", msg);
 }
 
 // The group on topology `topo`: its GPUs and ranks, the pattern, the selection and the
@@ -219,18 +242,18 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
   // No made-up compute figure (compute_model_for falls back to the RTX 4090's 165.2 TFLOP/s).
   for (int i : g.gpus)
     if (g.topo->gpu(i).peak_bf16_flops <= 0)
-      return input_error(st.source, "/topology",
-                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
-                             g.topo->gpu(i).model +
-                             "') has no bf16 compute figure (peak_bf16_flops 0), so its compute "
-                             "cannot be simulated; give the GPU model (topo import --gpu-model, "
-                             "see `sparsp topo models`) or peak_bf16_flops in the topology");
+      return input_at(st, "/topology",
+                      g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                          g.topo->gpu(i).model +
+                          "') has no bf16 compute figure (peak_bf16_flops 0), so its compute "
+                          "cannot be simulated; give the GPU model (topo import --gpu-model, "
+                          "see `sparsp topo models`) or peak_bf16_flops in the topology");
     else if (g.topo->gpu(i).sm_count < 1)  // SM-driven runtimes would take SMs from none
-      return input_error(st.source, "/topology",
-                         g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
-                             g.topo->gpu(i).model +
-                             "') has sm_count 0, so its kernels cannot be simulated; give "
-                             "sm_count >= 1 in the topology");
+      return input_at(st, "/topology",
+                      g.topo->name() + ": gpu" + std::to_string(i) + " (GPU model '" +
+                          g.topo->gpu(i).model +
+                          "') has sm_count 0, so its kernels cannot be simulated; give "
+                          "sm_count >= 1 in the topology");
   // Compute figures by precedence (policy::resolve_compute): explicit efficiency, a measured
   // entry of the topology, the chosen kernel's registry figure, generic.
   policy::ComputeRequest rq;
@@ -276,13 +299,12 @@ Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo
   if (runs.empty()) {
     std::string why;
     for (const auto& s : here) why += (why.empty() ? "" : "; ") + s.policy + ": " + s.reason;
-    return input_error(st.source, "/policies",
-                       "no policy can run on " + topo_name + " (" + why + ")");
+    return input_at(st, "/policies", "no policy can run on " + topo_name + " (" + why + ")");
   }
   if (!baseline_reason.empty())
-    return input_error(st.source, st.baseline.empty() ? place_of(st, baseline) : "/baseline",
-                       "the baseline " + policy_label(st.policies[baseline]) + " cannot run on " +
-                           topo_name + " (" + baseline_reason + "); choose another baseline");
+    return input_at(st, st.baseline.empty() ? place_of(st, baseline) : "/baseline",
+                    "the baseline " + policy_label(st.policies[baseline]) + " cannot run on " +
+                        topo_name + " (" + baseline_reason + "); choose another baseline");
   skipped.insert(skipped.end(), here.begin(), here.end());
   return runs;
 }
@@ -629,14 +651,14 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   StudyResult out;
   out.name = st.name;
   out.model = model->name;
-  if (st.policies.empty()) return input_error(st.source, "/policies", "no policy to simulate");
+  if (st.policies.empty()) return input_at(st, "/policies", "no policy to simulate");
   // A policy twice (also as skip_empty=1 and skip_empty=1.0) gave duplicate rows, and its
   // second plan and trace files overwrote the first.
   for (size_t j = 1; j < st.policies.size(); ++j)
     for (size_t i = 0; i < j; ++i)
       if (policy_label(st.policies[i]) == policy_label(st.policies[j]))
-        return input_error(
-            st.source, place_of(st, j),
+        return input_at(
+            st, place_of(st, j),
             "the same policy as " + place_of(st, i) + " (" + policy_label(st.policies[j]) + ")");
   auto baseline = find_baseline(st);
   if (!baseline) return baseline.error();

@@ -331,6 +331,44 @@ std::string render_row(OutputFormat format, const SweepPoint& point,
   return s;
 }
 
+// Every value of every axis, the other groups at their first value, through evaluator.check:
+// a value the point's documents refuse is the sweep file's error at the value's place
+// ("<sweep>:/axes/0/values/1: pcie_gen = 4.5: /topology/template/pcie_gen: expected an
+// integer, got number"), before any output; it used to become a skipped point, exit 0.
+static Status check_axis_values(const SweepSpec& spec, const PointEvaluator& evaluator) {
+  if (!evaluator.check) return Ok{};
+  for (const auto& group : spec.groups) {
+    const size_t n = spec.axes[static_cast<size_t>(group[0])].values_json.size();
+    for (size_t j = 0; j < n; ++j) {
+      std::vector<int> coords(spec.axes.size(), 0);
+      for (int a : group) coords[static_cast<size_t>(a)] = static_cast<int>(j);
+      auto p = make_point_at(spec, coords);
+      if (!p) return p.error();
+      auto st = evaluator.check(*p);
+      if (st || st.error().exit_code != 2) continue;
+      // The study's place after "<point N>:", and the group member whose pointer leads to it.
+      std::string what = st.error().message;
+      const std::string lead = "<point " + std::to_string(p->index) + ">:";
+      if (what.rfind(lead, 0) == 0) what = what.substr(lead.size());
+      const SweepAxis* axis = &spec.axes[static_cast<size_t>(group[0])];
+      for (int a : group) {
+        const SweepAxis& ax = spec.axes[static_cast<size_t>(a)];
+        if (what.rfind(ax.pointer, 0) == 0 &&
+            (what.size() == ax.pointer.size() || what[ax.pointer.size()] == '/' ||
+             what[ax.pointer.size()] == ':'))
+          axis = &ax;
+      }
+      const bool listed =
+          axis->values_place.size() >= 7 &&
+          axis->values_place.compare(axis->values_place.size() - 7, 7, "/values") == 0;
+      return input_error(spec.source,
+                         listed ? axis->values_place + "/" + std::to_string(j) : axis->values_place,
+                         axis->name + " = " + axis->values_json[j] + ": " + what);
+    }
+  }
+  return Ok{};
+}
+
 Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& evaluator,
                                const SweepOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -351,6 +389,7 @@ Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& eval
         return input_error(spec.source, "/axes", "axis name \"" + c + "\" is used twice");
     }
   }
+  if (auto st = check_axis_values(spec, evaluator); !st) return st.error();
   SweepSummary sum;
   sum.total_points = num_points(spec);
   // A symbolic link is followed (the link stays); a device or FIFO cannot take the resumable

@@ -263,6 +263,7 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
                          "unknown key (expected name, path, values, range, description)");
   }
   SweepAxis axis;
+  axis.values_place = where + (a.contains("values") ? "/values" : "/range");
   if (a.contains("name")) {
     if (!a["name"].is_string() || a["name"].get<std::string>().empty())
       return input_error(ctx.src, where + "/name", "expected a non-empty string");

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "sparsp/output_file.hpp"
+#include "sparsp/pattern.hpp"
 #include "sparsp/sweep.hpp"
+#include "sparsp/topology.hpp"
 #if __has_include("sparsp/study.hpp")
 #include "internal.hpp"
 #include "sparsp/study.hpp"
@@ -298,6 +300,33 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
   ev.columns = study_columns();
   RunOptions run_options;
   if (max_memory_bytes > 0) run_options.max_memory_bytes = max_memory_bytes;
+  ev.check = [scratch](const SweepPoint& p) -> Status {
+    try {
+      json doc = json::parse(p.study_json);
+      std::vector<std::string> files;
+      PointDocs docs(*scratch);
+      auto st = materialize(doc, p.base_dir, docs, files);
+      if (!st) return st;
+      auto study = parse_study(doc.dump(), "<point " + std::to_string(p.index) + ">");
+      if (!study) return Error{without_scratch_paths(study.error().message, files), 2};
+      for (size_t i = 0; i < study->topologies.size(); ++i)
+        if (auto t = topology::Topology::load(study->topologies[i]); !t) {
+          const std::string place =
+              study->topologies.size() > 1 && study->topologies_key == "topologies"
+                  ? "/topologies/" + std::to_string(i)
+                  : "/topology";
+          return Error{
+              without_scratch_paths(study->source + ":" + place + ": " + t.error().message, files),
+              t.error().exit_code};
+        }
+      if (auto m = patterns::load_model(study->model); !m)
+        return Error{without_scratch_paths(study->source + ":/model: " + m.error().message, files),
+                     m.error().exit_code};
+      return Ok{};
+    } catch (const std::exception& e) {
+      return Error{std::string("cannot check the point: ") + e.what(), 1};
+    }
+  };
   ev.evaluate = [scratch, run_options](const SweepPoint& p) -> PointOutcome {
     PointOutcome out;
     json doc;
@@ -357,8 +386,8 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes) {
                             cell(r.policy.scheme),
                             cell(r.policy.runtime),
                             cell(params.dump()),
-                            cell(r.volume_bytes),
-                            cell(r.control_bytes),
+                            cell(whole_bytes(r.volume_bytes)),
+                            cell(whole_bytes(r.control_bytes)),
                             cell(r.attention_time_s),
                             cell(r.other_time_s),
                             cell(r.step_time_s),

@@ -107,8 +107,20 @@ struct GraphBuilder {
 /// The GPU spec an importer uses: options.gpu_model looked up, "generic" when empty. An explicit
 /// options.p2p (--p2p on|off) sets the GPUs' p2p_capable too: `--p2p on` on GeForce models
 /// (P2P-patched driver) otherwise changed nothing, since a pair needs both.
-inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& file) {
-  auto g = lookup_gpu_model(options.gpu_model.empty() ? "generic" : options.gpu_model, file);
+/// options.gpu_model (the `--gpu-model` flag) looked up; an error names the flag, not the input
+/// file: "<command line>:--gpu-model: unknown GPU model 'x' (see `sparsp topo models`)".
+inline Result<GpuSpec> lookup_flag_gpu_model(const std::string& name) {
+  auto g = lookup_gpu_model(name, "<command line>:--gpu-model");
+  if (g) return g;
+  Error e = g.error();
+  if (const size_t at = e.message.find("(--gpu-model; "); at != std::string::npos)
+    e.message.erase(at + 1, 13);
+  return e;
+}
+
+inline Result<GpuSpec> import_gpu_spec(const ImportOptions& options, const std::string& /*file*/) {
+  auto g = options.gpu_model.empty() ? lookup_gpu_model("generic", "")
+                                     : lookup_flag_gpu_model(options.gpu_model);
   if (!g) return g.error();
   if (options.p2p) g->p2p_capable = *options.p2p;
   return *g;

@@ -637,7 +637,7 @@ Result<Topology> import_nccl_xml(std::string_view text, const std::string& file,
     return input_error(file, "1", "empty file");
   std::optional<GpuSpec> forced;
   if (!options.gpu_model.empty()) {
-    auto spec = lookup_gpu_model(options.gpu_model, file);
+    auto spec = detail::lookup_flag_gpu_model(options.gpu_model);
     if (!spec) return spec.error();
     forced = *spec;
   }

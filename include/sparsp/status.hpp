@@ -98,7 +98,7 @@ Result<std::string> read_text_stream(std::istream& in, const std::string& name);
 /// line = line_of_offset(text, byte) (the line of the character parsing stopped at) and detail is
 /// `what` (an nlohmann::json exception's what()) without its "[json.exception.<id>] " prefix.
 /// byte == 0 (errors without a position, e.g. out_of_range.406 "number overflow parsing '1e999'")
-/// gives "<file>: invalid JSON: <detail>".
+/// gives "<file>: invalid JSON: <detail>" (parse_json then adds the value's JSON pointer).
 Error invalid_json(const std::string& file, std::string_view what, std::string_view text = {},
                    size_t byte = 0);
 
@@ -144,6 +144,8 @@ class DuplicateKeyFinder {
   bool found() const { return !found_.empty(); }
   const std::string& pointer_found() const { return found_; }
   const std::string& key() const { return key_; }
+  /// The JSON pointer of the value being parsed now (where a parse stopped).
+  std::string current_pointer() const { return pointer(); }
 
  private:
   struct Frame {
@@ -176,8 +178,8 @@ class DuplicateKeyFinder {
 
 /// Parses `text` as JSON into `Json` (nlohmann::json or nlohmann::ordered_json; a template so that
 /// this header needs no JSON include). Any parser exception becomes invalid_json(file, ...): a
-/// syntax error names its line; a number out of range (1e999) names no line. A key given twice
-/// in one object is an error too, "<file>:<pointer>: duplicate key \"k\" (each key may appear
+/// syntax error names its line; a number out of range (1e999) names its JSON pointer. A key given
+/// twice in one object is an error too, "<file>:<pointer>: duplicate key \"k\" (each key may appear
 /// once)": the last one would otherwise win silently. Never throws.
 template <class Json>
 Result<Json> parse_json(std::string_view text, const std::string& file) {
@@ -218,7 +220,11 @@ Result<Json> parse_json(std::string_view text, const std::string& file) {
   } catch (const typename Json::parse_error& e) {
     return invalid_json(file, e.what(), text, e.byte);
   } catch (const typename Json::exception& e) {
-    return invalid_json(file, e.what());
+    // No byte offset (out_of_range.406, "number overflow parsing '1e999'"): the value's pointer.
+    Error err = invalid_json(file, e.what());
+    const std::string at = dups.current_pointer();
+    if (!at.empty()) err.message = file + ":" + at + err.message.substr(file.size());
+    return err;
   }
 }
 

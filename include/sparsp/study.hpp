@@ -48,6 +48,10 @@ struct Study {
   /// (a measured_compute entry of any kernel, else `generic`). Precedence: policy::resolve_compute.
   std::string kernel;
   std::string kernel_place = "/compute/kernel";  ///< where it was given ("--kernel"), for errors
+  /// Places set by a command-line flag, JSON pointer -> flag ("/pattern/block" -> "--block",
+  /// "/model" -> "--model"): errors about them read "<command line>:--block: ..." instead of
+  /// naming the study file (or the built-in default study) the flag overrode.
+  std::map<std::string, std::string> flag_places;
   sim::SimOptions sim;
 };
 

@@ -37,6 +37,9 @@ struct SweepAxis {
   std::vector<std::string> values_json;  ///< compact JSON text of each value, in file order
   int group = 0;                         ///< index into SweepSpec::groups
   bool complement = false;               ///< write 1 - value (e.g. "sparsity" -> /pattern/density)
+  /// Where the values are in the sweep file, for errors: "/axes/0/values" (value j at
+  /// "/axes/0/values/j") or "/axes/0/range" (a range: no per-value place).
+  std::string values_place;
 };
 
 /// A parsed sweep file.
@@ -117,6 +120,12 @@ struct PointEvaluator {
   std::vector<std::string> columns;  ///< metric column names, fixed for the sweep
   /// Thread-safe; must not throw. Same point, same outcome (determinism of the output).
   std::function<PointOutcome(const SweepPoint&)> evaluate;
+  /// Optional, thread-safe, must not throw: checks a point's documents without running it (the
+  /// study parses, its topologies and model load). run_sweep calls it for every value of every
+  /// axis (the others at their first value) before it writes anything, so that a value the
+  /// documents refuse (`pcie_gen: 4.5`) is an input error at its place in the sweep file (exit
+  /// 2), not a skipped point.
+  std::function<Status(const SweepPoint&)> check;
 };
 
 enum class OutputFormat { csv, jsonl };

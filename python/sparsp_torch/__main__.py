@@ -106,7 +106,16 @@ def _record(a, tile) -> int:
                 except (OSError, ValueError) as e:
                     raise InputError(f"{p}: {e}") from None
             rec.layers_per_step = 1
-            rec.observe(load(a.q), load(a.k))
+            q, k = load(a.q), load(a.k)
+            if not rec.observe(q, k):
+                # The dumps are at fault, not the output: name the one that does not fit.
+                n = rec.layout.tokens
+                for path, x, what in ((a.q, q, "Q"), (a.k, k, "K")):
+                    if x.ndim not in (3, 4) or x.shape[-2] != n:
+                        raise InputError(f"{path}: {what} dump of shape {list(x.shape)} does not "
+                                         f"fit the layout: expected [H, {n}, D] "
+                                         f"({n} tokens of model {a.model})")
+                raise InputError(f"{a.q}: the Q/K dumps do not fit the layout of {n} tokens")
     s = rec.sidecar
     print(f"wrote {a.output}: {s['steps']} steps x {s['layers']} layers x {s['heads']} heads, "
           f"{s['blocks']} blocks ({rec.skipped} calls skipped)")

@@ -231,6 +231,18 @@ class CliTest(unittest.TestCase):
                             "--model", "hunyuanvideo-720p", flag, val, "-o", Path(d) / "r.npz")
                 self.assert_one_line(r, 2, flag.lstrip("-"))
 
+    def test_q_dump_that_does_not_fit_names_the_dump(self):
+        # hunyuanvideo-720p has 119,056 tokens (patterns/README); a 256-token Q is the fault,
+        # and the message names that dump, not the output (it used to name r.npz).
+        with tempfile.TemporaryDirectory() as d:
+            q = Path(d) / "q.npy"
+            np.save(q, np.zeros((24, 256, 128), np.float32))
+            r = run_cli("record", "--q", q, "--k", q, "--model", "hunyuanvideo-720p",
+                        "-o", Path(d) / "r.npz")
+            self.assert_one_line(r, 2, f"{q}: Q dump of shape [24, 256, 128] does not fit")
+            self.assertNotIn("r.npz", r.stderr)
+            self.assertFalse(any(p.name.startswith("r.npz") for p in Path(d).iterdir()))
+
     def test_pipeline_without_attention(self):
         with tempfile.TemporaryDirectory() as d:
             (Path(d) / "noattn.py").write_text("def main():\n    return 1\n")

@@ -45,19 +45,21 @@ inline size_t lines(const std::string& s) {
 }
 
 /// The smallest real study: one L40S switch of two GPUs (Gen4), HunyuanVideo-STA at block 384
-/// (301 blocks), step 0 and layer 0 only, one policy. Runs in well under a second.
-inline std::string small_study_json() {
+/// (301 blocks), step 0 and layer 0 only, one policy (`policy`). Runs in well under a second.
+inline std::string small_study_json(const std::string& policy = "contiguous/ring/sm_overlap") {
   return R"({"schema_version": 1, "topology": {"schema_version": 1, "name": "t2",
       "template": {"sockets": 1, "switches_per_socket": 1, "gpus_per_switch": 2,
                    "gpu_model": "NVIDIA L40S", "pcie_gen": 4}},
       "model": "hunyuanvideo-sta",
       "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
-      "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]})";
+      "steps": [0], "layers": [0], "policies": [")" +
+         policy + R"("]})";
 }
 
-/// A sweep of small_study_json() over `pcie_gen` (`values`: a JSON array, e.g. "[4, 5]").
-inline std::string small_sweep_json(const std::string& pcie_gen_values) {
-  return R"({"schema_version": 1, "study": )" + small_study_json() +
+/// A sweep of small_study_json(policy) over `pcie_gen` (`values`: a JSON array, e.g. "[4, 5]").
+inline std::string small_sweep_json(const std::string& pcie_gen_values,
+                                    const std::string& policy = "contiguous/ring/sm_overlap") {
+  return R"({"schema_version": 1, "study": )" + small_study_json(policy) +
          R"(, "axes": [{"name": "pcie_gen", "values": )" + pcie_gen_values + "}]}";
 }
 

@@ -116,8 +116,10 @@ TEST_CASE("topo import -o - writes the topology JSON to standard output") {
 
 TEST_CASE("a sweep whose every point is skipped exits 1 saying so") {
   const fs::path d = fresh_dir("sparsp_outputs_skipped");
-  // pcie_gen 4.5 is not an integer: the only point is skipped.
-  std::ofstream(d / "sweep.json") << small_sweep_json("[4.5, 5.5]");
+  // USP cannot split 2 ranks into Ulysses x ring (both >= 2): both points are skipped. (A value
+  // the documents refuse, such as pcie_gen 4.5, is an error before any output: bad-corpus case
+  // bad-axis-value.sweep.json.)
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4, 5]", "contiguous/usp/sm_overlap");
   const std::string out = (d / "r.csv").string();
   Run r = run("sweep -c " + (d / "sweep.json").string() + " -o " + out + " -j 1 --progress off");
   CHECK(r.rc == 1);
@@ -206,4 +208,30 @@ TEST_CASE("simulate --json: busiest_link is null where no link carries anything,
   REQUIRE(r.rc == 0);
   CHECK(r.out.find("\"busiest_link\": null") != std::string::npos);
   CHECK(r.out.find("\"busiest_link\": \"\"") == std::string::npos);
+}
+
+TEST_CASE("volume_bytes is the exact byte count in simulate JSON/CSV and sweep CSV (break-it D1)") {
+  // HunyuanVideo-STA dense, ring over 2 GPUs: N = 30*48*80 + 256 = 115456 tokens; each rank's
+  // K and V shard (N/2 tokens x 24 heads x 128 x 2 B, twice) goes to the other rank once per
+  // layer -> N x 24 x 128 x 4 B = 1418723328 B per layer, x 60 layers = 85123399680 B per step.
+  // Through 9 significant digits it read 85123399700 (JSON), 8.51233997e+10 (CSV) and
+  // 85123399680.0 (sweep).
+  const std::string args =
+      "simulate --topology 2x-h200-nvlink --gpus 2 --policy contiguous/ring/sync --pattern dense "
+      "--steps 1 --layers 1";
+  Run r = run(args + " --json");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("\"volume_bytes\": 85123399680,") != std::string::npos);
+  r = run(args + " --csv");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(",contiguous,ring,sync,85123399680,0,") != std::string::npos);
+  const fs::path d = fresh_dir("sparsp_outputs_bytes");
+  std::ofstream(d / "sweep.json") << R"({"schema_version": 1, "study": {"schema_version": 1,
+      "topology": "2x-h200-nvlink", "model": "hunyuanvideo-sta", "pattern": {"kind": "dense"},
+      "gpus": 2, "steps": [0], "layers": [0], "policies": ["contiguous/ring/sync"]},
+      "axes": [{"name": "gpus", "path": "/gpus", "values": [2]}]})";
+  r = run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / "r.csv").string() +
+          " -j 1 --progress off");
+  REQUIRE(r.rc == 0);
+  CHECK(slurp(d / "r.csv").find(",contiguous,ring,sync,{},85123399680,0,") != std::string::npos);
 }

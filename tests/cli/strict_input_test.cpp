@@ -61,15 +61,16 @@ TEST_CASE("defect 3: a second sweep on an output in use exits 2 saying so") {
 
 TEST_CASE("defect 5: a skipped point's reason names the place in the sweep, not a temp file") {
   const fs::path d = temp_dir("reason");
-  std::ofstream(d / "sweep.json") << small_sweep_json("[4.5]");
+  std::ofstream(d / "sweep.json") << small_sweep_json("[4]", "contiguous/usp/sm_overlap");
   for (const char* out : {"a.csv", "b.csv"})
     REQUIRE(run("sweep -c " + (d / "sweep.json").string() + " -o " + (d / out).string() +
                 " -j 1 --progress off")
                 .rc == 1);  // every point skipped: exit 1 (tests/cli/outputs_test.cpp)
   const std::string a = slurp(d / "a.csv");
   CHECK(a == slurp(d / "b.csv"));  // byte-identical runs
-  CHECK(a.find("\n0,4.5,skipped,\"<point 0>:/topology/template/pcie_gen: expected an integer, got "
-               "number\",") != std::string::npos);
+  CHECK(a.find("\n0,4,skipped,<point 0>:/policies: no policy can run on t2 "
+               "(contiguous/usp/sm_overlap: no Ulysses x ring split of 2 ranks),") !=
+        std::string::npos);
   CHECK(a.find("sparsp-sweep-") == std::string::npos);
 }
 
@@ -161,7 +162,7 @@ TEST_CASE("defect 9: a GPU without a bf16 figure is not simulated with the RTX 4
           " --gpus 2 --policy contiguous/ring/sm_overlap");
   CHECK(r.rc == 2);
   CHECK(lines(r.err) == 1);
-  CHECK(r.err.find(":/topology: ") != std::string::npos);
+  CHECK(r.err.find("<command line>:--topology: ") != std::string::npos);
   CHECK(r.err.find("gpu0 (GPU model '") != std::string::npos);
   CHECK(r.err.find("has no bf16 compute figure (peak_bf16_flops 0)") != std::string::npos);
 }
@@ -185,7 +186,7 @@ TEST_CASE("defect 10: a GPU with sm_count 0 is refused by simulate (SM runtimes 
   const Run r = run("simulate --topology " + (d / "t0.json").string() + rest);
   CHECK(r.rc == 2);
   CHECK(r.err ==
-        "sparsp: <preset:default-study>:/topology: sm: gpu0 (GPU model 'NVIDIA L40S') "
+        "sparsp: <command line>:--topology: sm: gpu0 (GPU model 'NVIDIA L40S') "
         "has sm_count 0, so its kernels cannot be simulated; give sm_count >= 1 in the "
         "topology\n");
 }
@@ -440,6 +441,6 @@ TEST_CASE("defect 22: a policy given twice is an error, not a duplicate row") {
           "--policy contiguous/ring/sm_overlap:skip_empty=1.0");
   CHECK(r.rc == 2);
   CHECK(r.err ==
-        "sparsp: <preset:default-study>:--policy[1]: the same policy as --policy[0] "
+        "sparsp: <command line>:--policy[1]: the same policy as --policy[0] "
         "(contiguous/ring/sm_overlap:skip_empty=1)\n");
 }

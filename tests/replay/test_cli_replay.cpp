@@ -220,3 +220,42 @@ TEST_CASE("replay refuses a hand-corrupted plan before any work, naming file and
   CHECK(attempt(orig, &out) == 0);
   fs::remove(bad);
 }
+
+TEST_CASE("replay's modelled run total is the simulation's, the same on every run (break-it D3)") {
+  // The summary's "modelled run total" was the measured median makespan x repeat: a wall-clock
+  // figure that differed between two runs of the same plan. Now it is the plan re-simulated as
+  // it was replayed (validate's simulated makespans x repeat); the measurement is labelled
+  // "measured".
+  const fs::path work = fs::temp_directory_path() / "sparsp_replay_modelled";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  REQUIRE(run_cli("simulate --topology 2x-h200-nvlink --policy contiguous/ring/sync --steps 1 "
+                  "--layers 1 --emit-plan " +
+                  (work / "plans").string()) == 0);
+  const std::string plan =
+      (work / "plans" / "2x-h200-nvlink__contiguous_ring_sync.plan.json").string();
+  REQUIRE(fs::exists(plan));
+  const std::string args = "replay --plan " + plan +
+                           " --backend host --payload-scale 0.002 --warmup 0 --iterations 1 "
+                           "--no-compute -o " +
+                           (work / "t.json").string();
+  auto modelled = [](const std::string& out) {
+    const size_t a = out.find("modelled run total ");
+    REQUIRE(a != std::string::npos);
+    return out.substr(a, out.find(", measured run total ", a) - a);
+  };
+  std::string out1, out2, vout;
+  REQUIRE(run_cli(args, &out1) == 0);
+  REQUIRE(run_cli("validate --plan " + plan + " --trace " + (work / "t.json").string() + " --json",
+                  &vout) == 0);
+  REQUIRE(run_cli(args, &out2) == 0);
+  CHECK(modelled(out1) == modelled(out2));
+  CHECK(out1.find("measured run total ") != std::string::npos);
+  // One layer plan, repeat 1: the modelled total is its simulated makespan.
+  const auto v = nlohmann::json::parse(vout);
+  REQUIRE(v["layers"].size() == 1);
+  char want[64];
+  std::snprintf(want, sizeof want, "modelled run total %.3f ms (simulated)",
+                v["layers"][0]["simulated_s"].get<double>() * 1e3);
+  CHECK(modelled(out1) == want);
+}

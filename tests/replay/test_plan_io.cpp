@@ -144,6 +144,24 @@ TEST_CASE("plan schema 2: compute kinds round-trip; schema 1 plans load as atten
   auto old = policy::parse_plan(j.dump(), "old.json");
   REQUIRE(old.ok());
   CHECK(old->layers[0].work.compute[1].what.kind == sim::TaskKind::attention);
+  // Written again, it is schema 2 (its tasks now carry their kind) and loads.
+  const std::string rewritten = policy::to_json(*old);
+  CHECK(nlohmann::json::parse(rewritten)["schema_version"] == 2);
+  CHECK(policy::parse_plan(rewritten, "new.json").ok());
+  // A schema-2 key in a schema-1 plan is refused at its pointer (break-it D2: it was read as
+  // schema 2 silently).
+  for (const char* key : {"kv_ranks", "partial", "kind"}) {
+    CAPTURE(key);
+    auto mixed = j;
+    mixed["layers"][0]["compute"][0][key] =
+        nlohmann::json::parse(a)["layers"][0]["compute"][0][key];
+    auto m = policy::parse_plan(mixed.dump(), "mixed.json");
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.error().exit_code == 2);
+    CHECK(m.error().message == "mixed.json:/layers/0/compute/0/" + std::string(key) +
+                                   ": a schema 2 key, but the plan says schema_version 1; write "
+                                   "schema_version 2 (policy/PLAN.md, compute kinds)");
+  }
 
   // Bad kinds and fields of another kind are refused with their pointer.
   j = nlohmann::json::parse(a);

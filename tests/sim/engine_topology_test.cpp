@@ -267,8 +267,11 @@ TEST_CASE("simulate: deterministic, bit for bit") {
 TEST_CASE("simulate: a number too large for a double is an input error, not a crash") {
   // Found by fuzz/fuzz_workload.cpp: nlohmann throws out_of_range (not parse_error) here.
   const auto t = topo(switch_topology("L40S"));
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e999}]})")
-            .find("w.json: invalid JSON: number overflow") == 0);
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e999}]})")
+          .find("w.json:/transfers/0/bytes: invalid JSON: number overflow") == 0);
 }
 
 TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several copies") {

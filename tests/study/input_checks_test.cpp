@@ -130,14 +130,14 @@ TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
                                        ":/parameters/0/values/0: policy parameter 'chunk_bytes'"));
 }
 
-TEST_CASE("simulate --json numbers have at most 9 significant digits") {
+TEST_CASE("simulate --json numbers have at most 9 significant digits (byte counts: all)") {
   study::StudyResult r;
   r.model = "m";
   study::PolicyResult p;
   p.policy = {"contiguous", "ring", "sync", {{"tolerance", 1.0300000000000002}}};
   // nlohmann_json (Grisu2) prints the double nearest 0.381007287 as 0.38100728699999997.
   p.volume_vs_baseline = 0.38100728699999997;
-  p.volume_bytes = 1234567890123.0;  // 13 digits -> 1.23456789e12, fixed notation as before
+  p.volume_bytes = 1234567890123.0;  // a byte count: every digit, as an integer (break-it D1)
   p.attention_time_s = 1.5e-05;      // scientific below 1e-4, as nlohmann_json
   p.step_time_s = 3;                 // integral doubles keep ".0"
   p.e2e_time_s = 2.0 / 3.0;
@@ -146,7 +146,7 @@ TEST_CASE("simulate --json numbers have at most 9 significant digits") {
   r.policies.push_back(p);
   const std::string s = study::to_json(r);
   CHECK(s.find("\"volume_vs_baseline\": 0.381007287,") != std::string::npos);
-  CHECK(s.find("\"volume_bytes\": 1234567890000.0,") != std::string::npos);
+  CHECK(s.find("\"volume_bytes\": 1234567890123,") != std::string::npos);
   CHECK(s.find("\"attention_time_s\": 1.5e-05,") != std::string::npos);
   CHECK(s.find("\"step_time_s\": 3.0,") != std::string::npos);
   CHECK(s.find("\"e2e_time_s\": 0.666666667,") != std::string::npos);

@@ -98,3 +98,23 @@ TEST_CASE("topologies with different GPU counts: the header names each count") {
   r.gpus_per_topology = {{"a1", 1}};
   CHECK(gpu_count_text(r) == "1 GPU");
 }
+
+TEST_CASE("byte counts are written as exact integers in JSON and CSV (break-it D1)") {
+  // 2^30 + 2^29 + 2^28 - 2 = 1879048190 ... + 2 = 1879048192 = 1.75 GiB, ten digits: through
+  // 9 significant digits ("%.9g") it read 1879048190 (JSON) and 1.87904819e+09 (CSV).
+  StudyResult r;
+  r.model = "m";
+  r.pattern = "p";
+  r.gpus = 2;
+  r.baseline = "contiguous/ring/sm_overlap";
+  r.policies = {row("t", "ring", 0.05)};
+  r.policies[0].volume_bytes = 1879048192;
+  r.policies[0].control_bytes = 123456789013;  // twelve digits
+  r.policies[0].speedup = 1;
+  r.policies[0].volume_vs_baseline = 1;
+  const std::string j = to_json(r);
+  CHECK(j.find("\"volume_bytes\": 1879048192,") != std::string::npos);
+  CHECK(j.find("\"control_bytes\": 123456789013,") != std::string::npos);
+  const std::string c = to_csv(r);
+  CHECK(c.find(",ring,sm_overlap,1879048192,123456789013,1,") != std::string::npos);
+}

@@ -85,10 +85,11 @@ TEST_CASE("bad study input exits 2 with one clear line") {
   const Case cases[] = {
       {"simulate --topology no-such-server", "no-such-server"},
       {"simulate --gpus 9 --topology 8x-l40s-gen4-4switch",
-       "asks for 9 GPUs, but topology '8x-l40s-gen4-4switch' has 8"},
+       "sparsp: <command line>:--gpus: asks for 9 GPUs, but topology '8x-l40s-gen4-4switch' has 8"},
       {"simulate --gpus 5 --topology 8x-l40s-gen4-4switch --policy head_parallel/ulysses/sync",
        "not divisible by the Ulysses degree 5"},
-      {"simulate --block 100 --topology 8x-l40s-gen4-4switch", "/pattern"},
+      {"simulate --block 100 --topology 8x-l40s-gen4-4switch",
+       "sparsp: <command line>:--block: block size 100 does not divide"},
       {"simulate --model no-such-model", "no-such-model"},
       {"simulate --policy contiguous/teleport/sync", "unknown scheme 'teleport'"},
       {"simulate --baseline nope", "baseline 'nope' is not one of the policies"},
@@ -107,12 +108,15 @@ TEST_CASE("bad study input exits 2 with one clear line") {
       // 7 ranks, 24 heads: USP's default degree 7/2 = 3 -> 2 -> 1 (neither divides 7): plain
       // ring, so USP is left out, and with no other policy the study fails.
       {"simulate --gpus 7 --topology 8x-l40s-gen4-4switch --policy contiguous/usp/sm_overlap",
-       "/policies: no policy can run on 8x-l40s-gen4-4switch (contiguous/usp/sm_overlap: no "
+       "<command line>:--policy: no policy can run on 8x-l40s-gen4-4switch "
+       "(contiguous/usp/sm_overlap: no "
        "Ulysses x ring split of 7 ranks and 24 heads"},
       {"simulate --gpus 4 --policy contiguous/usp/sm_overlap:ulysses_degree=1",
        "ulysses_degree 1 given"},
+      // The policy named once (break-it D6: "policy '...': policy '...': scheme ...").
       {"simulate --policy contiguous/ulysses/sync",
-       "placement must be head_parallel (got 'contiguous')"},
+       "sparsp: <command line>:--policy: policy 'contiguous/ulysses/sync': scheme 'ulysses' "
+       "splits heads, so its placement must be head_parallel (got 'contiguous')\n"},
       {"simulate --policy contiguous/ring/sm_overlap:comm_sms=100000",
        "'comm_sms' must be an integer in [1, 1024]"},
       // The L40S has 142 SMs (datasheet; topology/gpu_models.cpp).
@@ -151,8 +155,17 @@ TEST_CASE("unwritable --trace / --emit-plan folders are refused before the study
     auto r = sparsp(failing + flag + bad);
     CHECK(r.code == 2);
     CHECK(r.out.empty());
-    CHECK(r.err.rfind("sparsp: " + bad + ": cannot create directory: ", 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err == "sparsp: " + bad + ": cannot create folder: " + (dir / "file").string() +
+                       " is not a folder\n");
+    // A missing parent folder is refused, as for every other output, and nothing is created
+    // (`--emit-plan /nonexist/x` used to create /nonexist and /nonexist/x).
+    const std::string missing = (dir / "nonexist" / "x").string();
+    r = sparsp(failing + flag + missing);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "sparsp: " + missing + ": cannot create folder: folder " +
+                       (dir / "nonexist").string() + " does not exist\n");
+    CHECK_FALSE(std::filesystem::exists(dir / "nonexist"));
   }
   // A writable folder: the study's own error, and the check leaves the folder empty.
   auto r = sparsp(failing + " --trace " + (dir / "ok").string());

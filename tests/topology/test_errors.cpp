@@ -119,8 +119,8 @@ TEST_CASE("zero, negative, infinite and NaN bandwidth") {
         "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got 0");
   CHECK(error_of(with_capacity("-5")) ==
         "test.json:/links/1/capacity_GBps: bandwidth must be > 0, got -5");
-  CHECK(error_of(with_capacity("1e999")).rfind("test.json: invalid JSON: ", 0) ==
-        0);  // number overflow
+  CHECK(error_of(with_capacity("1e999")) ==
+        "test.json:/links/1/capacity_GBps: invalid JSON: number overflow parsing '1e999'");
   CHECK(error_of(with_capacity("\"fast\"")) ==
         "test.json:/links/1/capacity_GBps: expected a number, got string");
   // JSON has no NaN literal: it is a syntax error on its line.

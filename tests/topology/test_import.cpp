@@ -220,7 +220,7 @@ TEST_CASE("nvidia-smi import: PXB hierarchy and bad input") {
                    "entries gives that",
                    0) == 0);
   CHECK(import_nvidia_smi("\tGPU0\nGPU0\t X \n", "x", model("nope")).error().message ==
-        "x: unknown GPU model 'nope' (--gpu-model; see `sparsp topo models`)");
+        "<command line>:--gpu-model: unknown GPU model 'nope' (see `sparsp topo models`)");
 }
 
 TEST_CASE("NCCL XML import: two switches") {
@@ -356,12 +356,12 @@ TEST_CASE("CLI: import, matrix, show --json, dot") {
   // and "A100 SXM" silently taken as one SXM4 card, and "H100" called unknown).
   for (const char* partial : {"\"A100 80GB\"", "\"A100 SXM\"", "H100"}) {
     CAPTURE(partial);
-    const std::string err = run_cli(
+    const std::string partial_err = run_cli(
         "topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model " + partial,
         &rc);
     CHECK(rc == 2);
-    CHECK((err.find("matches several models") != std::string::npos ||
-           err.find("is not a full name; it starts") != std::string::npos));
+    CHECK((partial_err.find("matches several models") != std::string::npos ||
+           partial_err.find("is not a full name; it starts") != std::string::npos));
   }
   CHECK(run_cli("topo import --format nvidia-smi " + in + " -o " + out_json + " --gpu-model H100",
                 &rc)

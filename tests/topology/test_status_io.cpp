@@ -76,10 +76,14 @@ TEST_CASE("a JSON syntax error names the line of the character parsing stopped a
       0);
 }
 
-TEST_CASE("a number out of range is an error without a line, not an exception") {
-  // nlohmann throws out_of_range.406 (no byte position) for 1e999, which overflows a double.
+TEST_CASE("a number out of range is an error at its JSON pointer, not an exception") {
+  // nlohmann throws out_of_range.406 (no byte position) for 1e999, which overflows a double;
+  // the parser callback's position names the value instead of a line.
   CHECK(parse_error_of("{\"a\": 1e999}") ==
-        "t.json: invalid JSON: number overflow parsing '1e999'");
+        "t.json:/a: invalid JSON: number overflow parsing '1e999'");
+  CHECK(parse_error_of("{\"a\": {\"b\": [1, 2,\n 1e999]}}") ==
+        "t.json:/a/b/2: invalid JSON: number overflow parsing '1e999'");
+  CHECK(parse_error_of("1e999") == "t.json: invalid JSON: number overflow parsing '1e999'");
 }
 
 TEST_CASE("parse_json returns the document, invalid_json formats any message") {
