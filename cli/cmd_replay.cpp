@@ -124,18 +124,22 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
     ra->opt.devices = *devs;
     ra->opt.emulate_compute = !ra->no_compute;
     if (ra->no_compute && !ra->compute.empty() && ra->compute != "none") {
-      ctx.exit_code = report(Error{"replay: --no-compute means --compute none; it contradicts "
-                                   "--compute " + ra->compute, 2});
+      ctx.exit_code =
+          report(Error{"replay: --no-compute means --compute none; it contradicts "
+                       "--compute " +
+                           ra->compute,
+                       2});
       return;
     }
-    ra->opt.compute = ra->compute == "real"       ? replay::ComputeMode::real
-                      : ra->compute == "emulated" ? replay::ComputeMode::emulated
-                      : ra->compute == "none" || ra->no_compute
-                          ? replay::ComputeMode::none
-                          : replay::ComputeMode::automatic;
+    ra->opt.compute = ra->compute == "real"                     ? replay::ComputeMode::real
+                      : ra->compute == "emulated"               ? replay::ComputeMode::emulated
+                      : ra->compute == "none" || ra->no_compute ? replay::ComputeMode::none
+                                                                : replay::ComputeMode::automatic;
     if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::none) {
-      ctx.exit_code = report(Error{"replay: --check-all checks attention outputs; there are none "
-                                   "with --compute none (--no-compute)", 2});
+      ctx.exit_code =
+          report(Error{"replay: --check-all checks attention outputs; there are none "
+                       "with --compute none (--no-compute)",
+                       2});
       return;
     }
     ra->opt.use_nccl = !ra->no_nccl;

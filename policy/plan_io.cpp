@@ -419,8 +419,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
   if (auto ke = check_keys(rd, root, "",
                            {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads",
-                            "kv_heads", "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes", "policy",
-                            "topology", "block_owner", "block_bytes", "layers"}))
+                            "kv_heads", "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes",
+                            "policy", "topology", "block_owner", "block_bytes", "layers"}))
     return *ke;
 
   std::optional<Error> e;

@@ -194,8 +194,8 @@ CheckResult compare_with_reference(int heads, int q_tokens, int head_dim,
 /// hands them (replay/README.md, "Real compute").
 void attention_forward_host(const BlockSparseLayout& layout, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, uint16_t* o, float* lse);
-void attention_reference_host(const BlockSparseLayout& layout, const uint16_t* q,
-                              const uint16_t* k, const uint16_t* v, float* o_ref, float* lse_ref,
+void attention_reference_host(const BlockSparseLayout& layout, const uint16_t* q, const uint16_t* k,
+                              const uint16_t* v, float* o_ref, float* lse_ref,
                               const std::vector<int>& q_blocks = {});
 
 /// bf16 <-> float on the host (round to nearest even; NaN stays NaN).

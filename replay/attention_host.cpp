@@ -75,9 +75,9 @@ Status check_layout(const BlockSparseLayout& l, const std::string& name) {
   if (l.head0 < 0) return input_error(name, "/head0", "must not be negative");
   if (!l.kv_block_base.empty() &&
       (l.kv_block_base.size() != size_t(nkv) || l.kv_head_stride.size() != size_t(nkv)))
-    return input_error(name, "/kv_block_base",
-                       "paged K/V tables need one entry per KV block (" + std::to_string(nkv) +
-                           ")");
+    return input_error(
+        name, "/kv_block_base",
+        "paged K/V tables need one entry per KV block (" + std::to_string(nkv) + ")");
   return Ok{};
 }
 
@@ -191,7 +191,8 @@ void attention_reference_host(const BlockSparseLayout& l, const uint16_t* q, con
         }
         for (int d = 0; d < D; ++d)
           o_ref[row * D + size_t(d)] = sum > 0 ? float(acc[size_t(d)] / sum) : 0.0f;
-        lse_ref[row] = sum > 0 ? float(mx + std::log(sum)) : -std::numeric_limits<float>::infinity();
+        lse_ref[row] =
+            sum > 0 ? float(mx + std::log(sum)) : -std::numeric_limits<float>::infinity();
       }
     }
   }

@@ -351,8 +351,12 @@ Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions
         std::sort(times.begin(), times.end());
         const double t = times[times.size() / 2];
         const double tflops = at::active_flops(l) / t / 1e12;
-        points.push_back({{"head_dim", hd}, {"block", block}, {"density", density},
-                          {"heads", heads}, {"tokens", tokens}, {"time_ms", t * 1e3},
+        points.push_back({{"head_dim", hd},
+                          {"block", block},
+                          {"density", density},
+                          {"heads", heads},
+                          {"tokens", tokens},
+                          {"time_ms", t * 1e3},
                           {"TFLOPs", tflops}});
         sum_tflops += tflops;
         ++count;

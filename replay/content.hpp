@@ -9,8 +9,9 @@
 // little-endian, so tails shorter than a word are covered too.
 //
 // Every word is two finite bf16 values (bf16_pair), so a KV block is also real attention input:
-// its head slice g (KV head g; bytes_per_head = 2 * tokens * head_dim * 2) holds K[tokens][head_dim]
-// then V[tokens][head_dim], row-major bf16, element e of the slice in half (e % 2) of its word.
+// its head slice g (KV head g; bytes_per_head = 2 * tokens * head_dim * 2) holds
+// K[tokens][head_dim] then V[tokens][head_dim], row-major bf16, element e of the slice in half (e %
+// 2) of its word.
 #include <cstdint>
 
 #if defined(__CUDACC__)

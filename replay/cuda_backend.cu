@@ -314,7 +314,8 @@ class CudaBackend final : public Backend {
         SPARSP_CUDA_TRY(cudaMalloc(&dv.ref_k, kv));
         SPARSP_CUDA_TRY(cudaMalloc(&dv.ref_v, kv));
         SPARSP_CUDA_TRY(cudaMalloc(&dv.o_ref, std::max<uint64_t>(2 * max_q, 256)));
-        SPARSP_CUDA_TRY(cudaMalloc(&dv.lse_ref, std::max<uint64_t>(max_q / exec.head_dim * 2, 256)));
+        SPARSP_CUDA_TRY(
+            cudaMalloc(&dv.lse_ref, std::max<uint64_t>(max_q / exec.head_dim * 2, 256)));
       }
     }
     SPARSP_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&gate_flag_), sizeof(int),
@@ -576,8 +577,8 @@ class CudaBackend final : public Backend {
     if (!cached) {
       auto ref = attention::upload_layout(rq.reference);
       if (!ref) return ref.error();
-      SPARSP_TRY(attention::attention_reference(*ref, q_bufs_[rank], dv.ref_k, dv.ref_v,
-                                                dv.o_ref, dv.lse_ref, check, nullptr));
+      SPARSP_TRY(attention::attention_reference(*ref, q_bufs_[rank], dv.ref_k, dv.ref_v, dv.o_ref,
+                                                dv.lse_ref, check, nullptr));
     }
     const int qt = rq.reference.q_tokens();
     const std::vector<int> rows = checked_rows(rq, check);
@@ -593,10 +594,10 @@ class CudaBackend final : public Backend {
       for (int h = 0; h < heads; ++h)
         for (auto [a, b] : runs) {
           const size_t n = size_t(b - a) * width * elem;
-          SPARSP_CUDA_TRY(cudaMemcpy(
-              out.data() + at,
-              static_cast<const uint8_t*>(base) + (size_t(h) * qt + a) * width * elem, n,
-              cudaMemcpyDeviceToHost));
+          SPARSP_CUDA_TRY(
+              cudaMemcpy(out.data() + at,
+                         static_cast<const uint8_t*>(base) + (size_t(h) * qt + a) * width * elem, n,
+                         cudaMemcpyDeviceToHost));
           at += n;
         }
       return Ok{};
@@ -815,7 +816,8 @@ class CudaBackend final : public Backend {
   static Result<T*> device_copy(const std::vector<T>& h) {
     T* d = nullptr;
     SPARSP_CUDA_TRY(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)));
-    if (!h.empty()) SPARSP_CUDA_TRY(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (!h.empty())
+      SPARSP_CUDA_TRY(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
   }
 
@@ -1078,7 +1080,7 @@ class CudaBackend final : public Backend {
   int ranks_ = 0, hosts_ = 0;
   bool emulate_compute_ = true;
   const ExecPlan* exec_ = nullptr;
-  std::vector<uint8_t*> q_bufs_, out_bufs_;      ///< per rank (real compute)
+  std::vector<uint8_t*> q_bufs_, out_bufs_;       ///< per rank (real compute)
   std::vector<attention::DeviceLayout> layouts_;  ///< per AttnWork of the filled layer
   /// (layer plan, rank) -> the reference's checked rows (o_ref, lse_ref).
   std::map<std::pair<const ExecLayer*, int>, std::pair<std::vector<float>, std::vector<float>>>

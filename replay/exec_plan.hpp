@@ -92,9 +92,9 @@ struct ExecLayer {
   int corrupt_act = -1;    ///< fault injection: the transfer after which it is corrupted
   // Real compute (ExecPlan::real):
   std::vector<AttnWork> attn;
-  std::vector<int> attn_of_act;      ///< per activity: index into attn, or -1
-  std::vector<RankQueries> queries;  ///< per rank
-  std::vector<ContentKey> block_keys;     ///< per plan block: its KV content (for the reference)
+  std::vector<int> attn_of_act;              ///< per activity: index into attn, or -1
+  std::vector<RankQueries> queries;          ///< per rank
+  std::vector<ContentKey> block_keys;        ///< per plan block: its KV content (for the reference)
   std::vector<int32_t> block_token_offsets;  ///< num_blocks + 1: the sequence's token offsets
 };
 

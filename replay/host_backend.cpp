@@ -48,8 +48,7 @@ class HostBackend final : public Backend {
     if (exec_->real)
       for (const RankQueries& rq : layer.queries)
         for (const Region& r : rq.q_fills)
-          fill_region(reinterpret_cast<uint8_t*>(q_bufs_[static_cast<size_t>(r.holder)].data()),
-                      r);
+          fill_region(reinterpret_cast<uint8_t*>(q_bufs_[static_cast<size_t>(r.holder)].data()), r);
     return Ok{};
   }
 
@@ -63,8 +62,8 @@ class HostBackend final : public Backend {
     for (const AttnWork& w : layer.attn) {
       if (w.rank != rank) continue;
       const int th = w.head_end - w.head_begin;
-      const auto* o = reinterpret_cast<const uint16_t*>(out_bufs_[static_cast<size_t>(rank)].data() +
-                                                        w.o_offset);
+      const auto* o = reinterpret_cast<const uint16_t*>(
+          out_bufs_[static_cast<size_t>(rank)].data() + w.o_offset);
       const auto* lse = reinterpret_cast<const float*>(out_bufs_[static_cast<size_t>(rank)].data() +
                                                        w.lse_offset);
       std::vector<float> ov, lv;
@@ -189,7 +188,8 @@ class HostBackend final : public Backend {
         const uint16_t* q = q_bufs_[r].data() + size_t(aw.head_begin) * qt * exec_->head_dim;
         const auto* kv = reinterpret_cast<const uint16_t*>(buffers_[r].data());
         attention::attention_forward_host(
-            aw.layout, q, kv, nullptr, reinterpret_cast<uint16_t*>(out_bufs_[r].data() + aw.o_offset),
+            aw.layout, q, kv, nullptr,
+            reinterpret_cast<uint16_t*>(out_bufs_[r].data() + aw.o_offset),
             reinterpret_cast<float*>(out_bufs_[r].data() + aw.lse_offset));
       } else if (emulate_compute_ && a.duration_s > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(a.duration_s));
@@ -197,7 +197,8 @@ class HostBackend final : public Backend {
       return;
     }
     execute_transfer(a, bounce);
-    if (i == layer.corrupt_act) (void)corrupt(layer, layer.checks[static_cast<size_t>(layer.corrupt_check)]);
+    if (i == layer.corrupt_act)
+      (void)corrupt(layer, layer.checks[static_cast<size_t>(layer.corrupt_check)]);
   }
 
   void execute_transfer(const Activity& a, std::vector<uint8_t>& bounce) {
@@ -220,7 +221,7 @@ class HostBackend final : public Backend {
   }
 
   std::vector<std::vector<uint8_t>> buffers_;
-  std::vector<std::vector<uint16_t>> q_bufs_;  ///< per rank: Q [heads, q_tokens, head_dim]
+  std::vector<std::vector<uint16_t>> q_bufs_;   ///< per rank: Q [heads, q_tokens, head_dim]
   std::vector<std::vector<uint8_t>> out_bufs_;  ///< per rank: every AttnWork's O and LSE
   const ExecPlan* exec_ = nullptr;
   bool emulate_compute_ = true;

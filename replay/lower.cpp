@@ -105,8 +105,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
 
   // Compute mode: real where asked (or by default where possible).
   const bool no_compute = opt.compute == ComputeMode::none || !opt.emulate_compute;
-  if (!no_compute &&
-      (opt.compute == ComputeMode::real || opt.compute == ComputeMode::automatic)) {
+  if (!no_compute && (opt.compute == ComputeMode::real || opt.compute == ComputeMode::automatic)) {
     const std::string why = real_compute_obstacle(plan, opt);
     if (why.empty())
       ex.real = true;
@@ -265,8 +264,8 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     }
     if (ex.real) {
       auto st = lower_attention(
-          plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); },
-          el, ex);
+          plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); }, el,
+          ex);
       if (!st) return st.error();
     }
     // Block regions: owner slots are filled, receiver slots checked.
@@ -358,7 +357,8 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
                     "plan; layer plan %zu has %.3g",
                     kHostRealComputeMaxFlops, worst_li, worst);
       if (opt.compute == ComputeMode::real)
-        return Error{std::string("replay: --compute real: ") + buf + " (use --compute emulated)", 2};
+        return Error{std::string("replay: --compute real: ") + buf + " (use --compute emulated)",
+                     2};
       ex.real = false;
       ex.compute_note = std::string("emulated compute: ") + buf;
       for (auto& el : ex.layers) {

@@ -3,11 +3,11 @@
 // owner(k) in the task's kv_ranks, h in its head range and (q, k) in the layer's mask
 // (policy/PLAN.md "Compute kinds"); its KV is read in place from r's KV slots, which the plan's
 // transfers fill (or r owns).
+#include "lower_compute.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
-
-#include "lower_compute.hpp"
 
 namespace sparsp::replay::detail {
 
@@ -48,8 +48,8 @@ std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions&
 }
 
 Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int li,
-                       const std::vector<double>& block_bytes, const SlotFn& slot_of,
-                       ExecLayer& el, ExecPlan& ex) {
+                       const std::vector<double>& block_bytes, const SlotFn& slot_of, ExecLayer& el,
+                       ExecPlan& ex) {
   const policy::LayerPlan& L = plan.layers[static_cast<size_t>(li)];
   const int P = plan.gpus, H = plan.heads, D = plan.head_dim, nb = plan.num_blocks;
   const int kvh = plan.kv_heads_or_heads();
@@ -127,8 +127,12 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     for (int h = 0; h < H; ++h)
       for (size_t i = 0; i < rq.blocks.size(); ++i) {
         const int b = rq.blocks[i];
-        Region q{r, (h * qt + static_cast<uint64_t>(qoff[i])) * D * 2,
-                 static_cast<uint64_t>(tokens[static_cast<size_t>(b)]) * D * 2, {}, b, -1};
+        Region q{r,
+                 (h * qt + static_cast<uint64_t>(qoff[i])) * D * 2,
+                 static_cast<uint64_t>(tokens[static_cast<size_t>(b)]) * D * 2,
+                 {},
+                 b,
+                 -1};
         // Q's key: item kQueryItem | block, and the head in the owner field.
         q.key = ContentKey{static_cast<uint32_t>(li), kQueryItem | static_cast<uint32_t>(b),
                            static_cast<uint32_t>(h), 1, 0};
@@ -173,7 +177,8 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     for (size_t i = static_cast<size_t>(rq.own_blocks); i < rq.blocks.size(); ++i) {
       const RankQueries& oq = el.queries[static_cast<size_t>(owner_of(rq.blocks[i]))];
       for (int c : oq.check_blocks)
-        if (oq.blocks[static_cast<size_t>(c)] == rq.blocks[i]) rq.check_blocks.push_back(static_cast<int>(i));
+        if (oq.blocks[static_cast<size_t>(c)] == rq.blocks[i])
+          rq.check_blocks.push_back(static_cast<int>(i));
     }
   }
   // Attention works.
@@ -240,8 +245,8 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     el.attn.push_back(std::move(aw));
   }
   for (int r = 0; r < P; ++r) {
-    ex.max_q_bytes[static_cast<size_t>(r)] =
-        std::max(ex.max_q_bytes[static_cast<size_t>(r)], el.queries[static_cast<size_t>(r)].q_bytes);
+    ex.max_q_bytes[static_cast<size_t>(r)] = std::max(ex.max_q_bytes[static_cast<size_t>(r)],
+                                                      el.queries[static_cast<size_t>(r)].q_bytes);
     ex.max_out_bytes[static_cast<size_t>(r)] = std::max(
         ex.max_out_bytes[static_cast<size_t>(r)], el.queries[static_cast<size_t>(r)].out_bytes);
   }

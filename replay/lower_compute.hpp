@@ -19,7 +19,7 @@ std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions&
 /// plan `li` (block_bytes: each block's K and V bytes), and the ExecPlan maxima. Errors (exit 2):
 /// a block that is not a whole number of tokens, a head range outside the plan's heads.
 Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int li,
-                       const std::vector<double>& block_bytes, const SlotFn& slot_of,
-                       ExecLayer& el, ExecPlan& ex);
+                       const std::vector<double>& block_bytes, const SlotFn& slot_of, ExecLayer& el,
+                       ExecPlan& ex);
 
 }  // namespace sparsp::replay::detail

@@ -223,10 +223,10 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
       char buf[96];
       std::snprintf(buf, sizeof buf, "%.4g > tolerance %.4g", worst, tol);
       return Error{"replay: output check failed: layer " + std::to_string(L.layer) + " (step " +
-                       std::to_string(L.step) + ") rank gpu" + std::to_string(r) +
-                       " query block " + std::to_string(worst_block) + " head " +
-                       std::to_string(worst_h) + ": " + what + "max |O - O_ref| " + buf +
-                       " (iteration " + std::to_string(iteration) +
+                       std::to_string(L.step) + ") rank gpu" + std::to_string(r) + " query block " +
+                       std::to_string(worst_block) + " head " + std::to_string(worst_h) + ": " +
+                       what + "max |O - O_ref| " + buf + " (iteration " +
+                       std::to_string(iteration) +
                        "; a missing, stale, corrupted or misrouted KV block)",
                    1};
     }
@@ -462,10 +462,28 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
   if (root.value("schema_version", 0) != 1) return input_error(src, "/schema_version", "expected 1");
   try {
     keys(root, "",
-         {"schema", "schema_version", "source", "backend", "device", "devices", "policy", "model",
-          "gpus", "warmup", "iterations", "bytes_moved", "bytes_verified", "blocks_verified",
-          "total_s", "payload_scale", "compute_emulated", "compute", "compute_note",
-          "output_check", "nccl_p2p_disable", "layers"});
+         {"schema",
+          "schema_version",
+          "source",
+          "backend",
+          "device",
+          "devices",
+          "policy",
+          "model",
+          "gpus",
+          "warmup",
+          "iterations",
+          "bytes_moved",
+          "bytes_verified",
+          "blocks_verified",
+          "total_s",
+          "payload_scale",
+          "compute_emulated",
+          "compute",
+          "compute_note",
+          "output_check",
+          "nccl_p2p_disable",
+          "layers"});
     r.backend = root.value("backend", "");
     r.device_description = root.value("device", "");
     if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();

@@ -2,12 +2,12 @@
 // bandwidth least-squares fit used by calibrate.
 #include <Eigen/Dense>
 #include <algorithm>
-#include <optional>
-#include <set>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "calibrate_topology.hpp"
@@ -101,9 +101,10 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
         break;
       }
     if (!mc) {
-      rep.compute_source = "plan (the topology has no measured_compute entry of kernel sparsp "
-                           "for " + topo->gpu(0).model + " at head_dim " +
-                           std::to_string(plan.head_dim) + ")";
+      rep.compute_source =
+          "plan (the topology has no measured_compute entry of kernel sparsp "
+          "for " +
+          topo->gpu(0).model + " at head_dim " + std::to_string(plan.head_dim) + ")";
     } else {
       const auto& pts = mc->attention_flops_by_block;
       const double x = std::max(1, plan.block_tokens);
@@ -112,8 +113,8 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
       for (size_t i = 1; i < pts.size(); ++i)
         if (x > pts[i - 1].first && x <= pts[i].first) {
           const double x0 = std::log2(pts[i - 1].first), x1 = std::log2(pts[i].first);
-          real_rate_flops = pts[i - 1].second + (std::log2(x) - x0) / (x1 - x0) *
-                                                    (pts[i].second - pts[i - 1].second);
+          real_rate_flops = pts[i - 1].second +
+                            (std::log2(x) - x0) / (x1 - x0) * (pts[i].second - pts[i - 1].second);
           break;
         }
       real_launch_s = std::max(0.0, mc->launch_overhead_s);
@@ -404,15 +405,17 @@ std::string validate_table(const ValidateReport& r) {
                   "transfer durations: MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%%\n",
                   100 * r.mape, 100 * r.p50, 100 * r.p90, 100 * r.max_error);
   os << buf;
-  std::snprintf(buf, sizeof buf, "layer makespans:    MAPE %.2f%%  max %.2f%%  (median %.2f%%, p90 %.2f%%)\n",
+  std::snprintf(buf, sizeof buf,
+                "layer makespans:    MAPE %.2f%%  max %.2f%%  (median %.2f%%, p90 %.2f%%)\n",
                 100 * r.makespan_mape, 100 * r.makespan_max_error, 100 * r.makespan_p50,
                 100 * r.makespan_p90);
   os << buf;
   if (r.compute_tasks > 0) {
-    std::snprintf(buf, sizeof buf,
-                  "compute tasks:      MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%% (%d tasks; %s)\n",
-                  100 * r.compute_mape, 100 * r.compute_p50, 100 * r.compute_p90,
-                  100 * r.compute_max_error, r.compute_tasks, r.compute_source.c_str());
+    std::snprintf(
+        buf, sizeof buf,
+        "compute tasks:      MAPE %.2f%%  p50 %.2f%%  p90 %.2f%%  max %.2f%% (%d tasks; %s)\n",
+        100 * r.compute_mape, 100 * r.compute_p50, 100 * r.compute_p90, 100 * r.compute_max_error,
+        r.compute_tasks, r.compute_source.c_str());
     os << buf;
   }
   if (r.host_staged_achieved_Bps > 0) {

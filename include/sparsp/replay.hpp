@@ -48,7 +48,7 @@ inline constexpr double kHostRealComputeMaxFlops = 4e9;
 /// Options of one replay. Defaults are the CLI's defaults.
 struct ReplayOptions {
   ComputeMode compute = ComputeMode::automatic;
-  bool check_all = false;  ///< output check over every query block (default: a sample)
+  bool check_all = false;           ///< output check over every query block (default: a sample)
   std::string backend = "host";     ///< "host" | "cuda"
   std::vector<int> devices;         ///< rank -> CUDA device ordinal; empty: rank r on device r.
                                     ///< Repeats allowed ("0,0": both ranks on GPU 0; peer

@@ -3,6 +3,7 @@
 // partial outputs merged by log-sum-exp, checked against a reference from never-transferred K/V;
 // a corrupted or missing KV block fails with exit 1; bad combinations of options exit 2.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "../../replay/attention.cuh"
 #include "sparsp/plan.hpp"
@@ -22,10 +22,10 @@ namespace at = sparsp::replay::attention;
 namespace {
 int cli(const std::string& args, std::string* out = nullptr) {
   static int calls = 0;
-  const std::string tmp = (fs::temp_directory_path() / ("sparsp_real_compute_out_" +
-                                                        std::to_string(::getpid()) + "_" +
-                                                        std::to_string(calls++) + ".txt"))
-                              .string();
+  const std::string tmp =
+      (fs::temp_directory_path() / ("sparsp_real_compute_out_" + std::to_string(::getpid()) + "_" +
+                                    std::to_string(calls++) + ".txt"))
+          .string();
   const int rc =
       std::system((std::string(SPARSP_CLI_PATH) + " " + args + " > " + tmp + " 2>&1").c_str());
   if (out) {
@@ -40,8 +40,8 @@ int cli(const std::string& args, std::string* out = nullptr) {
 // A small DiT: 8 x 16 x 16 latent (2048 video tokens) + 40 text tokens at the end, 2 heads x
 // head_dim; STA over 64-token tiles (1 x 8 x 8), window 3 frames: 32 video blocks + 1 text block.
 fs::path write_model(const fs::path& dir, int head_dim, int frames = 8) {
-  const fs::path p = dir / ("tiny-" + std::to_string(head_dim) + "-" + std::to_string(frames) +
-                            ".json");
+  const fs::path p =
+      dir / ("tiny-" + std::to_string(head_dim) + "-" + std::to_string(frames) + ".json");
   std::ofstream(p) << R"({"schema_version": 1, "name": "tiny-dit", "description": "test model",
     "latent": [)" << frames
                    << R"(, 16, 16], "text_tokens": 40, "text_position": "end", "heads": 2,
@@ -221,8 +221,8 @@ TEST_CASE("host backend: a corrupted or missing KV block fails the output check 
   CHECK(cli("replay --plan " + p + " --backend host --skip-transfer " + first, &out) == 1);
   CHECK(out.find("output check failed") != std::string::npos);
   // Emulated compute still catches the corruption, byte by byte.
-  CHECK(cli("replay --plan " + p + " --backend host --compute emulated --corrupt-block 15",
-            &out) == 1);
+  CHECK(cli("replay --plan " + p + " --backend host --compute emulated --corrupt-block 15", &out) ==
+        1);
   CHECK(out.find("integrity check failed") != std::string::npos);
   // A block nobody receives cannot be corrupted: an input error, not a silent pass.
   CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 999", &out) == 2);
@@ -244,13 +244,12 @@ TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2
   one_line_2("replay --plan " + p + " --backend host --no-compute --check-all", "--check-all");
   one_line_2("replay --plan " + p + " --backend host --compute real --payload-scale 0.5",
              "--payload-scale below 1");
-  one_line_2("replay --plan " + p + " --backend host --compute real --no-compute",
-             "--no-compute");
+  one_line_2("replay --plan " + p + " --backend host --compute real --no-compute", "--no-compute");
   // head_dim 96: not a kernel head_dim.
   const auto p96 = emit(dir, write_model(dir, 96), {"contiguous/ring/sync"});
-  one_line_2("replay --plan " + p96.at("contiguous/ring/sync").string() +
-                 " --backend host --compute real",
-             "head_dim 96 is not supported");
+  one_line_2(
+      "replay --plan " + p96.at("contiguous/ring/sync").string() + " --backend host --compute real",
+      "head_dim 96 is not supported");
   // The default falls back to emulated, with a note.
   std::string out;
   CHECK(cli("replay --plan " + p96.at("contiguous/ring/sync").string() + " --backend host --json",
@@ -259,9 +258,9 @@ TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2
   // Over the host backend's real-compute limit (256 frames: 65,576 tokens; window 3 of 256 frames:
   // about 4 x 65576^2 x 64 x 2 heads x 3/256 = 2.6e10 FLOPs > 4e9).
   const auto big = emit(dir, write_model(dir, 64, 256), {"contiguous/ring/sync"});
-  one_line_2("replay --plan " + big.at("contiguous/ring/sync").string() +
-                 " --backend host --compute real",
-             "FLOPs per layer plan");
+  one_line_2(
+      "replay --plan " + big.at("contiguous/ring/sync").string() + " --backend host --compute real",
+      "FLOPs per layer plan");
 }
 
 TEST_CASE("plan masks: malformed ones are refused with their JSON pointer") {
