@@ -354,6 +354,23 @@ Result<ReplayResult> run(const policy::Plan& plan, const ReplayOptions& opt) {
   return res;
 }
 
+namespace {
+// compute_emulated, compute, compute_note and output_check (trace and summary alike).
+void add_compute_fields(Json& root, const ReplayResult& r) {
+  root["compute_emulated"] = r.compute_emulated;
+  root["compute"] = r.compute;
+  if (!r.compute_note.empty()) root["compute_note"] = r.compute_note;
+  if (r.output_check.ran) {
+    Json oc = Json::object();
+    oc["checked_blocks"] = r.output_check.checked_blocks;
+    oc["max_abs_error"] = r.output_check.max_abs_error;
+    oc["tolerance"] = r.output_check.tolerance;
+    oc["passed"] = r.output_check.passed;
+    root["output_check"] = std::move(oc);
+  }
+}
+}  // namespace
+
 std::string trace_json(const policy::Plan& plan, const ReplayResult& r) {
   Json root = Json::object();
   root["schema"] = "sparsp.trace";
@@ -372,17 +389,7 @@ std::string trace_json(const policy::Plan& plan, const ReplayResult& r) {
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
   root["payload_scale"] = r.payload_scale;
-  root["compute_emulated"] = r.compute_emulated;
-  root["compute"] = r.compute;
-  if (!r.compute_note.empty()) root["compute_note"] = r.compute_note;
-  if (r.output_check.ran) {
-    Json oc = Json::object();
-    oc["checked_blocks"] = r.output_check.checked_blocks;
-    oc["max_abs_error"] = r.output_check.max_abs_error;
-    oc["tolerance"] = r.output_check.tolerance;
-    oc["passed"] = r.output_check.passed;
-    root["output_check"] = std::move(oc);
-  }
+  add_compute_fields(root, r);
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers) {
@@ -656,17 +663,7 @@ std::string summary_json(const ReplayResult& r) {
   root["blocks_verified"] = r.blocks_verified;
   root["total_s"] = r.total_s;
   root["payload_scale"] = r.payload_scale;
-  root["compute_emulated"] = r.compute_emulated;
-  root["compute"] = r.compute;
-  if (!r.compute_note.empty()) root["compute_note"] = r.compute_note;
-  if (r.output_check.ran) {
-    Json oc = Json::object();
-    oc["checked_blocks"] = r.output_check.checked_blocks;
-    oc["max_abs_error"] = r.output_check.max_abs_error;
-    oc["tolerance"] = r.output_check.tolerance;
-    oc["passed"] = r.output_check.passed;
-    root["output_check"] = std::move(oc);
-  }
+  add_compute_fields(root, r);
   root["nccl_p2p_disable"] = r.nccl_p2p_disabled;
   Json layers = Json::array();
   for (const auto& L : r.layers)

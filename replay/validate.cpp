@@ -294,32 +294,36 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
     mk_errs.push_back(le.error);
     rep.layers.push_back(le);
   }
+  // Mean, median, p90 and max of a list of errors (all 0 when empty).
+  struct Summary {
+    double mean = 0, p50 = 0, p90 = 0, max = 0;
+  };
+  auto summary = [](const std::vector<double>& e) {
+    Summary s;
+    if (e.empty()) return s;
+    double sum = 0;
+    for (double x : e) sum += x;
+    s.mean = sum / static_cast<double>(e.size());
+    s.p50 = quantile(e, 0.5);
+    s.p90 = quantile(e, 0.9);
+    s.max = *std::max_element(e.begin(), e.end());
+    return s;
+  };
   rep.transfers = static_cast<int>(errs.size());
-  if (!errs.empty()) {
-    double sum = 0;
-    for (double e : errs) sum += e;
-    rep.mape = sum / static_cast<double>(errs.size());
-    rep.p50 = quantile(errs, 0.5);
-    rep.p90 = quantile(errs, 0.9);
-    rep.max_error = *std::max_element(errs.begin(), errs.end());
-  }
-  if (!mk_errs.empty()) {
-    double sum = 0;
-    for (double e : mk_errs) sum += e;
-    rep.makespan_mape = sum / static_cast<double>(mk_errs.size());
-    rep.makespan_max_error = *std::max_element(mk_errs.begin(), mk_errs.end());
-    rep.makespan_p50 = quantile(mk_errs, 0.5);
-    rep.makespan_p90 = quantile(mk_errs, 0.9);
-  }
+  const Summary te = summary(errs), me = summary(mk_errs), ce = summary(compute_errs);
+  rep.mape = te.mean;
+  rep.p50 = te.p50;
+  rep.p90 = te.p90;
+  rep.max_error = te.max;
+  rep.makespan_mape = me.mean;
+  rep.makespan_p50 = me.p50;
+  rep.makespan_p90 = me.p90;
+  rep.makespan_max_error = me.max;
   rep.compute_tasks = static_cast<int>(compute_errs.size());
-  if (!compute_errs.empty()) {
-    double sum = 0;
-    for (double e : compute_errs) sum += e;
-    rep.compute_mape = sum / static_cast<double>(compute_errs.size());
-    rep.compute_p50 = quantile(compute_errs, 0.5);
-    rep.compute_p90 = quantile(compute_errs, 0.9);
-    rep.compute_max_error = *std::max_element(compute_errs.begin(), compute_errs.end());
-  }
+  rep.compute_mape = ce.mean;
+  rep.compute_p50 = ce.p50;
+  rep.compute_p90 = ce.p90;
+  rep.compute_max_error = ce.max;
   std::stable_sort(all.begin(), all.end(), [](const TransferError& a, const TransferError& b) {
     return a.error > b.error;
   });
