@@ -135,6 +135,17 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                       : ra->compute == "emulated"               ? replay::ComputeMode::emulated
                       : ra->compute == "none" || ra->no_compute ? replay::ComputeMode::none
                                                                 : replay::ComputeMode::automatic;
+    if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::emulated) {
+      ctx.exit_code = report(Error{"replay: --check-all checks attention outputs; --compute "
+                                   "emulated computes none", 2});
+      return;
+    }
+    if (ra->opt.corrupt_block < -1) {
+      ctx.exit_code = report(Error{"replay: --corrupt-block " +
+                                       std::to_string(ra->opt.corrupt_block) +
+                                       ": expected a block id (>= 0)", 2});
+      return;
+    }
     if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::none) {
       ctx.exit_code =
           report(Error{"replay: --check-all checks attention outputs; there are none "

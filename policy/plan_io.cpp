@@ -420,7 +420,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (auto ke = check_keys(rd, root, "",
                            {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads",
                             "kv_heads", "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes",
-                            "policy", "topology", "block_owner", "block_bytes", "layers"}))
+                            "policy", "topology", "block_owner", "block_bytes", "text_blocks", "layers"}))
     return *ke;
 
   std::optional<Error> e;
@@ -552,6 +552,18 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   }
   if (e) return *e;
 
+  if (auto* v = rd.member(root, "", "text_blocks", false, is_arr, "array", e)) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& b = (*v)[i];
+      if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= p.num_blocks ||
+          (!p.text_blocks.empty() && b.get<int64_t>() <= p.text_blocks.back()))
+        return rd.err(ptr_index("/text_blocks", i),
+                      "expected strictly increasing block ids in 0.." +
+                          std::to_string(p.num_blocks - 1));
+      p.text_blocks.push_back(static_cast<int>(b.get<int64_t>()));
+    }
+  }
+  if (e) return *e;
   const Json* layers = rd.member(root, "", "layers", true, is_arr, "array", e);
   if (e) return *e;
   for (size_t li = 0; li < layers->size(); ++li) {
@@ -864,6 +876,7 @@ std::string to_json(const Plan& plan) {
   }
   root["block_owner"] = plan.block_owner;
   if (!plan.block_bytes.empty()) root["block_bytes"] = plan.block_bytes;
+  if (!plan.text_blocks.empty()) root["text_blocks"] = plan.text_blocks;
   Json layers = Json::array();
   for (const LayerPlan& L : plan.layers) {
     Json lj = Json::object();

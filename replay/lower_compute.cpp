@@ -80,9 +80,9 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
   }
   // Where each (query block, KV block) pair is computed. At the query block's owner r when r
   // holds the KV block (owns it, or a transfer of this layer plan delivers it); otherwise at the
-  // KV block's owner o when the plan sends o's partial output for r's queries back
-  // (a "text_out" message o -> r: demand schemes compute a text block's rows, which read every
-  // KV block, where the KV lives, policy/demand.cpp). Else at r regardless: its slot is never
+  // KV block's owner o when q is one of the plan's text_blocks and the plan sends o's partial
+  // output for r's queries back (a "text_out" message o -> r: demand schemes compute a text
+  // block's rows, which read every KV block, where the KV lives, policy/demand.cpp). Else at r regardless: its slot is never
   // filled and the checks fail (a plan that does not deliver what attention reads).
   const auto owner_of = [&](int b) { return plan.block_owner[static_cast<size_t>(b)]; };
   std::set<std::pair<int, int>> delivered;    // (rank, block)
@@ -93,10 +93,12 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     if (a.src >= 0 && a.src < P && a.transfer->id.find("text_out") != std::string::npos)
       text_return.insert({a.src, a.dst});
   }
+  std::vector<char> is_text(static_cast<size_t>(nb), 0);
+  for (int b : plan.text_blocks) is_text[static_cast<size_t>(b)] = 1;
   const auto computed_at = [&](int q, int k) {
     const int r = owner_of(q), o = owner_of(k);
     if (r == o || delivered.count({r, k})) return r;
-    return text_return.count({o, r}) ? o : r;
+    return is_text[static_cast<size_t>(q)] && text_return.count({o, r}) ? o : r;
   };
   // Queries: every rank's own blocks, ascending, then the other ranks' blocks it computes rows
   // of (their Q generated here too: Q is never transferred); Q regions per (head, block).

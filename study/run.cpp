@@ -416,6 +416,8 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
     for (int t : tokens) p->block_bytes.push_back(per_token * t);
   p->policy = st.policies[run.index];
   p->block_owner = run.placement->block_owner;
+  for (int b = 0; b < pattern.layout().num_blocks; ++b)
+    if (pattern.layout().is_text(b)) p->text_blocks.push_back(b);
   return p;
 }
 

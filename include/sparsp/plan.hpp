@@ -66,6 +66,10 @@ struct Plan {
   /// last video block, a text block). Empty: every block is kv_block_bytes, except that replay
   /// infers a partial last block from transfer sizes (policy/PLAN.md).
   std::vector<double> block_bytes;
+  /// Blocks of text tokens (ascending; empty: none or not recorded). Demand schemes compute a
+  /// text block's rows where each KV block lives and return the partial outputs ("text_out"
+  /// messages); replay's real compute does the same only for these blocks.
+  std::vector<int> text_blocks;
   std::vector<LayerPlan> layers;
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };

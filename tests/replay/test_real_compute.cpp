@@ -224,6 +224,27 @@ TEST_CASE("host backend: a corrupted or missing KV block fails the output check 
   CHECK(cli("replay --plan " + p + " --backend host --compute emulated --corrupt-block 15", &out) ==
         1);
   CHECK(out.find("integrity check failed") != std::string::npos);
+  // A demand plan that drops one block a rank needs (not a text row) fails, even though the plan
+  // sends text_out partials between the same ranks.
+  {
+    const auto dd = emit(dir / "dd", write_model(dir, 64), {"contiguous/demand_direct/sync"});
+    std::ifstream in(dd.at("contiguous/demand_direct/sync"));
+    auto j = nlohmann::json::parse(in);
+    CHECK(j["text_blocks"] == nlohmann::json::array({32}));
+    bool dropped = false;
+    for (auto& t : j["layers"][0]["transfers"])
+      if (!dropped && t["src"] == "gpu0" && t["dst"] == "gpu1" && t["kv_blocks"].size() > 1 &&
+          t["kv_blocks"][0].get<int>() < 32) {
+        t["kv_blocks"].erase(0);
+        t["bytes"] = t["bytes"].get<double>() - j["kv_block_bytes"].get<double>();
+        dropped = true;
+      }
+    REQUIRE(dropped);
+    const std::string cut = (dir / "dd_cut.plan.json").string();
+    std::ofstream(cut) << j.dump();
+    CHECK(cli("replay --plan " + cut + " --backend host --check-all", &out) == 1);
+    CHECK(out.find("output check failed") != std::string::npos);
+  }
   // A block nobody receives cannot be corrupted: an input error, not a silent pass.
   CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 999", &out) == 2);
 }
@@ -242,6 +263,9 @@ TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2
   one_line_2("replay --plan " + p + " --backend host --compute bogus", "--compute");
   one_line_2("replay --plan " + p + " --backend host --compute none --check-all", "--check-all");
   one_line_2("replay --plan " + p + " --backend host --no-compute --check-all", "--check-all");
+  one_line_2("replay --plan " + p + " --backend host --compute emulated --check-all",
+             "--check-all");
+  one_line_2("replay --plan " + p + " --backend host --corrupt-block -5", "--corrupt-block -5");
   one_line_2("replay --plan " + p + " --backend host --compute real --payload-scale 0.5",
              "--payload-scale below 1");
   one_line_2("replay --plan " + p + " --backend host --compute real --no-compute", "--no-compute");
