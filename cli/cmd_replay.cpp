@@ -328,9 +328,13 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   CLI::Option* no_compute = c->add_flag_callback(
       "--no-compute", [ca] { ca->opt.compute = false; },
       "skip timing sparsp's attention kernel (the measured_compute entries)");
+  CLI::Option* no_contention = c->add_flag_callback(
+      "--no-contention", [ca] { ca->opt.compute_contention = false; },
+      "skip timing attention beside copy-engine and SM-driven copies (measured_compute "
+      "contention)");
   // --from reads an earlier measurement: options of a measurement are errors with it.
-  for (CLI::Option* o :
-       {devices, output, iterations, max_bytes, concurrency, json, no_nccl, no_compute})
+  for (CLI::Option* o : {devices, output, iterations, max_bytes, concurrency, json, no_nccl,
+                         no_compute, no_contention})
     from->excludes(o);
   c->callback([ca, &ctx] {
     auto devs = parse_devices(ca->devices);

@@ -363,51 +363,104 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
   return std::nullopt;
 }
 
+/// Reads a row-offset array ("row_ptr" / "range_ptr") of rows + 1 non-decreasing entries from 0
+/// to `count` at `ptr`.
+std::optional<Error> parse_offsets(Reader& rd, const Json& a, const std::string& ptr, int64_t rows,
+                                   bool per_head, size_t count, std::vector<int32_t>& out) {
+  if (static_cast<int64_t>(a.size()) != rows + 1)
+    return rd.err(ptr, "expected " + std::to_string(rows + 1) + " entries (" +
+                           (per_head ? "heads x num_blocks" : "num_blocks") + " + 1), got " +
+                           std::to_string(a.size()));
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Json& x = a[i];
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+        x.get<int64_t>() > static_cast<int64_t>(count))
+      return rd.err(ptr_index(ptr, i), "expected an integer in 0.." + std::to_string(count));
+    const auto v = static_cast<int32_t>(x.get<int64_t>());
+    if ((i == 0 && v != 0) || (i > 0 && v < out.back()))
+      return rd.err(ptr_index(ptr, i),
+                    i == 0 ? "expected 0 first" : "expected non-decreasing offsets");
+    out.push_back(v);
+  }
+  if (static_cast<size_t>(out.back()) != count)
+    return rd.err(ptr_index(ptr, a.size() - 1), "expected the count " + std::to_string(count));
+  return std::nullopt;
+}
+
 /// Reads a layer's "mask" object (LayerMask) and checks its shape against the plan's header.
+/// Two spellings of the same rows (policy/PLAN.md): the CSR lists ("row_ptr", "kv_blocks") or
+/// their runs ("range_ptr", "kv_ranges": flat [begin, end) pairs, increasing and disjoint within
+/// a row); either way the rows are expanded into LayerMask's CSR.
 std::optional<Error> parse_mask(Reader& rd, const Json& mj, const std::string& mp, const Plan& p,
                                 LayerMask& m) {
-  if (auto ke = check_keys(rd, mj, mp, {"per_head", "row_ptr", "kv_blocks"})) return *ke;
+  if (auto ke =
+          check_keys(rd, mj, mp, {"per_head", "row_ptr", "kv_blocks", "range_ptr", "kv_ranges"}))
+    return *ke;
   std::optional<Error> e;
   if (auto* v = rd.member(mj, mp, "per_head", false, is_bool, "boolean", e))
     m.per_head = v->get<bool>();
-  const Json* rp = rd.member(mj, mp, "row_ptr", true, is_arr, "array", e);
-  const Json* kb = rd.member(mj, mp, "kv_blocks", true, is_arr, "array", e);
+  const bool ranges = mj.contains("range_ptr") || mj.contains("kv_ranges");
+  if (ranges && (mj.contains("row_ptr") || mj.contains("kv_blocks")))
+    return rd.err(mp, "give the rows once: row_ptr + kv_blocks, or range_ptr + kv_ranges");
+  const Json* rp = rd.member(mj, mp, ranges ? "range_ptr" : "row_ptr", true, is_arr, "array", e);
+  const Json* kb = rd.member(mj, mp, ranges ? "kv_ranges" : "kv_blocks", true, is_arr, "array", e);
   if (e) return e;
   const int64_t rows = static_cast<int64_t>(p.num_blocks) * (m.per_head ? p.heads : 1);
   if (m.per_head && p.heads < 1) return rd.err(mp + "/per_head", "per-head masks need heads >= 1");
-  if (static_cast<int64_t>(rp->size()) != rows + 1)
-    return rd.err(mp + "/row_ptr", "expected " + std::to_string(rows + 1) + " entries (" +
-                                       (m.per_head ? "heads x num_blocks" : "num_blocks") +
-                                       " + 1), got " + std::to_string(rp->size()));
-  m.row_ptr.reserve(rp->size());
-  for (size_t i = 0; i < rp->size(); ++i) {
-    const Json& x = (*rp)[i];
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
-        x.get<int64_t>() > static_cast<int64_t>(kb->size()))
-      return rd.err(ptr_index(mp + "/row_ptr", i),
-                    "expected an integer in 0.." + std::to_string(kb->size()));
-    const auto v = static_cast<int32_t>(x.get<int64_t>());
-    if ((i == 0 && v != 0) || (i > 0 && v < m.row_ptr.back()))
-      return rd.err(ptr_index(mp + "/row_ptr", i),
-                    i == 0 ? "expected 0 first" : "expected non-decreasing offsets");
-    m.row_ptr.push_back(v);
+  auto block_id = [&](size_t i, int64_t hi) -> std::optional<int32_t> {
+    const Json& x = (*kb)[i];
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > hi)
+      return std::nullopt;
+    return static_cast<int32_t>(x.get<int64_t>());
+  };
+  if (!ranges) {
+    if (auto oe = parse_offsets(rd, *rp, mp + "/row_ptr", rows, m.per_head, kb->size(), m.row_ptr))
+      return oe;
+    m.kv_blocks.reserve(kb->size());
+    for (size_t r = 0; r + 1 < m.row_ptr.size(); ++r)
+      for (int32_t i = m.row_ptr[r]; i < m.row_ptr[r + 1]; ++i) {
+        const auto v = block_id(static_cast<size_t>(i), p.num_blocks - 1);
+        if (!v)
+          return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
+                        "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+        if (i > m.row_ptr[r] && *v <= m.kv_blocks.back())
+          return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
+                        "expected strictly increasing block ids within a row");
+        m.kv_blocks.push_back(*v);
+      }
+    return std::nullopt;
   }
-  if (static_cast<size_t>(m.row_ptr.back()) != kb->size())
-    return rd.err(ptr_index(mp + "/row_ptr", rp->size() - 1),
-                  "expected the kv_blocks count " + std::to_string(kb->size()));
-  m.kv_blocks.reserve(kb->size());
-  for (size_t r = 0; r + 1 < m.row_ptr.size(); ++r)
-    for (int32_t i = m.row_ptr[r]; i < m.row_ptr[r + 1]; ++i) {
-      const Json& x = (*kb)[static_cast<size_t>(i)];
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= p.num_blocks)
-        return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
+  if (kb->size() % 2 != 0)
+    return rd.err(mp + "/kv_ranges", "expected [begin, end) pairs (an even count), got " +
+                                         std::to_string(kb->size()) + " entries");
+  std::vector<int32_t> range_ptr;
+  if (auto oe =
+          parse_offsets(rd, *rp, mp + "/range_ptr", rows, m.per_head, kb->size() / 2, range_ptr))
+    return oe;
+  m.row_ptr.reserve(range_ptr.size());
+  m.row_ptr.push_back(0);
+  for (size_t r = 0; r + 1 < range_ptr.size(); ++r) {
+    int32_t prev_end = -1;
+    for (int32_t j = range_ptr[r]; j < range_ptr[r + 1]; ++j) {
+      const size_t ib = 2 * static_cast<size_t>(j), ie = ib + 1;
+      const auto b = block_id(ib, p.num_blocks - 1);
+      if (!b)
+        return rd.err(ptr_index(mp + "/kv_ranges", ib),
                       "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
-      const auto v = static_cast<int32_t>(x.get<int64_t>());
-      if (i > m.row_ptr[r] && v <= m.kv_blocks.back())
-        return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
-                      "expected strictly increasing block ids within a row");
-      m.kv_blocks.push_back(v);
+      const auto en = block_id(ie, p.num_blocks);
+      if (!en || *en <= *b)
+        return rd.err(ptr_index(mp + "/kv_ranges", ie),
+                      "expected a range end in " + std::to_string(*b + 1) + ".." +
+                          std::to_string(p.num_blocks) + " (ranges are [begin, end))");
+      if (*b < prev_end)
+        return rd.err(ptr_index(mp + "/kv_ranges", ib),
+                      "expected increasing, disjoint ranges within a row");
+      for (int32_t k = *b; k < *en; ++k) m.kv_blocks.push_back(k);
+      prev_end = *en;
     }
+    m.row_ptr.push_back(static_cast<int32_t>(m.kv_blocks.size()));
+  }
   return std::nullopt;
 }
 
@@ -842,6 +895,32 @@ Result<Plan> load_plan(const std::string& path) {
   return parse_plan(*text, path);
 }
 
+/// A layer's mask as JSON: the runs form ("range_ptr", "kv_ranges") when it takes fewer numbers
+/// than the CSR lists, else the lists (ties: the lists). Deterministic: same mask, same text.
+Json mask_json(const LayerMask& m) {
+  std::vector<int32_t> range_ptr{0}, kv_ranges;
+  for (size_t r = 0; r + 1 < m.row_ptr.size(); ++r) {
+    for (int32_t i = m.row_ptr[r]; i < m.row_ptr[r + 1]; ++i) {
+      const int32_t b = m.kv_blocks[static_cast<size_t>(i)];
+      if (i > m.row_ptr[r] && b == kv_ranges.back())
+        ++kv_ranges.back();
+      else
+        kv_ranges.insert(kv_ranges.end(), {b, b + 1});
+    }
+    range_ptr.push_back(static_cast<int32_t>(kv_ranges.size() / 2));
+  }
+  Json mj = Json::object();
+  mj["per_head"] = m.per_head;
+  if (kv_ranges.size() < m.kv_blocks.size()) {
+    mj["range_ptr"] = std::move(range_ptr);
+    mj["kv_ranges"] = std::move(kv_ranges);
+  } else {
+    mj["row_ptr"] = m.row_ptr;
+    mj["kv_blocks"] = m.kv_blocks;
+  }
+  return mj;
+}
+
 std::string to_json(const Plan& plan) {
   Json root = Json::object();
   // Always 2: the tasks below carry their kind (a schema-1 plan read and written again would
@@ -936,11 +1015,7 @@ std::string to_json(const Plan& plan) {
     }
     lj["compute"] = std::move(cs);
     if (!L.mask.empty()) {
-      Json mj = Json::object();
-      mj["per_head"] = L.mask.per_head;
-      mj["row_ptr"] = L.mask.row_ptr;
-      mj["kv_blocks"] = L.mask.kv_blocks;
-      lj["mask"] = std::move(mj);
+      lj["mask"] = mask_json(L.mask);
     }
     layers.push_back(std::move(lj));
   }

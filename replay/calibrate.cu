@@ -10,6 +10,9 @@
 // Then the copy-engine concurrency tests (calibrate_concurrency.cu) into the machine JSON's
 // "copy_engine_concurrency".
 #include <cuda_runtime.h>
+#ifdef SPARSP_HAVE_CUBLAS
+#include <cublas_v2.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "attention.cuh"
 #include "calibrate_concurrency.hpp"
@@ -262,6 +267,229 @@ Result<std::string> nccl_host_path_in_child(int a, int b, const std::vector<doub
 namespace {
 __global__ void empty_kernel() {}
 
+/// An SM-driven copy, as NCCL's kernels do over PCIe: every thread copies 16-byte words from
+/// mapped pinned host memory to device memory (loads cross PCIe, stores go to HBM), looping over
+/// the buffer until `duration_ns` of %globaltimer have passed. Launched with one block per SM and
+/// the SM's whole opt-in shared memory, so no other kernel's block can share its SMs.
+__global__ void sm_copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t words,
+                               unsigned long long duration_ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  do {
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride)
+      dst[i] = src[i];
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < duration_ns);
+}
+
+#ifdef SPARSP_HAVE_CUBLAS
+/// cuBLAS bf16 GEMMs (fp32 accumulation, cublasGemmEx, default algorithm) of a DiT block's
+/// shapes on `device`: m = `tokens` rows by (n, k) = (3072, 3072) (QKV/projection at hidden 3072)
+/// and (12288, 3072) (MLP up, 4x). Each time is the median of 3 runs after a warm-up (CUDA
+/// events); returns (points, mean TFLOP/s = 2 m n k / time over the shapes).
+Result<std::pair<Json, double>> measure_gemm(int tokens, cudaStream_t st, cudaEvent_t e0,
+                                             cudaEvent_t e1) {
+  namespace at = attention;
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return Error{"calibrate: cublasCreate failed", 1};
+  struct HandleGuard {
+    cublasHandle_t h;
+    ~HandleGuard() { cublasDestroy(h); }
+  } hg{h};
+  if (cublasSetStream(h, st) != CUBLAS_STATUS_SUCCESS)
+    return Error{"calibrate: cublasSetStream failed", 1};
+  Json points = Json::array();
+  double sum = 0;
+  int count = 0;
+  for (auto [n, k] : {std::pair<int, int>{3072, 3072}, std::pair<int, int>{12288, 3072}}) {
+    const int m = tokens;
+    void *a = nullptr, *b = nullptr, *c = nullptr;
+    SPARSP_CUDA_TRY(cudaMalloc(&a, size_t(m) * k * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&b, size_t(k) * n * 2));
+    SPARSP_CUDA_TRY(cudaMalloc(&c, size_t(m) * n * 2));
+    struct BufGuard {
+      void *a, *b, *c;
+      ~BufGuard() {
+        cudaFree(a);
+        cudaFree(b);
+        cudaFree(c);
+      }
+    } bg{a, b, c};
+    SPARSP_TRY(at::fill_uniform_bf16(a, size_t(m) * k, 4, 1.0f, st));
+    SPARSP_TRY(at::fill_uniform_bf16(b, size_t(k) * n, 5, 1.0f, st));
+    const float alpha = 1, beta = 0;
+    std::vector<double> times;
+    for (int it = 0; it < 4; ++it) {
+      SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
+      // Column-major C(n x m) = B(n x k) A(k x m): the row-major m x n product.
+      const cublasStatus_t s = cublasGemmEx(
+          h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, a, CUDA_R_16BF, k, &beta,
+          c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (s != CUBLAS_STATUS_SUCCESS)
+        return Error{"calibrate: cublasGemmEx failed (status " + std::to_string(int(s)) + ")", 1};
+      SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
+      SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
+      float ms = 0;
+      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+      if (it > 0) times.push_back(ms * 1e-3);
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    const double tflops = 2.0 * m * n * k / t / 1e12;
+    points.push_back(
+        {{"gemm", {{"m", m}, {"n", n}, {"k", k}}}, {"time_ms", t * 1e3}, {"TFLOPs", tflops}});
+    sum += tflops;
+    ++count;
+  }
+  return std::pair<Json, double>{std::move(points), sum / count};
+}
+#endif
+
+/// Attention beside copies on `device` (measured_compute "contention"; replay/README.md
+/// "calibrate"). Dense attention, head_dim 128, blocks of 128, 24 heads x `tokens`: its time
+/// alone (t0), then
+///  - beside copy-engine copies: a 256 MiB pinned H2D and a 256 MiB D2H copy looping on two
+///    other streams for the whole kernel: ce_copy = t / t0 - 1;
+///  - beside `sm_copy_kernel` on N = 8, 16 and 32 SMs for the whole kernel:
+///    sm_copy_per_sm = least squares through the origin of (t / t0 - 1) against N, written only
+///    where that line beats the simulator's default SM-share model (t / t0 = SMs / (SMs - N)).
+/// Each time is the median of 3 runs after a warm-up (CUDA events on the attention's stream).
+/// Returns (points, {"ce_copy", "sm_copy_per_sm"}).
+Result<std::pair<Json, Json>> measure_contention(int device, int tokens, cudaStream_t st,
+                                                 cudaEvent_t e0, cudaEvent_t e1) {
+  namespace at = attention;
+  cudaDeviceProp prop{};
+  SPARSP_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const int heads = 24, hd = 128, block = 128;
+  tokens = tokens / block * block;
+  const size_t n = size_t(heads) * tokens * hd;
+  void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dbuf = nullptr;
+  void *h_src = nullptr, *h_dst = nullptr, *h_map = nullptr, *d_map = nullptr;
+  float* lse = nullptr;
+  const size_t copy_bytes = size_t(256) << 20;
+  cudaStream_t s_h2d = nullptr, s_d2h = nullptr, s_sm = nullptr;
+  auto release = [&] {
+    for (void* p : {q, k, v, o, dbuf, d_map, static_cast<void*>(lse)}) cudaFree(p);
+    for (void* p : {h_src, h_dst, h_map}) cudaFreeHost(p);
+    for (cudaStream_t s : {s_h2d, s_d2h, s_sm}) cudaStreamDestroy(s);
+  };
+  struct Guard {
+    decltype(release)& f;
+    ~Guard() { f(); }
+  } guard{release};
+  SPARSP_CUDA_TRY(cudaMalloc(&q, n * 2));
+  SPARSP_CUDA_TRY(cudaMalloc(&k, n * 2));
+  SPARSP_CUDA_TRY(cudaMalloc(&v, n * 2));
+  SPARSP_CUDA_TRY(cudaMalloc(&o, n * 2));
+  SPARSP_CUDA_TRY(cudaMalloc(&lse, size_t(heads) * tokens * 4));
+  SPARSP_CUDA_TRY(cudaMalloc(&dbuf, copy_bytes));
+  SPARSP_CUDA_TRY(cudaMalloc(&d_map, copy_bytes));
+  SPARSP_CUDA_TRY(cudaHostAlloc(&h_src, copy_bytes, cudaHostAllocDefault));
+  SPARSP_CUDA_TRY(cudaHostAlloc(&h_dst, copy_bytes, cudaHostAllocDefault));
+  SPARSP_CUDA_TRY(cudaHostAlloc(&h_map, copy_bytes, cudaHostAllocMapped));
+  std::memset(h_map, 0, copy_bytes);
+  void* h_map_dev = nullptr;
+  SPARSP_CUDA_TRY(cudaHostGetDevicePointer(&h_map_dev, h_map, 0));
+  SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&s_h2d, cudaStreamNonBlocking));
+  SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&s_d2h, cudaStreamNonBlocking));
+  SPARSP_CUDA_TRY(cudaStreamCreateWithFlags(&s_sm, cudaStreamNonBlocking));
+  SPARSP_TRY(at::fill_uniform_bf16(q, n, 1, 2.0f, st));
+  SPARSP_TRY(at::fill_uniform_bf16(k, n, 2, 2.0f, st));
+  SPARSP_TRY(at::fill_uniform_bf16(v, n, 3, 1.0f, st));
+  at::BlockSparseLayout l;
+  l.heads = heads;
+  l.head_dim = hd;
+  const int nb = tokens / block;
+  for (int b = 0; b <= nb; ++b) l.q_block_offsets.push_back(b * block);
+  l.kv_block_offsets = l.q_block_offsets;
+  l.row_ptr.push_back(0);
+  for (int qb = 0; qb < nb; ++qb) {
+    for (int b = 0; b < nb; ++b) l.kv_blocks.push_back(b);
+    l.row_ptr.push_back(int32_t(l.kv_blocks.size()));
+  }
+  auto dl = at::upload_layout(l);
+  if (!dl) return dl.error();
+  const int smem = int(prop.sharedMemPerBlockOptin);
+  SPARSP_CUDA_TRY(
+      cudaFuncSetAttribute(sm_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // beside: 0 alone, -1 copy-engine copies, N > 0 the SM copy kernel on N SMs.
+  auto time_attention = [&](int beside, double t_alone) -> Result<double> {
+    std::vector<double> times;
+    for (int it = 0; it < 4; ++it) {
+      SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+      if (beside < 0) {
+        const int reps = 1 + int(std::ceil(3 * t_alone / (copy_bytes / 50e9)));
+        for (int r = 0; r < reps; ++r) {
+          SPARSP_CUDA_TRY(cudaMemcpyAsync(dbuf, h_src, copy_bytes, cudaMemcpyHostToDevice, s_h2d));
+          SPARSP_CUDA_TRY(cudaMemcpyAsync(h_dst, d_map, copy_bytes, cudaMemcpyDeviceToHost, s_d2h));
+        }
+      } else if (beside > 0) {
+        sm_copy_kernel<<<beside, 512, size_t(smem), s_sm>>>(
+            static_cast<const int4*>(h_map_dev), static_cast<int4*>(d_map), copy_bytes / 16,
+            static_cast<unsigned long long>(3 * t_alone * 1e9));
+        SPARSP_CUDA_TRY(cudaGetLastError());
+        // Let the copier's blocks take their SMs before the attention's blocks are dispatched.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
+      SPARSP_TRY(at::attention_forward(*dl, q, k, v, o, lse, st));
+      SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
+      SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
+      float ms = 0;
+      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+      if (it > 0) times.push_back(ms * 1e-3);
+    }
+    SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  Json points = Json::array();
+  auto t0 = time_attention(0, 0);
+  if (!t0) return t0.error();
+  points.push_back({{"beside", "nothing"}, {"time_ms", *t0 * 1e3}});
+  auto tce = time_attention(-1, *t0);
+  if (!tce) return tce.error();
+  const double ce_copy = std::max(0.0, *tce / *t0 - 1);
+  points.push_back({{"beside", "ce_copy h2d+d2h 256 MiB"}, {"time_ms", *tce * 1e3}});
+  double sxy = 0, sxx = 0;
+  const int sm_total = prop.multiProcessorCount;
+  std::vector<std::pair<int, double>> ratios;  // (SMs taken, t / t0)
+  for (int sms : {8, 16, 32}) {
+    if (sms >= sm_total) continue;
+    auto t = time_attention(sms, *t0);
+    if (!t) return t.error();
+    ratios.emplace_back(sms, *t / *t0);
+    sxy += sms * (*t / *t0 - 1);
+    sxx += double(sms) * sms;
+  }
+  const double per_sm = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+  // Two models of the slowdown beside N taken SMs: the simulator's default, the SM share alone
+  // (t / t0 = SMs / (SMs - N)), and the fitted line 1 + per_sm N. The line is written only where
+  // it predicts the measurement better (smaller worst relative error); otherwise the default
+  // stands and the topology gets no sm_copy_per_sm.
+  double err_share = 0, err_line = 0;
+  for (const auto& [sms, r] : ratios) {
+    const double share = double(sm_total) / (sm_total - sms), line = 1 + per_sm * sms;
+    err_share = std::max(err_share, std::abs(share - r) / r);
+    err_line = std::max(err_line, std::abs(line - r) / r);
+    points.push_back({{"beside", "sm_copy"},
+                      {"sms", sms},
+                      {"time_ms", r * *t0 * 1e3},
+                      {"ratio", r},
+                      {"sm_share_model_ratio", share},
+                      {"linear_model_ratio", line}});
+  }
+  Json c = {{"ce_copy", ce_copy}};
+  if (!ratios.empty() && err_line < err_share) c["sm_copy_per_sm"] = per_sm;
+  points.push_back({{"contention_fit",
+                     {{"sm_copy_per_sm", per_sm},
+                      {"sm_share_max_error", err_share},
+                      {"linear_max_error", err_line},
+                      {"chosen", c.contains("sm_copy_per_sm") ? "linear" : "sm_share"}}}});
+  return std::pair<Json, Json>{std::move(points), std::move(c)};
+}
+
 /// sparsp's attention kernel on `device` (CalibrateOptions::compute): per head_dim and block,
 /// the mean TFLOP/s over densities 10%, 30%, 100% (active FLOPs 4 Bq Bk head_dim per triple /
 /// median of 3 timed runs after a warm-up, CUDA events); each query block reads its own block and
@@ -292,6 +520,22 @@ Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions
     SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
     launch_s = ms * 1e-3 / 1000;
   }
+  Json contention_points = Json::array(), contention = Json::object();
+  if (opt.compute_contention) {
+    auto c = measure_contention(device, tokens, st, e0, e1);
+    if (!c) return c.error();
+    contention_points = std::move(c->first);
+    contention = std::move(c->second);
+  }
+  double gemm_tflops = 0;
+#ifdef SPARSP_HAVE_CUBLAS
+  {
+    auto g = measure_gemm(tokens, st, e0, e1);
+    if (!g) return g.error();
+    for (Json& x : g->first) contention_points.push_back(std::move(x));
+    gemm_tflops = g->second;
+  }
+#endif
   for (int hd : {128, 64}) {
     const size_t n = size_t(heads) * tokens * hd;
     void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
@@ -368,12 +612,22 @@ Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions
                        {"kernel", "sparsp"},
                        {"head_dim", hd},
                        {"attention_TFLOPs", by_block},
-                       {"launch_overhead_us", launch_s * 1e6},
-                       {"conditions", "sparsp calibrate: " + std::to_string(heads) + " heads x " +
-                                          std::to_string(tokens) +
-                                          " tokens, mean over densities 0.1/0.3/1.0, median of 3 "
-                                          "runs; one GPU, nothing else running"}});
+                       {"launch_overhead_us", launch_s * 1e6}});
+    if (gemm_tflops > 0) entries.back()["gemm_TFLOPs"] = gemm_tflops;
+    if (!contention.empty()) entries.back()["contention"] = contention;
+    entries.back()["conditions"] =
+        "sparsp calibrate: " + std::to_string(heads) + " heads x " + std::to_string(tokens) +
+        " tokens, mean over densities 0.1/0.3/1.0, median of 3 runs; one GPU, nothing else "
+        "running" +
+        (contention.empty() ? std::string()
+                            : std::string("; contention: dense head_dim 128, block 128, beside "
+                                          "H2D+D2H copy-engine copies and an SM copy kernel "
+                                          "(mapped host -> device) on 8/16/32 SMs")) +
+        (gemm_tflops > 0
+             ? "; GEMMs: cuBLAS bf16 " + std::to_string(tokens) + " x (3072, 12288) x 3072, mean"
+             : std::string());
   }
+  for (Json& c : contention_points) points.push_back(std::move(c));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaStreamDestroy(st);

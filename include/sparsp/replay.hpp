@@ -233,6 +233,12 @@ struct CalibrateOptions {
   /// of an empty kernel. Off: no measured_compute.
   bool compute = true;
   int compute_tokens = 36864;  ///< sequence length of the attention timing (96 blocks of 384)
+  /// With `compute`: also time dense attention (head_dim 128, blocks of 128) beside copy-engine
+  /// copies (a looping 256 MiB H2D and D2H) and beside an SM copy kernel (mapped pinned host ->
+  /// device, one block per SM) on 8, 16 and 32 SMs, into measured_compute "contention":
+  /// ce_copy = t / t_alone - 1; sm_copy_per_sm = least-squares slope of (t / t_alone - 1) in SMs,
+  /// written only where it predicts better than the default SM-share model (replay/README.md).
+  bool compute_contention = true;
 };
 
 /// One fitted path: time(bytes) = latency_s + bytes / bandwidth_Bps (least squares, Eigen).

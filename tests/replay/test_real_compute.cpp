@@ -291,7 +291,67 @@ TEST_CASE("plan masks: malformed ones are refused with their JSON pointer") {
   const fs::path dir = work_dir("mask");
   const auto plans = emit(dir, write_model(dir, 64), {"contiguous/ring/sync"});
   std::ifstream in(plans.at("contiguous/ring/sync"));
-  auto j = nlohmann::json::parse(in);
+  const auto written = nlohmann::json::parse(in);
+  auto loaded = sparsp::policy::parse_plan(written.dump(), "w.plan.json");
+  REQUIRE(loaded.ok());
+  const auto& lm = loaded->layers[0].mask;
+  // The same rows in both spellings: CSR lists, and runs ([begin, end) pairs per row).
+  nlohmann::json csr_mask = {
+      {"per_head", lm.per_head}, {"row_ptr", lm.row_ptr}, {"kv_blocks", lm.kv_blocks}};
+  std::vector<int> range_ptr{0}, kv_ranges;
+  for (size_t r = 0; r + 1 < lm.row_ptr.size(); ++r) {
+    for (int i = lm.row_ptr[r]; i < lm.row_ptr[r + 1]; ++i) {
+      const int b = lm.kv_blocks[size_t(i)];
+      if (i > lm.row_ptr[r] && kv_ranges.back() == b)
+        kv_ranges.back() = b + 1;
+      else
+        kv_ranges.insert(kv_ranges.end(), {b, b + 1});
+    }
+    range_ptr.push_back(int(kv_ranges.size() / 2));
+  }
+  nlohmann::json runs_mask = {
+      {"per_head", lm.per_head}, {"range_ptr", range_ptr}, {"kv_ranges", kv_ranges}};
+  // The writer picks the spelling with fewer numbers (ties: the lists).
+  CHECK(written["layers"][0]["mask"] ==
+        (kv_ranges.size() < lm.kv_blocks.size() ? runs_mask : csr_mask));
+  auto j = written, runs = written;
+  j["layers"][0]["mask"] = csr_mask;
+  runs["layers"][0]["mask"] = runs_mask;
+  auto csr = sparsp::policy::parse_plan(j.dump(), "c.plan.json");
+  auto by_runs = sparsp::policy::parse_plan(runs.dump(), "r.plan.json");
+  REQUIRE(csr.ok());
+  REQUIRE(by_runs.ok());
+  for (const auto* m : {&csr->layers[0].mask, &by_runs->layers[0].mask}) {
+    CHECK(m->row_ptr == lm.row_ptr);
+    CHECK(m->kv_blocks == lm.kv_blocks);
+  }
+  // Written back, either spelling gives the same text.
+  CHECK(sparsp::policy::to_json(*csr) == sparsp::policy::to_json(*by_runs));
+  // Row 0 reads at least one block, so its first run is kv_ranges[0..1].
+  REQUIRE(range_ptr[1] >= 1);
+  auto bad_runs = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
+    auto k = runs;
+    edit(k);
+    auto r = sparsp::policy::parse_plan(k.dump(), "r.plan.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().exit_code == 2);
+    CHECK_MESSAGE(r.error().message.find(needle) != std::string::npos, r.error().message);
+  };
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["kv_ranges"][1] = 34; },
+           "r.plan.json:/layers/0/mask/kv_ranges/1: expected a range end in");
+  bad_runs(
+      [](auto& k) {
+        k["layers"][0]["mask"]["kv_ranges"][1] = k["layers"][0]["mask"]["kv_ranges"][0];
+      },
+      "/layers/0/mask/kv_ranges/1: expected a range end in");
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["kv_ranges"].erase(0); },
+           "/layers/0/mask/kv_ranges: expected [begin, end) pairs");
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["row_ptr"] = nlohmann::json::array({0}); },
+           "/layers/0/mask: give the rows once");
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["range_ptr"][0] = 1; },
+           "/layers/0/mask/range_ptr/0: expected 0 first");
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["range_ptr"].erase(1); },
+           "/layers/0/mask/range_ptr: expected 34 entries");
   auto bad = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
     auto k = j;
     edit(k);
