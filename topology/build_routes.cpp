@@ -366,6 +366,50 @@ void Builder::pcie_path(LegBuilder& leg, int ni, int nj) const {
   descend(leg, chain(nj), down_from);
 }
 
+// ---- pieces of cluster routes ----
+
+RouteLeg Builder::tree_leg(int from, int to, std::string src, std::string dst) const {
+  LegBuilder leg;
+  leg.hops.push_back(t_.nodes[static_cast<size_t>(from)].id);
+  pcie_path(leg, from, to);
+  return finish(std::move(leg), std::move(src), std::move(dst));
+}
+
+RouteLeg Builder::host_tree_leg(int node, int k, bool to_host, std::string node_name) const {
+  const int cpu = t_.node_cpu[static_cast<size_t>(node)];
+  const int host_cpu = t_.cpu_of_numa[static_cast<size_t>(k)];
+  const std::string hname = "host" + std::to_string(k);
+  LegBuilder leg;
+  if (to_host) {
+    leg.hops.push_back(t_.nodes[static_cast<size_t>(node)].id);
+    climb(leg, node, cpu);
+    use(leg, t_.res_root_complex[static_cast<size_t>(cpu)], 1.0);
+    cross_sockets(leg, cpu, host_cpu, 1.0);
+    use(leg, t_.res_host_memory[static_cast<size_t>(k)], 1.0);
+    leg.hops.push_back(hname);
+    return finish(std::move(leg), std::move(node_name), hname);
+  }
+  leg.hops.push_back(hname);
+  leg.hops.push_back(t_.nodes[static_cast<size_t>(host_cpu)].id);
+  use(leg, t_.res_host_memory[static_cast<size_t>(k)], 1.0);
+  use(leg, t_.res_root_complex[static_cast<size_t>(host_cpu)], 1.0);
+  cross_sockets(leg, host_cpu, cpu, 1.0);
+  descend(leg, chain(node), cpu);
+  return finish(std::move(leg), hname, std::move(node_name));
+}
+
+PathClass Builder::tree_class(int a, int b) const {
+  if (t_.node_cpu[static_cast<size_t>(a)] != t_.node_cpu[static_cast<size_t>(b)])
+    return PathClass::sys;
+  const int lca = lowest_common(a, b);
+  const NodeKind k = t_.nodes[static_cast<size_t>(lca)].kind;
+  if (k == NodeKind::cpu) return PathClass::node;
+  if (k == NodeKind::root_port) return PathClass::phb;
+  const bool direct =
+      t_.parent[static_cast<size_t>(a)] == lca && t_.parent[static_cast<size_t>(b)] == lca;
+  return direct ? PathClass::pix : PathClass::pxb;
+}
+
 // ---- routes ----
 
 Result<Route> Builder::make_route(int s, int d, RouteMode mode) const {

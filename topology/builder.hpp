@@ -21,6 +21,17 @@ class Builder {
   /// Runs the phases in order; the first error found stops the build.
   std::optional<Error> run();
 
+  // ---- pieces of cluster routes (topology/cluster.cpp), on an already built topology ----
+  /// Fills the link lookup tables the legs below need.
+  void prepare_legs() { index_links(); }
+  /// PCIe leg between two tree nodes (GPU <-> NIC): up to where they meet, the root complex
+  /// there, across sockets if need be, and down (the peer rules of pcie_path).
+  RouteLeg tree_leg(int from, int to, std::string src, std::string dst) const;
+  /// Host memory of NUMA node k <-> tree node `node` (NIC): host_leg's path for any node.
+  RouteLeg host_tree_leg(int node, int k, bool to_host, std::string node_name) const;
+  /// nvidia-smi's class of the PCIe path between two tree nodes (PIX, PXB, PHB, NODE, SYS).
+  PathClass tree_class(int a, int b) const;
+
  private:
   std::string node_place(size_t i) const {
     return i < node_places_.size() ? node_places_[i] : "/nodes/" + std::to_string(i);

@@ -14,6 +14,9 @@ struct EmbeddedPreset {
 
 extern const EmbeddedPreset kEmbeddedPresets[];
 extern const std::size_t kEmbeddedPresetCount;
+/// The cluster presets, configs/clusters/*.json.
+extern const EmbeddedPreset kEmbeddedClusters[];
+extern const std::size_t kEmbeddedClusterCount;
 /// The GPU model registry, configs/gpus/*.json (topology/gpu_models.cpp parses it).
 extern const EmbeddedPreset kEmbeddedGpuModels[];
 extern const std::size_t kEmbeddedGpuModelCount;

@@ -2,12 +2,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cluster.hpp"
 #include "sparsp/units.hpp"
 #include "topology_impl.hpp"
 
 namespace sparsp::topology {
 
 std::string to_matrix_text(const Topology& topo) {
+  if (topo.is_cluster()) return detail::cluster_matrix_text(topo);
   const int g = topo.num_gpus();
   std::ostringstream out;
   for (int j = 0; j < g; ++j) out << "\tGPU" << j;

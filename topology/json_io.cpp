@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cluster.hpp"
 #include "embedded_presets.hpp"
 #include "sparsp/units.hpp"
 #include "topology_impl.hpp"
@@ -272,6 +273,25 @@ void parse_chips(const Reader& r, const json& root, Parsed& out) {
   }
 }
 
+// A nic node's "model" (the NIC table's name, stored as the table spells it) and "rate_Gbps"
+// (line rate of one port, 1..3200 Gb/s).
+void parse_nic_model(const Reader& r, const json& o, const Ptr& at, Node& n) {
+  if (r.find(o, "model")) {
+    const std::string m = r.string(o, at, "model");
+    const auto model = find_nic_model(m);
+    if (!model) {
+      std::string names;
+      for (const NicModel& x : nic_models()) names += (names.empty() ? "" : ", ") + x.name;
+      r.fail(at / "model", "unknown NIC model '" + m + "' (known: " + names + ")");
+    }
+    n.nic_model = model->name;
+  }
+  if (const auto g = r.opt_number(o, at, "rate_Gbps")) {
+    if (!(*g >= 1 && *g <= 3200)) r.fail(at / "rate_Gbps", "expected 1..3200 Gb/s per port");
+    n.nic_rate_Bps = *g * 1e9 / 8;
+  }
+}
+
 void parse_graph(const Reader& r, const json& root, Parsed& out) {
   const Ptr nodes_at = Ptr("/nodes");
   const json& nodes = r.require(root, Ptr(), "nodes");
@@ -315,13 +335,14 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         }
         break;
       case NodeKind::nic:
-        r.allow_keys(o, at, {"id", "kind", "ports", "name"});
+        r.allow_keys(o, at, {"id", "kind", "ports", "name", "model", "rate_Gbps"});
         n.ports = r.integer(o, at, "ports", 1);
         if (n.ports < 1 || n.ports > 64) r.fail(at / "ports", "expected 1..64");
         if (r.find(o, "name")) {
           n.name = r.string(o, at, "name");
           if (n.name.empty()) r.fail(at / "name", "expected a device name (\"mlx5_0\"), got \"\"");
         }
+        parse_nic_model(r, o, at, n);
         break;
       default:
         r.allow_keys(o, at, {"id", "kind"});
@@ -806,15 +827,22 @@ Result<Topology> parse_text(std::string_view text, const std::string& file) {
   return parse_root(*parsed, file, Ptr());
 }
 
+Result<Topology> parse_cluster(const json& root, const std::string& file, const Ptr& where);
+
 // The topology object at `base` of the file (the root, or /topology of a report).
 Result<Topology> parse_root(const json& root, const std::string& file, const Ptr& where) {
   Reader r(file, where);
   try {
     r.expect_object(root, Ptr());
-    r.allow_keys(root, Ptr(),
-                 {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
-                  "nccl", "nodes", "links", "template", "source_notes", "measured_compute",
-                  "chips"});
+    if (r.find(root, "cluster")) {
+      if (!where.empty() && where.back() == "server")
+        r.fail(Ptr("/cluster"), "a cluster's server is one server, not a cluster");
+      return parse_cluster(root, file, where);
+    }
+    r.allow_keys(
+        root, Ptr(),
+        {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides", "nccl",
+         "nodes", "links", "template", "source_notes", "measured_compute", "chips", "cluster"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -926,6 +954,215 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
   }
 }
 
+// ---- clusters (configs/README.md "Cluster topologies") -------------------------------------
+
+constexpr int kClusterVersion = 1;
+constexpr int kMaxClusterNodes = 256, kMaxClusterGpus = 1024;
+
+// The cluster's server: a preset name or a path (relative to the cluster file's folder, else as
+// given), or an inline topology object (full graph or template).
+Topology load_server(const Reader& r, const json& v, const Ptr& at, const std::string& file,
+                     const Ptr& where) {
+  if (v.is_object()) {
+    auto t = parse_root(v, file, where / at);
+    if (!t) throw Fail{t.error()};
+    return std::move(*t);
+  }
+  if (!v.is_string())
+    r.fail(at, std::string("expected a preset name, a file or a topology object, got ") +
+                   v.type_name());
+  std::string name = v.get<std::string>();
+  if (name.empty()) r.fail(at, "expected a preset name or a file, got \"\"");
+  if (const size_t slash = file.rfind('/');
+      name[0] != '/' && slash != std::string::npos &&
+      (name.find('/') != std::string::npos ||
+       (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0))) {
+    const std::string near = file.substr(0, slash + 1) + name;
+    if (read_text_file(near)) name = near;
+  }
+  auto t = Topology::load(name);
+  if (!t) r.fail(at, "server '" + v.get<std::string>() + "': " + t.error().message);
+  if (t->is_cluster()) r.fail(at, "a cluster's server is one server, not a cluster");
+  return std::move(*t);
+}
+
+// /cluster/nics: NIC cards added to the server tree, "nic<k>" after the server's own NICs.
+Topology add_nics(const Reader& r, const json& nics, const Ptr& at, Topology server,
+                  const std::string& file) {
+  if (!nics.is_array()) r.fail(at, std::string("expected an array, got ") + nics.type_name());
+  std::vector<Node> nodes = server.nodes();
+  std::vector<Link> links = server.links();
+  int count = 0;
+  for (const Node& n : nodes) count += n.kind == NodeKind::nic;
+  std::vector<std::string> node_places, link_places;
+  for (size_t i = 0; i < nodes.size(); ++i) node_places.push_back(r.place(Ptr("/cluster/server")));
+  for (size_t i = 0; i < links.size(); ++i) link_places.push_back(r.place(Ptr("/cluster/server")));
+  for (size_t i = 0; i < nics.size(); ++i) {
+    const Ptr e = at / i;
+    const json& o = nics[i];
+    r.expect_object(o, e);
+    r.allow_keys(o, e, {"parent", "model", "ports", "rate_Gbps", "name", "gen", "width"});
+    const std::string parent = r.string(o, e, "parent");
+    const int pi = server.node_index(parent);
+    if (pi < 0) r.fail(e / "parent", "no node '" + parent + "' in the server");
+    const NodeKind pk = server.nodes()[static_cast<size_t>(pi)].kind;
+    if (pk != NodeKind::pcie_switch && pk != NodeKind::root_port && pk != NodeKind::cpu)
+      r.fail(e / "parent", "a NIC hangs from a pcie_switch, root_port or cpu ('" + parent +
+                               "' is a " + to_string(pk) + ")");
+    Node n;
+    n.kind = NodeKind::nic;
+    n.id = "nic" + std::to_string(count++);
+    if (server.node_index(n.id) >= 0) r.fail(e, "the server already has a node '" + n.id + "'");
+    if (!r.find(o, "model")) r.fail(e / "model", "missing required key 'model'");
+    parse_nic_model(r, o, e, n);
+    const NicModel model = *find_nic_model(n.nic_model);
+    n.ports = r.integer(o, e, "ports", model.ports);
+    if (n.ports < 1 || n.ports > 64) r.fail(e / "ports", "expected 1..64");
+    if (r.find(o, "name")) n.name = r.string(o, e, "name");
+    Link l;
+    l.a = parent;
+    l.b = n.id;
+    l.kind = LinkKind::pcie;
+    l.pcie_gen = r.integer(o, e, "gen", model.pcie_gen);
+    if (l.pcie_gen < 1 || l.pcie_gen > 6) r.fail(e / "gen", "PCIe gen must be 1..6");
+    l.pcie_width = r.integer(o, e, "width", model.pcie_width);
+    if (l.pcie_width != 1 && l.pcie_width != 2 && l.pcie_width != 4 && l.pcie_width != 8 &&
+        l.pcie_width != 16)
+      r.fail(e / "width", "PCIe width must be 1, 2, 4, 8 or 16");
+    l.duplex_factor = pcie_default_duplex_factor();
+    l.latency_s = kDefaultPcieLatency_s;
+    nodes.push_back(std::move(n));
+    links.push_back(std::move(l));
+    node_places.push_back(r.place(e));
+    link_places.push_back(r.place(e));
+  }
+  // Topology::build sorts the overrides by index; the server's are already in that form.
+  auto t = Topology::build(server.name(), server.source(), std::move(nodes), std::move(links),
+                           server.options(), file, std::move(node_places), std::move(link_places));
+  if (!t) throw Fail{t.error()};
+  return std::move(*t);
+}
+
+Result<Topology> parse_cluster(const json& root, const std::string& file, const Ptr& where) {
+  Reader r(file, where);
+  try {
+    r.allow_keys(root, Ptr(), {"schema_version", "name", "source", "cluster"});
+    const int version = r.integer(root, Ptr(), "schema_version");
+    if (version != kSchemaVersion)
+      r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
+                                         " (expected " + std::to_string(kSchemaVersion) + ")");
+    detail::ClusterInput in;
+    in.name = r.string(root, Ptr(), "name", std::string());
+    in.source = r.string(root, Ptr(), "source", std::string());
+    const Ptr at("/cluster");
+    const json& c = root.at("cluster");
+    r.expect_object(c, at);
+    r.allow_keys(c, at, {"version", "nodes", "server", "nics", "fabric", "gdr"});
+    const int cv = r.integer(c, at, "version");
+    if (cv != kClusterVersion)
+      r.fail(at / "version", "unsupported cluster version " + std::to_string(cv) + " (expected " +
+                                 std::to_string(kClusterVersion) + ")");
+    in.nodes = r.integer(c, at, "nodes");
+    if (in.nodes < 1) r.fail(at / "nodes", "expected at least 1 node");
+    if (in.nodes > kMaxClusterNodes)
+      r.fail(at / "nodes", "more than " + std::to_string(kMaxClusterNodes) + " server nodes (" +
+                               std::to_string(in.nodes) + ")");
+    in.server = load_server(r, r.require(c, at, "server"), at / "server", file, where);
+    if (const json* nics = r.find(c, "nics"))
+      in.server = add_nics(r, *nics, at / "nics", std::move(in.server), file);
+    const long gpus = static_cast<long>(in.nodes) * in.server.num_gpus();
+    if (gpus > kMaxClusterGpus)
+      r.fail(at / "nodes", std::to_string(in.nodes) + " nodes x " +
+                               std::to_string(in.server.num_gpus()) +
+                               " GPUs = " + std::to_string(gpus) + " GPUs (at most " +
+                               std::to_string(kMaxClusterGpus) + ")");
+    std::vector<const Node*> nics;
+    for (const Node& n : in.server.nodes())
+      if (n.kind == NodeKind::nic) nics.push_back(&n);
+    if (nics.empty())
+      r.fail(at / "server", "the server has no NIC: add one under /cluster/nics (or nic nodes)");
+    for (const Node* n : nics)
+      if (n->nic_model.empty() && n->nic_rate_Bps <= 0)
+        r.fail(at / "server", "NIC '" + n->id + "' has no rate: give its model or rate_Gbps");
+    in.gdr = r.boolean(c, at, "gdr", true);
+    // The fabric.
+    const Ptr fat = at / "fabric";
+    const json& f = r.require(c, at, "fabric");
+    r.expect_object(f, fat);
+    r.allow_keys(
+        f, fat,
+        {"kind", "port_GBps", "latency_us", "oversubscription", "nodes_per_leaf", "leaf_ports"});
+    in.fabric = r.string(f, fat, "kind");
+    if (in.fabric != "rail" && in.fabric != "leaf_spine")
+      r.fail(fat / "kind", "unknown fabric kind '" + in.fabric + "' (expected rail or leaf_spine)");
+    const auto port = r.bandwidth(f, fat, "port");
+    if (!port) r.fail(fat / "port_GBps", "missing required key 'port_GBps'");
+    in.port_Bps = *port;
+    const auto lat = r.opt_number(f, fat, "latency_us");
+    if (!lat) r.fail(fat / "latency_us", "missing required key 'latency_us'");
+    if (!(*lat >= 0 && *lat <= 1e6)) r.fail(fat / "latency_us", "expected 0..1e6 us");
+    in.hop_latency_s = units::us_to_s(*lat);
+    in.oversubscription = r.opt_number(f, fat, "oversubscription").value_or(1.0);
+    if (!(in.oversubscription >= 1 && in.oversubscription <= 1024))
+      r.fail(fat / "oversubscription", "expected a ratio in 1..1024 (down:up capacity of a leaf)");
+    int ports_per_node = 0;
+    for (const Node* n : nics) ports_per_node += n->ports;
+    long down = 0;  // leaf ports towards the nodes
+    if (in.fabric == "rail") {
+      if (r.find(f, "nodes_per_leaf"))
+        r.fail(fat / "nodes_per_leaf",
+               "a rail fabric has every node on every leaf (NIC k on "
+               "leaf k); nodes_per_leaf is for leaf_spine");
+      for (const Node* n : nics)
+        down = std::max<long>(down, static_cast<long>(in.nodes) * n->ports);
+    } else {
+      in.nodes_per_leaf = r.integer(f, fat, "nodes_per_leaf");
+      if (in.nodes_per_leaf < 1 || in.nodes_per_leaf > in.nodes)
+        r.fail(fat / "nodes_per_leaf", "expected 1.." + std::to_string(in.nodes));
+      down = static_cast<long>(in.nodes_per_leaf) * ports_per_node;
+    }
+    if (r.find(f, "leaf_ports")) {
+      const int lp = r.integer(f, fat, "leaf_ports");
+      const double up = static_cast<double>(down) / in.oversubscription;
+      if (up != std::floor(up))
+        r.fail(fat / "oversubscription", "leaf ports do not add up: " + std::to_string(down) +
+                                             " down ports / oversubscription " +
+                                             std::to_string(in.oversubscription) +
+                                             " is not a whole number of up ports");
+      const long want = down + static_cast<long>(up);
+      if (lp != want)
+        r.fail(fat / "leaf_ports", "leaf ports do not add up: " + std::to_string(down) +
+                                       " down + " + std::to_string(static_cast<long>(up)) +
+                                       " up = " + std::to_string(want) + ", not " +
+                                       std::to_string(lp));
+    }
+    // Canonical JSON: the server inline in its canonical form.
+    nlohmann::ordered_json out;
+    out["schema_version"] = kSchemaVersion;
+    out["name"] = in.name;
+    out["source"] = in.source;
+    nlohmann::ordered_json cl;
+    cl["version"] = kClusterVersion;
+    cl["nodes"] = in.nodes;
+    cl["server"] = nlohmann::ordered_json::parse(in.server.to_json());
+    nlohmann::ordered_json fo;
+    fo["kind"] = in.fabric;
+    fo["port_GBps"] = in.port_Bps / 1e9;
+    fo["latency_us"] = *lat;
+    if (in.fabric == "leaf_spine") fo["nodes_per_leaf"] = in.nodes_per_leaf;
+    fo["oversubscription"] = in.oversubscription;
+    cl["fabric"] = fo;
+    cl["gdr"] = in.gdr;
+    out["cluster"] = cl;
+    in.json = out.dump(2) + "\n";
+    return detail::make_cluster(std::move(in));
+  } catch (const Fail& fail) {
+    return fail.error;
+  } catch (const json::exception& e) {
+    return input_error(file, "", std::string("invalid cluster: ") + e.what());
+  }
+}
+
 }  // namespace
 
 Result<Topology> Topology::from_json_text(std::string_view text, const std::string& source_name) {
@@ -946,6 +1183,14 @@ std::vector<std::string> preset_names() {
   return out;
 }
 
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < detail::kEmbeddedClusterCount; ++i)
+    if (*detail::kEmbeddedClusters[i].name) out.emplace_back(detail::kEmbeddedClusters[i].name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 Result<Topology> Topology::load(const std::string& name_or_path) {
   const bool looks_like_path =
       name_or_path.find('/') != std::string::npos ||
@@ -956,8 +1201,14 @@ Result<Topology> Topology::load(const std::string& name_or_path) {
         return parse_text(detail::kEmbeddedPresets[i].text, "<preset:" + name_or_path + ">");
       }
     }
+    for (size_t i = 0; i < detail::kEmbeddedClusterCount; ++i) {
+      if (name_or_path == detail::kEmbeddedClusters[i].name) {
+        return parse_text(detail::kEmbeddedClusters[i].text, "<preset:" + name_or_path + ">");
+      }
+    }
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    for (const auto& n : cluster_preset_names()) names += ", " + n;
     return Error{
         name_or_path + ": no such preset (presets: " + names + "; or give a path to a .json file)",
         2};
@@ -966,6 +1217,7 @@ Result<Topology> Topology::load(const std::string& name_or_path) {
 }
 
 std::string Topology::to_json() const {
+  if (impl_->cluster) return impl_->cluster->json;
   using ojson = nlohmann::ordered_json;
   ojson root;
   root["schema_version"] = kSchemaVersion;
@@ -1064,6 +1316,8 @@ std::string Topology::to_json() const {
       case NodeKind::nic:
         if (n.ports > 1) o["ports"] = n.ports;
         if (!n.name.empty()) o["name"] = n.name;
+        if (!n.nic_model.empty()) o["model"] = n.nic_model;
+        if (n.nic_rate_Bps > 0) o["rate_Gbps"] = n.nic_rate_Bps * 8 / 1e9;
         break;
       default:
         break;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cluster.hpp"
 #include "sparsp/units.hpp"
 #include "topology_impl.hpp"
 
@@ -150,6 +151,7 @@ SingleFlowReport single_flow_report(const Topology& topo) {
 }
 
 std::string show_text(const Topology& topo) {
+  if (topo.is_cluster()) return detail::cluster_show_text(topo);
   const SingleFlowReport rep = single_flow_report(topo);
   const int g = topo.num_gpus();
   std::ostringstream out;
@@ -275,6 +277,7 @@ std::string show_text(const Topology& topo) {
 }
 
 std::string show_json(const Topology& topo) {
+  if (topo.is_cluster()) return detail::cluster_show_json(topo);
   using ojson = nlohmann::ordered_json;
   const SingleFlowReport rep = single_flow_report(topo);
   const int g = topo.num_gpus();

@@ -1,10 +1,13 @@
 // Topology: the accessors, the names of the kinds and path classes, route lookup by endpoint
 // name, and build(), whose phases (builder.hpp) live in the build_*.cpp files.
 #include <algorithm>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 
 #include "builder.hpp"
+#include "cluster.hpp"
 #include "topology_impl.hpp"
 
 namespace sparsp::topology {
@@ -25,6 +28,8 @@ std::string to_string(PathClass c, int nvlink_count) {
       return "NODE";
     case PathClass::sys:
       return "SYS";
+    case PathClass::net:
+      return "NET";
   }
   return "?";
 }
@@ -79,7 +84,25 @@ const std::vector<Node>& Topology::nodes() const { return impl_->nodes; }
 const std::vector<Link>& Topology::links() const { return impl_->links; }
 const Topology::Options& Topology::options() const { return impl_->options; }
 bool Topology::same_switch_chip(int i, int j) const {
+  if (const auto& c = impl_->cluster) {
+    if (i / c->gpus != j / c->gpus) return false;
+    return c->server.same_switch_chip(i % c->gpus, j % c->gpus);
+  }
   return impl_->same_chip[static_cast<size_t>(i)][static_cast<size_t>(j)];
+}
+bool Topology::is_cluster() const { return impl_->cluster != nullptr; }
+int Topology::num_nodes() const { return impl_->cluster ? impl_->cluster->nodes : 1; }
+int Topology::gpus_per_node() const { return impl_->cluster ? impl_->cluster->gpus : num_gpus(); }
+int Topology::node_of_gpu(int index) const {
+  return impl_->cluster ? index / impl_->cluster->gpus : 0;
+}
+const Topology& Topology::server() const { return impl_->cluster->server; }
+std::size_t Topology::cached_routes() const {
+  if (const auto& c = impl_->cluster) {
+    std::shared_lock lock(c->mu);
+    return c->cache.size();
+  }
+  return impl_->routes.size();
 }
 bool Topology::p2p_enabled() const { return impl_->options.p2p; }
 bool Topology::p2p_cross_socket() const { return impl_->options.p2p_cross_socket; }
@@ -119,9 +142,22 @@ int Topology::gpu_socket(int index) const {
   return impl_->nodes[impl_->node_cpu[impl_->gpu_nodes[index]]].numa_node;
 }
 
-bool Topology::p2p_allowed(int i, int j) const { return impl_->p2p[i][j]; }
-PathClass Topology::path_class(int i, int j) const { return impl_->path_class[i][j]; }
-int Topology::nvlink_count(int i, int j) const { return impl_->nvlinks[i][j]; }
+bool Topology::p2p_allowed(int i, int j) const {
+  if (const auto& c = impl_->cluster)
+    return i / c->gpus == j / c->gpus && c->server.p2p_allowed(i % c->gpus, j % c->gpus);
+  return impl_->p2p[i][j];
+}
+PathClass Topology::path_class(int i, int j) const {
+  if (const auto& c = impl_->cluster)
+    return i / c->gpus != j / c->gpus ? PathClass::net
+                                      : c->server.path_class(i % c->gpus, j % c->gpus);
+  return impl_->path_class[i][j];
+}
+int Topology::nvlink_count(int i, int j) const {
+  if (const auto& c = impl_->cluster)
+    return i / c->gpus != j / c->gpus ? 0 : c->server.nvlink_count(i % c->gpus, j % c->gpus);
+  return impl_->nvlinks[i][j];
+}
 
 int Topology::node_index(std::string_view id) const {
   auto it = impl_->index.find(id);
@@ -168,6 +204,18 @@ int mode_index(RouteMode m) {
 }  // namespace
 
 int Topology::endpoint_index(std::string_view endpoint) const {
+  // A cluster's "node<k>/gpu<j>" / "node<k>/host<j>": node k's own numbering.
+  if (const auto& c = impl_->cluster; c && endpoint.substr(0, 4) == "node") {
+    const size_t slash = endpoint.find('/');
+    if (slash == std::string_view::npos) return -1;
+    const int k = parse_indexed(endpoint.substr(0, slash), "node");
+    if (k < 0 || k >= c->nodes) return -1;
+    const std::string_view rest = endpoint.substr(slash + 1);
+    if (int g = parse_indexed(rest, "gpu"); g >= 0) return g < c->gpus ? k * c->gpus + g : -1;
+    if (int h = parse_indexed(rest, "host"); h >= 0)
+      return h < c->hosts ? num_gpus() + k * c->hosts + h : -1;
+    return -1;
+  }
   if (int g = parse_indexed(endpoint, "gpu"); g >= 0) return g < num_gpus() ? g : -1;
   if (int h = parse_indexed(endpoint, "host"); h >= 0)
     return h < num_sockets() ? num_gpus() + h : -1;
@@ -175,6 +223,7 @@ int Topology::endpoint_index(std::string_view endpoint) const {
 }
 
 const Result<Route>& Topology::route_ref(int src, int dst, RouteMode mode) const {
+  if (impl_->cluster) return detail::cluster_route_ref(*this, src, dst, mode);
   const int e = impl_->num_endpoints();
   return impl_->routes[static_cast<size_t>((mode_index(mode) * e + src) * e + dst)];
 }

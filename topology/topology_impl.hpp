@@ -1,12 +1,17 @@
 #pragma once
 // Private state of sparsp::topology::Topology, shared by the topology library's sources.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sparsp/topology.hpp"
 
 namespace sparsp::topology {
+
+namespace detail {
+struct Cluster;  // topology/cluster.hpp
+}
 
 struct Topology::Impl {
   std::string name;
@@ -36,9 +41,20 @@ struct Topology::Impl {
   std::vector<std::vector<PathClass>> path_class;  ///< GPU x GPU
   std::vector<std::vector<bool>> p2p;              ///< GPU x GPU direct peer access allowed
   std::vector<Result<Route>> routes;               ///< [mode][src][dst], endpoints = GPUs, hosts
+  /// Set for a cluster (then the GPU x GPU matrices and `routes` above stay empty: routes are
+  /// composed on demand from the server's pieces, topology/cluster.cpp). Shared by copies.
+  std::shared_ptr<const detail::Cluster> cluster;
 
   int num_endpoints() const { return static_cast<int>(gpu_nodes.size() + cpu_of_numa.size()); }
 };
+
+namespace detail {
+/// The topology library's way into a Topology's state (clusters are assembled outside build()).
+struct ImplAccess {
+  static Topology::Impl& of(Topology& t) { return *t.impl_; }
+  static const Topology::Impl& of(const Topology& t) { return *t.impl_; }
+};
+}  // namespace detail
 
 /// "place/field" for JSON-pointer places, the place itself for line numbers.
 inline std::string field_place(const std::string& place, const std::string& field) {

@@ -22,14 +22,19 @@
 
 namespace sparsp::topology {
 
+namespace detail {
+struct ImplAccess;
+}
+
 enum class NodeKind { gpu, pcie_switch, root_port, cpu, nvswitch, nic };
 /// c2c: NVLink-C2C from a Grace CPU to its Hopper/Blackwell GPU, the GPU's host link where PCIe
 /// would be (a tree edge, cpu upstream); its capacity is given (capacity_Bps).
 enum class LinkKind { pcie, nvlink, upi, xgmi, c2c };
 
 /// GPU-pair path classes exactly as `nvidia-smi topo -m` defines them (legend strings
-/// "X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS").
-enum class PathClass { self, nvlink, pix, pxb, phb, node, sys };
+/// "X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS"), and "NET" for two GPUs in different nodes of
+/// a cluster (the pair talks over the network; NCCL's PATH_NET).
+enum class PathClass { self, nvlink, pix, pxb, phb, node, sys, net };
 
 /// How a GPU-to-GPU transfer is carried.
 enum class RouteMode {
@@ -69,6 +74,10 @@ struct Node {
   int numa_node = -1;             ///< cpu: its socket index 0..C-1; others: -1 (from the tree)
   int numa_id = -1;               ///< cpu: the OS NUMA node number (as nvidia-smi and NCCL print
                                   ///< it), -1: same as numa_node
+  /// nic: the card's model as the NIC table names it (find_nic_model: "ConnectX-7"); "" unknown.
+  std::string nic_model;
+  /// nic: line rate of one network port, bytes/s (JSON "rate_Gbps", per port); 0: the model's.
+  double nic_rate_Bps = 0;
   /// gpu: the NUMA node of the GPU's own memory where the OS exposes it as one (nvidia-smi's
   /// "GPU NUMA ID": Grace Hopper's coherent HBM, 4/12/20/28 on a quad GH200), -1: none ("N/A").
   int memory_numa_id = -1;
@@ -275,8 +284,10 @@ class Topology {
   int gpu_node(int index) const;
   /// Endpoint index: GPUs 0..num_gpus()-1, then host<k> at num_gpus()+k; -1 if unknown.
   int endpoint_index(std::string_view endpoint) const;
-  /// Same as route() but by endpoint index and without copying: every route is computed once at
-  /// load time. REQUIRES: 0 <= src, dst < num_gpus() + host_endpoints().size(). Thread-safe.
+  /// Same as route() but by endpoint index and without copying: every route of one server is
+  /// computed once at load time; a cluster's on the first call for that (src, dst, mode), then
+  /// kept. The reference stays valid while the topology (or a copy of it) lives.
+  /// REQUIRES: 0 <= src, dst < num_gpus() + host_endpoints().size(). Thread-safe.
   const Result<Route>& route_ref(int src, int dst, RouteMode mode = RouteMode::automatic) const;
 
   /// Builds a topology from in-memory nodes/links (importers, tests). `node_places` and
@@ -307,12 +318,45 @@ class Topology {
   /// traffic crosses the chip's fabric; `topo show` marks such pairs).
   bool same_switch_chip(int i, int j) const;
 
+  // ---- clusters (topology/cluster.cpp; the JSON in configs/README.md "Cluster topologies") ------
+  /// Whether this is a cluster of several server nodes joined by a network fabric. In a cluster,
+  /// GPUs are numbered node by node (node k's GPU j is gpu<k * gpus_per_node + j>), hosts too
+  /// (host<k * hosts_per_node + j>), and endpoints may also be named "node<k>/gpu<j>",
+  /// "node<k>/host<j>". nodes(), links() and resources() hold every server's, ids and names
+  /// prefixed "node<k>/", then the fabric's resources ("node<k>/nic<i>->leaf<l>", ...).
+  bool is_cluster() const;
+  int num_nodes() const;      ///< server nodes (1 for one server)
+  int gpus_per_node() const;  ///< num_gpus() for one server
+  /// The node GPU `index` belongs to (0 for one server).
+  int node_of_gpu(int index) const;
+  /// One node's server topology (NICs included); REQUIRES is_cluster().
+  const Topology& server() const;
+  /// Routes held in memory: every (mode, src, dst) of one server, precomputed at load; for a
+  /// cluster, those computed so far (route_ref computes on demand and keeps each one), so the
+  /// count grows with the pairs asked for, not with GPUs^2.
+  std::size_t cached_routes() const;
+
   /// Opaque implementation state (topology/topology_impl.hpp).
   struct Impl;
 
  private:
+  friend struct detail::ImplAccess;
   std::unique_ptr<Impl> impl_;
 };
+
+/// One network adapter model (topology/nic_models.cpp, each figure with its datasheet source).
+struct NicModel {
+  std::string name;                  ///< "ConnectX-7"
+  double port_rate_Bps = 0;          ///< line rate of one port, bytes/s (400 Gb/s = 50e9)
+  int ports = 1;                     ///< ports of the usual card
+  int pcie_gen = 0, pcie_width = 0;  ///< host interface
+  bool gdr = true;                   ///< GPUDirect RDMA capable
+  std::string source;
+};
+/// The NIC table, in name order.
+const std::vector<NicModel>& nic_models();
+/// The model with this name (case and punctuation insensitive: "cx7", "connectx-7"); nullopt.
+std::optional<NicModel> find_nic_model(std::string_view name);
 
 // ---- physical-layer models (topology/link_models.cpp; formulas and sources documented there) ----
 
@@ -363,6 +407,9 @@ std::optional<CpuFamily> find_cpu_family(std::string_view name);
 
 /// Names of the built-in presets (file stems of configs/topologies/*.json), sorted.
 std::vector<std::string> preset_names();
+/// Names of the built-in cluster presets (configs/clusters/*.json), sorted; Topology::load takes
+/// them as it takes preset_names().
+std::vector<std::string> cluster_preset_names();
 
 // ---- importers and exporters (topology/import_*.cpp, topology/export.cpp)
 // ------------------------
@@ -416,7 +463,7 @@ std::vector<double> max_min_rates(const Topology& topo,
 std::string show_text(const Topology& topo);
 std::string show_json(const Topology& topo);
 
-/// "X", "NV#" (with the count), "PIX", "PXB", "PHB", "NODE", "SYS".
+/// "X", "NV#" (with the count), "PIX", "PXB", "PHB", "NODE", "SYS", "NET".
 std::string to_string(PathClass c, int nvlink_count = 0);
 std::string to_string(NodeKind k);
 std::string to_string(LinkKind k);
