@@ -109,12 +109,15 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
               "SM-driven transfers run as copy kernels instead of NCCL send/recv");
   r->add_flag("--json", ra->json,
               "print the JSON summary (bytes_moved, bytes_verified, makespans)");
+  // Fault injection, shown in --help (a test of the integrity and output checks; it was hidden).
   r->add_option("--skip-transfer", ra->opt.skip_transfer,
-                "fault injection: do not run this transfer")
-      ->group("");
+                "fault injection: do not run the transfer with this id (a plan's transfer id; "
+                "the integrity check then fails, exit 1)")
+      ->group("Fault injection");
   r->add_option("--corrupt-block", ra->opt.corrupt_block,
-                "fault injection: overwrite a span of this block as it is received")
-      ->group("");
+                "fault injection: overwrite a span of this KV block (a block id >= 0 that some "
+                "rank receives) as it is received; the integrity check then fails, exit 1")
+      ->group("Fault injection");
   r->callback([ra, &ctx] {
     auto devs = parse_devices(ra->devices);
     if (!devs) {
@@ -154,6 +157,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       return;
     }
     ra->opt.use_nccl = !ra->no_nccl;
+    ra->opt.plan_source = ra->plan;
     auto plan = policy::load_plan(ra->plan);
     if (!plan) {
       ctx.exit_code = report(plan.error());

@@ -2,7 +2,10 @@
 // Thin layer: options -> study::Study (flags override the study file) -> study::run_study ->
 // output.
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -53,12 +56,30 @@ bool plan_compatible(const std::string& flag) {
          flag == "--progress";
 }
 
+// T,H,W with each in 1..2^20, the bound of a config's /pattern/tile and /pattern/window
+// (study/config.cpp get_triple). Parsed with strtoll, not %d: an out-of-int value was wrapped
+// (UB) into a small one.
 Result<std::array<int, 3>> parse_triple(const std::string& flag, const std::string& s) {
+  constexpr long long kMax = 1 << 20;
   std::array<int, 3> v{};
-  char tail = 0;
-  if (std::sscanf(s.c_str(), "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 ||
-      v[1] < 1 || v[2] < 1)
-    return input_error("<command line>", flag, "expected T,H,W (positive integers), got '" + s + "'");
+  const char* p = s.c_str();
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && *p++ != ',') p = nullptr;
+    char* end = nullptr;
+    errno = 0;
+    const long long x =
+        p && std::isdigit(static_cast<unsigned char>(*p)) ? std::strtoll(p, &end, 10) : 0;
+    if (!p || !end || errno == ERANGE || x < 1 || x > kMax)
+      return input_error(
+          "<command line>", flag,
+          "expected T,H,W (integers in 1.." + std::to_string(kMax) + "), got '" + s + "'");
+    v[static_cast<size_t>(i)] = static_cast<int>(x);
+    p = end;
+  }
+  if (*p != '\0')
+    return input_error(
+        "<command line>", flag,
+        "expected T,H,W (integers in 1.." + std::to_string(kMax) + "), got '" + s + "'");
   return v;
 }
 

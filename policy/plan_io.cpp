@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -135,6 +136,37 @@ std::optional<Error> check_keys(const Reader& rd, const Json& obj, const std::st
 }
 
 bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
+
+/// Reads the integer member `key` of `obj` (at `ptr`) into `out` when present: a JSON integer in
+/// [lo, hi]. A fraction (2.5), an integer written as a float (2.0) and a value outside the range
+/// (including one past 2^63, or negative where lo >= 0) are errors at its pointer, never wrapped
+/// into range. Records the first error in `e`; returns whether `out` was set.
+template <class T>
+bool int_member(const Reader& rd, const Json& obj, const std::string& ptr, const char* key,
+                bool required, int64_t lo, int64_t hi, T& out, std::optional<Error>& e) {
+  auto it = obj.find(key);
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (it == obj.end()) {
+    if (required && !e)
+      e = rd.err(ptr + "/" + key, "missing required field (expected an integer in " + range + ")");
+    return false;
+  }
+  const Json& v = *it;
+  bool ok = false;
+  if (v.is_number_unsigned())
+    ok = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+         v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  else if (v.is_number_integer())
+    ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!ok) {
+    if (!e)
+      e = rd.err(ptr + "/" + key, "expected an integer in " + range + ", got " +
+                                      (v.is_number() ? v.dump() : std::string(v.type_name())));
+    return false;
+  }
+  out = static_cast<T>(v.get<int64_t>());
+  return true;
+}
 bool is_num(const Json& j) { return j.is_number(); }
 /// A non-negative whole number, also in exponent form (1e9).
 bool is_whole(const Json& j) {
@@ -290,8 +322,9 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
 
 // A compute task's kind and coverage (policy/PLAN.md "Compute kinds"); absent kind: attention
 // (plans of schema 1).
+// `heads`: the plan's head count (0: not given, then up to 4096).
 static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const std::string& cp,
-                                               int gpus, sim::TaskCompute& w) {
+                                               int gpus, int heads, sim::TaskCompute& w) {
   std::string kind = "attention";
   if (auto it = cj.find("kind"); it != cj.end()) {
     if (!it->is_string()) return rd.err(cp + "/kind", "expected a string");
@@ -334,10 +367,14 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
   if (auto e = ranks("q_ranks", w.q_ranks)) return e;
   if (auto e = ranks("kv_ranks", w.kv_ranks)) return e;
   if (auto it = cj.find("heads"); it != cj.end()) {
+    // A range past the plan's heads was accepted by emulated replay and validate (issue 18).
+    const int64_t max_heads = heads > 0 ? heads : 4096;
     if (!it->is_array() || it->size() != 2 || !is_int((*it)[0]) || !is_int((*it)[1]) ||
         (*it)[0].get<int64_t>() < 0 || (*it)[1].get<int64_t>() <= (*it)[0].get<int64_t>() ||
-        (*it)[1].get<int64_t>() > 4096)
-      return rd.err(cp + "/heads", "expected [first, end) with 0 <= first < end <= 4096");
+        (*it)[1].get<int64_t>() > max_heads)
+      return rd.err(cp + "/heads",
+                    "expected [first, end) with 0 <= first < end <= " + std::to_string(max_heads) +
+                        (heads > 0 ? " (the plan's heads)" : ""));
     w.head_begin = (*it)[0].get<int>();
     w.head_end = (*it)[1].get<int>();
   }
@@ -478,46 +515,44 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
 
   std::optional<Error> e;
   Plan p;
-  if (auto* v = rd.member(root, "", "schema_version", true, is_int, "integer", e)) {
-    p.schema_version = v->get<int>();
-    if (p.schema_version != 1 && p.schema_version != 2)
-      return rd.err("/schema_version", "unsupported schema_version " +
-                                           std::to_string(p.schema_version) +
-                                           " (this build reads 1 and 2)");
-  }
+  // Integer fields are range-checked where they are read (int_member): a value past 2^31 was
+  // wrapped modulo 2^32 into a valid-looking one (4294967298 GPUs read as 2).
+  if (int_member(rd, root, "", "schema_version", true, 1, 1 << 30, p.schema_version, e) &&
+      p.schema_version != 1 && p.schema_version != 2)
+    return rd.err("/schema_version", "unsupported schema_version " +
+                                         std::to_string(p.schema_version) +
+                                         " (this build reads 1 and 2)");
   if (e) return *e;
+  // Schema 1 predates grouped-query attention and block masks: their keys were read silently as
+  // schema 2.
+  if (p.schema_version == 1 && root.contains("kv_heads"))
+    return rd.err("/kv_heads",
+                  "a schema 2 key, but the plan says schema_version 1; write schema_version 2 "
+                  "(policy/PLAN.md)");
   if (auto* v = rd.member(root, "", "model", false, is_str, "string", e))
     p.model = v->get<std::string>();
   if (auto* v = rd.member(root, "", "pattern", false, is_str, "string", e))
     p.pattern = v->get<std::string>();
-  if (auto* v = rd.member(root, "", "gpus", true, is_int, "integer", e)) p.gpus = v->get<int>();
-  if (auto* v = rd.member(root, "", "block_tokens", false, is_int, "integer", e))
-    p.block_tokens = v->get<int>();
-  if (auto* v = rd.member(root, "", "heads", false, is_int, "integer", e)) p.heads = v->get<int>();
-  if (auto* v = rd.member(root, "", "kv_heads", false, is_int, "integer", e))
-    p.kv_heads = v->get<int>();
-  if (auto* v = rd.member(root, "", "head_dim", false, is_int, "integer", e))
-    p.head_dim = v->get<int>();
-  if (auto* v = rd.member(root, "", "dtype_bytes", false, is_int, "integer", e))
-    p.dtype_bytes = v->get<int>();
-  if (auto* v = rd.member(root, "", "num_blocks", true, is_int, "integer", e))
-    p.num_blocks = v->get<int>();
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  int_member(rd, root, "", "gpus", true, 1, 4096, p.gpus, e);
+  int_member(rd, root, "", "block_tokens", false, 0, kIntMax, p.block_tokens, e);
+  // Heads: at most 4096, as a compute task's head range (below); head_dim at most 65536. With
+  // these bounds block_tokens x heads x head_dim x dtype_bytes stays below 2^63.
+  int_member(rd, root, "", "heads", false, 0, 4096, p.heads, e);
+  int_member(rd, root, "", "kv_heads", false, 1, 4096, p.kv_heads, e);  // absent: = heads
+  int_member(rd, root, "", "head_dim", false, 0, 65536, p.head_dim, e);
+  int_member(rd, root, "", "dtype_bytes", false, 1, 8, p.dtype_bytes, e);
+  int_member(rd, root, "", "num_blocks", true, 0, kIntMax, p.num_blocks, e);
   if (auto* v = rd.member(root, "", "kv_block_bytes", true, is_num, "number", e))
     p.kv_block_bytes = v->get<double>();
   if (e) return *e;
-  if (p.gpus < 1 || p.gpus > 4096)
-    return rd.err("/gpus", "expected 1..4096, got " + std::to_string(p.gpus));
-  if (p.num_blocks < 0) return rd.err("/num_blocks", "expected >= 0");
   if (!(p.kv_block_bytes >= 0) || !(p.kv_block_bytes <= kMaxBytes))
     return rd.err("/kv_block_bytes",
                   "expected a number in 0..2^50 (1 PiB), got " + num_text(p.kv_block_bytes));
   if (p.num_blocks > 0 && p.kv_block_bytes == 0)
     return rd.err("/kv_block_bytes",
                   "expected > 0 when num_blocks > 0 (bytes of K and V of one block)");
-  if (p.heads < 0 || p.head_dim < 0 || p.block_tokens < 0)
-    return rd.err("/heads", "expected non-negative shape fields");
-  if (p.dtype_bytes < 1 || p.dtype_bytes > 8) return rd.err("/dtype_bytes", "expected 1..8");
-  if (p.kv_heads < 0 || (p.kv_heads > 0 && (p.heads == 0 || p.heads % p.kv_heads != 0)))
+  if (p.kv_heads > 0 && (p.heads == 0 || p.heads % p.kv_heads != 0))
     return rd.err("/kv_heads", "expected a divisor of heads (" + std::to_string(p.heads) +
                                    "), got " + std::to_string(p.kv_heads));
 
@@ -627,14 +662,14 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
             check_keys(rd, lj, lp, {"step", "layer", "repeat", "transfers", "compute", "mask"}))
       return *ke;
     LayerPlan L;
-    if (auto* v = rd.member(lj, lp, "step", true, is_int, "integer", e)) L.step = v->get<int>();
-    if (auto* v = rd.member(lj, lp, "layer", true, is_int, "integer", e)) L.layer = v->get<int>();
-    if (auto* v = rd.member(lj, lp, "repeat", false, is_int, "integer", e))
-      L.repeat = v->get<int64_t>();
+    int_member(rd, lj, lp, "step", true, 0, kIntMax, L.step, e);
+    int_member(rd, lj, lp, "layer", true, 0, kIntMax, L.layer, e);
+    int_member(rd, lj, lp, "repeat", false, 1, kIntMax, L.repeat, e);
     if (e) return *e;
-    if (L.step < 0) return rd.err(lp + "/step", "expected >= 0");
-    if (L.layer < 0) return rd.err(lp + "/layer", "expected >= 0");
-    if (L.repeat < 1) return rd.err(lp + "/repeat", "expected >= 1");
+    if (p.schema_version == 1 && lj.contains("mask"))
+      return rd.err(lp + "/mask",
+                    "a schema 2 key, but the plan says schema_version 1; write schema_version 2 "
+                    "(policy/PLAN.md)");
     if (auto* mj = rd.member(lj, lp, "mask", false, is_obj, "object", e)) {
       if (auto me = parse_mask(rd, *mj, lp + "/mask", p, L.mask)) return *me;
     }
@@ -739,8 +774,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           t.collective = *tag;
         }
         t.layer = L.layer;
-        if (auto* v = rd.member(tj, tp, "layer", false, is_int, "integer", e))
-          t.layer = v->get<int>();
+        int_member(rd, tj, tp, "layer", false, -1, kIntMax, t.layer, e);  // -1: unset (sim.hpp)
         if (auto* v = rd.member(tj, tp, "kv_blocks", false, is_arr, "array", e)) {
           std::set<int32_t> listed;
           for (size_t k = 0; k < v->size(); ++k) {
@@ -815,8 +849,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (auto* v = rd.member(cj, cp, "stream", false, is_str, "string", e))
           c.stream = v->get<std::string>();
         c.layer = L.layer;
-        if (auto* v = rd.member(cj, cp, "layer", false, is_int, "integer", e))
-          c.layer = v->get<int>();
+        int_member(rd, cj, cp, "layer", false, -1, kIntMax, c.layer, e);  // -1: unset (sim.hpp)
         if (e) return *e;
         if (c.id.empty()) return rd.err(cp + "/id", "empty id");
         if (!ids.insert(c.id).second)
@@ -830,7 +863,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                         "expected seconds in 0..1e6, got " + num_text(c.duration_s));
         if (!(c.flops >= 0) || !(c.flops <= kMaxFlops))
           return rd.err(cp + "/flops", "expected FLOP in 0..1e24, got " + num_text(c.flops));
-        if (auto ke = parse_task_compute(rd, cj, cp, p.gpus, c.what)) return *ke;
+        if (auto ke = parse_task_compute(rd, cj, cp, p.gpus, p.heads, c.what)) return *ke;
         L.work.compute.push_back(std::move(c));
       }
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "scheme_parts.hpp"
 #include "sparsp/policy.hpp"
 
 namespace sparsp::policy {
@@ -139,17 +140,21 @@ Status check_policy_on(const PolicySpec& spec, int /*ranks*/, int /*heads*/, int
   return Ok{};
 }
 
-Status check_runnable(const PolicySpec& spec, int ranks, int heads) {
+Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads) {
   auto heads_split = [&](int u) -> Status {
     if (heads % u != 0)
       return Error{"heads (" + std::to_string(heads) + ") not divisible by the Ulysses degree " +
                    std::to_string(u)};
+    // The rule of ulysses_plan (scheme_parts.cpp), which otherwise failed the whole study.
+    if (kv_heads > 0 && u > 0 && detail::ulysses_kv_heads(heads, kv_heads, u) < 0)
+      return Error{"kv_heads (" + std::to_string(kv_heads) + ") and the Ulysses degree " +
+                   std::to_string(u) + " do not divide one another"};
     return Ok{};
   };
   if (spec.scheme == "ulysses") return heads_split(ranks);
   if (spec.scheme != "usp") return Ok{};
   if (!spec.params.count("ulysses_degree")) {
-    if (default_ulysses_degree(ranks, heads) > 1) return Ok{};
+    if (const int u = default_ulysses_degree(ranks, heads); u > 1) return heads_split(u);
     const std::string of_ranks = std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
     return Error{"no Ulysses x ring split of " + of_ranks +
                  (ranks < 4 ? std::string()

@@ -150,6 +150,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       opt.max_layers > 0 ? std::min<size_t>(plan.layers.size(), static_cast<size_t>(opt.max_layers))
                          : plan.layers.size();
   bool corrupt_found = false;
+  bool skip_found = false;  // --skip-transfer names a transfer of a replayed layer plan
   for (size_t li = 0; li < nlayers; ++li) {
     const policy::LayerPlan& L = plan.layers[li];
     const std::string where = "plan:/layers/" + std::to_string(li);
@@ -209,6 +210,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       a.staging_buffers = t.staging_buffers > 0 ? t.staging_buffers : opt.default_staging_buffers;
       a.comm_sms = t.comm_sms > 0 ? t.comm_sms : opt.default_comm_sms;
       a.skip = !opt.skip_transfer.empty() && opt.skip_transfer == t.id;
+      skip_found = skip_found || a.skip;
       if (carries_blocks[i]) {
         for (int b : t.kv_blocks) {
           const int owner = plan.block_owner[b];
@@ -368,6 +370,11 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       }
     }
   }
+  // A misspelt id skipped nothing, and the run passed as if the fault had been injected.
+  if (!opt.skip_transfer.empty() && !skip_found)
+    return input_error("<command line>", "--skip-transfer",
+                       "no transfer \"" + opt.skip_transfer + "\" in the replayed layer plans of " +
+                           opt.plan_source);
   if (opt.corrupt_block >= 0 && !corrupt_found)
     return Error{"replay: --corrupt-block " + std::to_string(opt.corrupt_block) +
                      ": no transfer of the replayed layer plans delivers that block, so there is "

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace sparsp::replay::detail {
@@ -26,6 +27,21 @@ std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions&
   if (plan.heads < 1) return "the plan has no heads";
   const int kvh = plan.kv_heads_or_heads();
   if (plan.heads % kvh != 0) return "kv_heads does not divide heads";
+  // The block shape must give the block's bytes (policy/PLAN.md kv_block_bytes: K and V of
+  // block_tokens tokens, kv_heads heads of head_dim elements): else the kernel would read the
+  // blocks with another head_dim or dtype than they were sized for.
+  if (plan.block_tokens > 0) {
+    const double shape_bytes = 2.0 * plan.block_tokens * kvh * plan.head_dim * plan.dtype_bytes;
+    if (std::abs(shape_bytes - plan.kv_block_bytes) > 0.5) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "%s:/kv_block_bytes: %.15g bytes, but the block shape gives 2 x %d tokens x "
+                    "%d kv_heads x head_dim %d x dtype_bytes %d = %.15g",
+                    opt.plan_source.c_str(), plan.kv_block_bytes, plan.block_tokens, kvh,
+                    plan.head_dim, plan.dtype_bytes, shape_bytes);
+      return buf;
+    }
+  }
   for (size_t li = 0; li < plan.layers.size(); ++li) {
     const auto& L = plan.layers[li];
     if (L.mask.empty())

@@ -454,6 +454,24 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     }
     return true;
   };
+  // A whole number in [lo, hi] (counts, indices): 1.5 was cast silently to 1.
+  auto whole = [&](const Json& o, const std::string& ptr, const char* key, double lo, double hi,
+                   double& out, bool required) {
+    if (!num(o, ptr, key, lo, hi, out, required)) return false;
+    if (o.contains(key) && out != std::floor(out))
+      return fail(ptr + "/" + key, "expected an integer, got " + o[key].dump());
+    return o.contains(key);
+  };
+  // An optional string member: a wrong type is an error at its pointer (it was a library
+  // exception without one).
+  auto str = [&](const Json& o, const std::string& ptr, const char* key, std::string& out,
+                 bool required) {
+    if (!o.contains(key)) return required ? fail(ptr, std::string("missing '") + key + "'") : true;
+    if (!o[key].is_string())
+      return fail(ptr + "/" + key, std::string("expected a string, got ") + o[key].type_name());
+    out = o[key].get<std::string>();
+    return true;
+  };
   auto flag = [&](const Json& o, const std::string& ptr, const char* key, bool dflt) {
     if (!o.contains(key)) return dflt;
     if (!o[key].is_boolean()) {
@@ -491,43 +509,71 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
           "output_check",
           "nccl_p2p_disable",
           "layers"});
-    r.backend = root.value("backend", "");
-    r.device_description = root.value("device", "");
-    if (root.contains("devices")) r.devices = root["devices"].get<std::vector<int>>();
-    r.policy = root.value("policy", "");
-    r.model = root.value("model", "");
+    str(root, "", "backend", r.backend, false);
+    str(root, "", "device", r.device_description, false);
+    str(root, "", "policy", r.policy, false);
+    str(root, "", "model", r.model, false);
     double x = 0;
-    if (num(root, "", "gpus", 1, 4096, x, false)) r.gpus = static_cast<int>(x);
-    if (num(root, "", "warmup", 0, 1e9, x, false)) r.warmup = static_cast<int>(x);
-    if (num(root, "", "iterations", 0, 1e9, x, false)) r.iterations = static_cast<int>(x);
+    if (whole(root, "", "gpus", 1, 4096, x, false)) r.gpus = static_cast<int>(x);
+    if (whole(root, "", "warmup", 0, 1e9, x, false)) r.warmup = static_cast<int>(x);
+    if (whole(root, "", "iterations", 0, 1e9, x, false)) r.iterations = static_cast<int>(x);
+    // devices: rank -> CUDA device ordinal, one per rank (replay writes all of them).
+    if (root.contains("devices")) {
+      const Json& d = root["devices"];
+      if (!d.is_array()) {
+        fail("/devices", std::string("expected an array of device indices, got ") + d.type_name());
+      } else {
+        for (size_t i = 0; i < d.size(); ++i) {
+          const std::string dp = "/devices/" + std::to_string(i);
+          if (!d[i].is_number_integer() || d[i].get<int64_t>() < 0 || d[i].get<int64_t>() > 1023) {
+            fail(dp, "expected a device index in 0..1023, got " + d[i].dump());
+            break;
+          }
+          r.devices.push_back(static_cast<int>(d[i].get<int64_t>()));
+        }
+        if (bad_what.empty() && r.gpus > 0 && static_cast<int>(r.devices.size()) != r.gpus)
+          fail("/devices", std::to_string(r.devices.size()) + " entries, but /gpus is " +
+                               std::to_string(r.gpus) + " (one device per rank)");
+      }
+    }
     num(root, "", "bytes_moved", 0, 1e18, r.bytes_moved, false);
     num(root, "", "bytes_verified", 0, 1e18, r.bytes_verified, false);
-    if (num(root, "", "blocks_verified", 0, 1e15, x, false))
+    if (whole(root, "", "blocks_verified", 0, 1e15, x, false))
       r.blocks_verified = static_cast<int64_t>(x);
     num(root, "", "total_s", 0, 1e12, r.total_s, false);
     num(root, "", "payload_scale", 1e-9, 1, r.payload_scale, false);
     r.compute_emulated = flag(root, "", "compute_emulated", true);
-    r.compute = root.contains("compute") && root["compute"].is_string()
-                    ? root["compute"].get<std::string>()
-                    : (r.compute_emulated ? "emulated" : "none");
-    if (r.compute != "real" && r.compute != "emulated" && r.compute != "none")
-      return input_error(src, "/compute", "expected \"real\", \"emulated\" or \"none\"");
-    if (root.contains("compute_note") && root["compute_note"].is_string())
-      r.compute_note = root["compute_note"].get<std::string>();
+    if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
+    r.compute = r.compute_emulated ? "emulated" : "none";
+    r.compute_recorded = false;
+    if (root.contains("compute")) {
+      if (!root["compute"].is_string() ||
+          (root["compute"] != "real" && root["compute"] != "emulated" && root["compute"] != "none"))
+        return input_error(
+            src, "/compute",
+            "expected \"real\", \"emulated\" or \"none\", got " + root["compute"].dump());
+      r.compute = root["compute"].get<std::string>();
+      r.compute_recorded = true;
+    }
+    str(root, "", "compute_note", r.compute_note, false);
     if (root.contains("output_check")) {
       const Json& oc = root["output_check"];
-      if (!oc.is_object()) return input_error(src, "/output_check", "expected an object");
-      try {
-        r.output_check.ran = true;
-        r.output_check.checked_blocks = oc.at("checked_blocks").get<int64_t>();
-        r.output_check.max_abs_error = oc.at("max_abs_error").get<double>();
-        r.output_check.tolerance = oc.at("tolerance").get<double>();
-        r.output_check.passed = oc.at("passed").get<bool>();
-      } catch (const Json::exception&) {
+      if (!oc.is_object())
         return input_error(src, "/output_check",
-                           "expected checked_blocks (integer), max_abs_error, tolerance (numbers) "
-                           "and passed (boolean)");
-      }
+                           std::string("expected an object, got ") + oc.type_name());
+      if (r.compute != "real")
+        return input_error(src, "/output_check",
+                           "an output check, but /compute is \"" + r.compute +
+                               "\" (only real compute has outputs to check)");
+      const std::string op = "/output_check";
+      keys(oc, op, {"checked_blocks", "max_abs_error", "tolerance", "passed"});
+      r.output_check.ran = true;
+      if (whole(oc, op, "checked_blocks", 0, 1e15, x, true))
+        r.output_check.checked_blocks = static_cast<int64_t>(x);
+      num(oc, op, "max_abs_error", 0, 1e300, r.output_check.max_abs_error, true);
+      num(oc, op, "tolerance", 0, 1e300, r.output_check.tolerance, true);
+      if (!oc.contains("passed")) fail(op, "missing 'passed'");
+      r.output_check.passed = flag(oc, op, "passed", false);
     }
     r.nccl_p2p_disabled = flag(root, "", "nccl_p2p_disable", false);
     if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);
@@ -541,15 +587,24 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       if (!lj.is_object()) return input_error(src, lp, "expected an object");
       keys(lj, lp, {"step", "layer", "repeat", "makespan_s", "makespan_samples_s", "activities"});
       LayerReplay L;
-      if (num(lj, lp, "step", 0, 1e9, x, true)) L.step = static_cast<int>(x);
-      if (num(lj, lp, "layer", 0, 1e9, x, true)) L.layer = static_cast<int>(x);
-      if (num(lj, lp, "repeat", 1, 1e15, x, false)) L.repeat = static_cast<int64_t>(x);
+      if (whole(lj, lp, "step", 0, 1e9, x, true)) L.step = static_cast<int>(x);
+      if (whole(lj, lp, "layer", 0, 1e9, x, true)) L.layer = static_cast<int>(x);
+      if (whole(lj, lp, "repeat", 1, 1e15, x, false)) L.repeat = static_cast<int64_t>(x);
       num(lj, lp, "makespan_s", 0, 1e6, L.makespan_s, true);
       if (lj.contains("makespan_samples_s")) {
-        L.makespan_samples_s = lj["makespan_samples_s"].get<std::vector<double>>();
-        for (size_t k = 0; k < L.makespan_samples_s.size(); ++k)
-          if (!(std::isfinite(L.makespan_samples_s[k]) && L.makespan_samples_s[k] >= 0))
-            fail(lp + "/makespan_samples_s/" + std::to_string(k), "must be a finite time >= 0");
+        const Json& ms = lj["makespan_samples_s"];
+        if (!ms.is_array())
+          fail(lp + "/makespan_samples_s",
+               std::string("expected an array of times, got ") + ms.type_name());
+        else
+          for (size_t k = 0; k < ms.size(); ++k) {
+            if (!ms[k].is_number() || !std::isfinite(ms[k].get<double>()) ||
+                ms[k].get<double>() < 0) {
+              fail(lp + "/makespan_samples_s/" + std::to_string(k), "must be a finite time >= 0");
+              break;
+            }
+            L.makespan_samples_s.push_back(ms[k].get<double>());
+          }
       }
       if (!lj.contains("activities") || !lj["activities"].is_array())
         return input_error(src, lp + "/activities", "expected an array");
@@ -561,12 +616,13 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
         if (!aj.is_object()) return input_error(src, ap, "expected an object");
         keys(aj, ap, {"id", "is_transfer", "where", "lane", "start_s", "end_s", "bytes"});
         sim::ActivityResult a;
-        a.id = aj.at("id").get<std::string>();
-        if (a.id.empty()) fail(ap + "/id", "empty id");
-        if (!ids.insert(a.id).second) fail(ap + "/id", "duplicate id \"" + a.id + "\"");
-        a.is_transfer = aj.value("is_transfer", true);
-        a.where = aj.value("where", "");
-        a.lane = aj.value("lane", "");
+        str(aj, ap, "id", a.id, true);
+        if (bad_what.empty() && a.id.empty()) fail(ap + "/id", "empty id");
+        if (bad_what.empty() && !ids.insert(a.id).second)
+          fail(ap + "/id", "duplicate id \"" + a.id + "\"");
+        a.is_transfer = flag(aj, ap, "is_transfer", true);
+        str(aj, ap, "where", a.where, false);
+        str(aj, ap, "lane", a.lane, false);
         num(aj, ap, "start_s", 0, 1e6, a.start_s, true);
         num(aj, ap, "end_s", 0, 1e6, a.end_s, true);
         num(aj, ap, "bytes", 0, 1e18, a.bytes, false);

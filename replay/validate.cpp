@@ -61,6 +61,13 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
     return opt.topology_path.empty() ? input_error(plan_file, "/topology", what)
                                      : input_error(opt.topology_path, "", what);
   }
+  // --no-compute is for traces of replay --no-compute that do not record it; on a trace that
+  // says it computed, the model without compute made every compute error 100 % (compute_mape 1).
+  if (opt.no_compute && trace.compute_recorded && trace.compute != "none")
+    return input_error("<command line>", "--no-compute",
+                       trace_file + " records compute \"" + trace.compute +
+                           "\" (the replay computed); --no-compute is for traces of replay "
+                           "--no-compute that do not say so");
   // The trace names the plan it replayed (when it records it): refuse another plan's trace.
   if (trace.gpus > 0 && trace.gpus != plan.gpus)
     return input_error(trace_file, "/gpus",
@@ -486,8 +493,24 @@ PathFit fit_latency_bandwidth(const std::string& name, const std::vector<double>
 Result<std::string> topology_from_machine_file(const std::string& path, int virtual_ranks) {
   auto text = read_text_file(path);
   if (!text) return text.error();
-  return detail::topology_from_machine(*text, path, virtual_ranks,
-                                       sim::SimOptions{}.launch_overhead_s);
+  auto topo = detail::topology_from_machine(*text, path, virtual_ranks,
+                                            sim::SimOptions{}.launch_overhead_s);
+  if (!topo) return topo;
+  // The topology written must load: its measured_compute is copied from the machine file as it
+  // is, so it goes through the topology loader's strict parser first (an unloadable topology was
+  // written with exit 0). The copy keeps its JSON pointer: errors there name the machine file
+  // at /measured_compute/...; an error elsewhere is one of the built parts.
+  const std::string marker = "\x1fcalibrated-topology";
+  auto check = topology::Topology::from_json_text(*topo, marker);
+  if (!check) {
+    const std::string& msg = check.error().message;
+    if (msg.rfind(marker + ":/measured_compute", 0) == 0)
+      return Error{path + msg.substr(marker.size()), 2};
+    return Error{"calibrate: the topology built from " + path + " does not load: " +
+                     msg.substr(msg.rfind(marker, 0) == 0 ? marker.size() + 1 : 0),
+                 2};
+  }
+  return topo;
 }
 
 #ifndef SPARSP_HAVE_CUDA

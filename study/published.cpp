@@ -87,7 +87,12 @@ Result<double> get_positive(const std::string& file, const json& v, const std::s
   return v.get<double>();
 }
 
-Result<PublishedFile> check_file(const std::string& path, const RunOptions& options) {
+Result<PublishedFile> check_file(const std::string& path, const RunOptions& run_options) {
+  // The memory guard's advice names what check-published has: the file's pattern block.
+  RunOptions options = run_options;
+  options.memory_remedy =
+      "use a larger block (/setup/pattern/block; check-published has no "
+      "memory option)";
   auto text = read_text_file(path, "published-benchmark file");
   if (!text) return text.error();
   auto parsed = parse_json<json>(*text, path);
@@ -166,8 +171,14 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
 
   if (!j.contains("sizes") || !j["sizes"].is_array() || j["sizes"].empty())
     return input_error(path, "/sizes", "expected a non-empty list of problem sizes");
-  int topo_gpus = 0;  // 0: not loadable here (the study run reports why)
-  if (auto t = topology::Topology::load(topology)) topo_gpus = t->num_gpus();
+  // The setup's topology and model are checked once, at their pointers (an error in them was
+  // reported at the first size, "/sizes/0").
+  int topo_gpus = 0;
+  {
+    auto t = topology::Topology::load(topology);
+    if (!t) return input_error(path, "/setup/topology", t.error().message);
+    topo_gpus = t->num_gpus();
+  }
   std::vector<double> all_errors;
   std::set<std::string> size_names;
   for (size_t i = 0; i < j["sizes"].size(); ++i) {
@@ -205,15 +216,31 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
       if (s.contains("tokens") && s.contains("latent"))
         return input_error(path, sp + "/latent", "give tokens or latent, not both");
       if (s.contains("tokens")) {
-        auto t = get_positive_int(path, s["tokens"], sp + "/tokens", 1 << 30);
-        if (!t) return t.error();
+        // The model's own bound (patterns/model.cpp: T x H x W <= 2^28, token counts are 32-bit),
+        // here at the size's pointer (it was reported in the generated model, past 2^28).
+        auto t = get_positive_int(path, s["tokens"], sp + "/tokens", int64_t{1} << 28);
+        if (!t)
+          return input_error(path, sp + "/tokens",
+                             "expected an integer in 1..268435456 (2^28 video tokens: token "
+                             "counts are 32-bit)");
         m["latent"] = json::array({1, 1, *t});
       } else if (s.contains("latent")) {
         m["latent"] = s["latent"];
       }
       model_json = m.dump();
-      auto pm = patterns::parse_model(model_json, path + ":" + sp + " model");
-      if (!pm) return pm.error();
+      // Errors name /setup/model (the object given there), or the size's tokens / latent.
+      const std::string marker = "\x1fpublished-model";
+      auto pm = patterns::parse_model(model_json, marker);
+      if (!pm) {
+        std::string msg = pm.error().message;
+        if (msg.rfind(marker, 0) == 0) msg = msg.substr(marker.size());
+        if (msg.rfind(":/latent", 0) == 0 && (s.contains("tokens") || s.contains("latent")))
+          return input_error(path, sp + (s.contains("tokens") ? "/tokens" : "/latent"),
+                             msg.substr(msg.find(": ") + 2));
+        if (msg.rfind(":/", 0) == 0) return Error{path + ":/setup/model" + msg.substr(1), 2};
+        if (msg.rfind(": ", 0) == 0) return Error{path + ":/setup/model" + msg, 2};
+        return Error{path + ":/setup/model: " + msg, 2};
+      }
       model = *pm;
     } else {
       if (s.contains("tokens") || s.contains("latent"))
@@ -238,7 +265,9 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& opti
       if (!pol) return pol.error();
       auto spec = policy::parse_policy(*pol);
       if (!spec) return input_error(path, mp + "/policy", spec.error().message);
-      if (auto st = policy::check_runnable(*spec, size.gpus, model.heads); !st)
+      if (auto st =
+              policy::check_runnable(*spec, size.gpus, model.heads, model.kv_heads_or_heads());
+          !st)
         return input_error(path, mp + "/policy", st.error().message);
       if (!labels.insert(*pol).second)
         return input_error(path, mp + "/policy", "policy '" + *pol + "' twice in this size");

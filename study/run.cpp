@@ -210,7 +210,8 @@ constexpr double kBytesPerBlockPair = 10.0;
 
 // Refuses a generated pattern whose blocks^2 state would not fit `max_bytes`, before the
 // pattern is made (a recorded mask's size is bounded by its file).
-Status check_memory(const Study& st, const patterns::ModelSpec& model, double max_bytes) {
+Status check_memory(const Study& st, const patterns::ModelSpec& model, double max_bytes,
+                    const std::string& remedy) {
   if (st.pattern.kind == "file" || st.pattern.block_tokens < 1) return Ok{};
   const double b = st.pattern.block_tokens;
   const double blocks = std::ceil(model.video_tokens() / b) + std::ceil(model.text_tokens / b);
@@ -219,10 +220,10 @@ Status check_memory(const Study& st, const patterns::ModelSpec& model, double ma
   char msg[320];
   std::snprintf(msg, sizeof msg,
                 "block %d gives %.0f blocks, an estimated %.1f GiB (%.0f B per block pair), over "
-                "the limit of %.1f GiB; use a larger block (--block) or raise --max-memory-gib",
+                "the limit of %.1f GiB; ",
                 st.pattern.block_tokens, blocks, need / (1ull << 30), kBytesPerBlockPair,
                 max_bytes / (1ull << 30));
-  return input_at(st, "/pattern/block", msg);
+  return input_at(st, "/pattern/block", msg + remedy);
 }
 
 // The group on topology `topo`: its GPUs and ranks, the pattern, the selection and the
@@ -283,13 +284,13 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
 // the others with their reasons (policy::check_runnable). The baseline left out, or every policy,
 // is an input error.
 Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo_name, int ranks,
-                                        int heads, size_t baseline,
+                                        int heads, int kv_heads, size_t baseline,
                                         std::vector<SkippedPolicy>& skipped) {
   std::vector<size_t> runs;
   std::vector<SkippedPolicy> here;
   std::string baseline_reason;
   for (size_t pi = 0; pi < st.policies.size(); ++pi) {
-    if (auto ok = policy::check_runnable(st.policies[pi], ranks, heads); !ok) {
+    if (auto ok = policy::check_runnable(st.policies[pi], ranks, heads, kv_heads); !ok) {
       here.push_back({topo_name, policy_label(st.policies[pi]), ok.error().message});
       if (pi == baseline) baseline_reason = ok.error().message;
       continue;
@@ -337,7 +338,9 @@ Result<std::vector<std::unique_ptr<topology::Topology>>> load_topologies(
                         " GPUs, gpu0..gpu" + std::to_string(topo->num_gpus() - 1) + ")"});
     std::vector<SkippedPolicy> ignored;
     const int ranks = static_cast<int>(group_gpus(st, *topo).size());
-    if (auto r = runnable_on(st, topo->name(), ranks, model.heads, baseline, ignored); !r)
+    if (auto r = runnable_on(st, topo->name(), ranks, model.heads, model.kv_heads_or_heads(),
+                             baseline, ignored);
+        !r)
       return r.error();
     out.push_back(std::make_unique<topology::Topology>(std::move(*topo)));
   }
@@ -355,7 +358,8 @@ Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g
             policy::check_policy_on(st.policies[pi], g.ranks.ranks, model.heads, g.min_sm_count);
         !chk)
       return at(st, place_of(st, pi), chk.error());
-  auto idx = runnable_on(st, g.topo->name(), g.ranks.ranks, model.heads, baseline, skipped);
+  auto idx = runnable_on(st, g.topo->name(), g.ranks.ranks, model.heads, model.kv_heads_or_heads(),
+                         baseline, skipped);
   if (!idx) return idx.error();
   std::vector<PolicyRun> runs(idx->size());
   for (size_t i = 0; i < runs.size(); ++i) runs[i].index = (*idx)[i];
@@ -667,7 +671,8 @@ Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   out.baseline = policy_label(st.policies[*baseline]);
   auto topos = load_topologies(st, *model, *baseline);
   if (!topos) return topos.error();
-  if (auto s = check_memory(st, *model, opt.max_memory_bytes); !s) return s.error();
+  if (auto s = check_memory(st, *model, opt.max_memory_bytes, opt.memory_remedy); !s)
+    return s.error();
   Progress progress{opt};
   for (size_t ti = 0; ti < st.topologies.size(); ++ti) {
     auto g = open_group(st, std::move((*topos)[ti]), *model);

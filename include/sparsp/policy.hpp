@@ -312,8 +312,11 @@ Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_
 /// takes H / P heads); USP needs a Ulysses degree u > 1 dividing both P and the heads: the given
 /// ulysses_degree, or default_ulysses_degree (none below 4 ranks: "no Ulysses x ring split of 3
 /// ranks"). Every other scheme runs on any P. Studies leave such a policy out on that topology
-/// (StudyResult::skipped) instead of failing.
-Status check_runnable(const PolicySpec& spec, int ranks, int heads);
+/// (StudyResult::skipped) instead of failing. With grouped-query attention (`kv_heads` > 0 and
+/// below `heads`; 0: as many as heads) the Ulysses degree u and kv_heads must also divide one
+/// another (policy/scheme_parts.cpp ulysses_kv_heads, after yunchang's all_to_all_4D): Ulysses
+/// with u = P, USP with its degree.
+Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads = 0);
 
 /// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
 Result<PolicySpec> parse_policy(const std::string& text);

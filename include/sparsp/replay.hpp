@@ -72,6 +72,7 @@ struct ReplayOptions {
                                ///< that makes no progress for this long ends the process with
                                ///< exit 1 and a message naming the layer and iteration (a hung
                                ///< collective cannot be cancelled from the host); 0: off
+  std::string plan_source = "<plan>";  ///< file name that plan-shape errors cite
   // Fault injection (tests of the integrity check):
   std::string skip_transfer;  ///< id of a transfer not to execute
   int corrupt_block = -1;     ///< overwrite a span of this block as it is received
@@ -111,6 +112,8 @@ struct ReplayResult {
   double total_s = 0;  ///< sum over layer plans of makespan_s * repeat
   bool compute_emulated = true;    ///< compute tasks ran (false: --no-compute; transfers only)
   std::string compute = "emulated";  ///< "real" | "emulated" | "none"
+  bool compute_recorded = true;      ///< the trace said how compute ran ("compute" key; false:
+                                     ///< a trace written before it, `compute` inferred)
   std::string compute_note;          ///< why a default replay did not compute for real
   OutputCheck output_check;
   bool nccl_p2p_disabled = false;  ///< NCCL carried SM-driven transfers with NCCL_P2P_DISABLE

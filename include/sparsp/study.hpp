@@ -132,6 +132,9 @@ struct RunOptions {
   /// and placement state) is above this is refused before anything is allocated (exit 2, naming
   /// the estimate and --block, the option that lowers it). `simulate --max-memory-gib` raises it.
   double max_memory_bytes = kDefaultMaxMemoryBytes;
+  /// What that refusal tells the user to do: options of the command that runs the study
+  /// (check-published has neither --block nor --max-memory-gib).
+  std::string memory_remedy = "use a larger block (--block) or raise --max-memory-gib";
   bool keep_plans = false;
   bool keep_trace = false;
   /// Called after each (topology, step, layer) unit with the units done and the total

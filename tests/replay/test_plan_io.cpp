@@ -1,7 +1,9 @@
 // Plan JSON round trip and error reporting (policy/plan_io.cpp, schema policy/PLAN.md).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "sparsp/plan.hpp"
@@ -176,4 +178,80 @@ TEST_CASE("plan schema 2: compute kinds round-trip; schema 1 plans load as atten
   bad = policy::parse_plan(j.dump(), "bad.json");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message == "bad.json:/layers/0/compute/0/bytes: applies to kind \"copy\" only");
+}
+
+TEST_CASE("plan integers are range-checked at their pointer, never wrapped mod 2^32") {
+  // Issue 18: get<int>() wrapped 4294967298 GPUs to 2; a fraction failed without its range.
+  const nlohmann::ordered_json base = nlohmann::ordered_json::parse(policy::to_json(small_plan()));
+  REQUIRE(policy::parse_plan(base.dump(), "p.json").ok());
+  auto err = [&](const std::function<void(nlohmann::ordered_json&)>& edit) {
+    auto j = base;
+    edit(j);
+    auto r = policy::parse_plan(j.dump(), "p.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().exit_code == 2);
+    return r.error().message;
+  };
+  const uint64_t wrap2 = (uint64_t{1} << 32) + 2;  // read as 2 by get<int>()
+  CHECK(err([&](auto& j) { j["gpus"] = wrap2; }) ==
+        "p.json:/gpus: expected an integer in 1..4096, got 4294967298");
+  CHECK(err([&](auto& j) { j["schema_version"] = wrap2; }) ==
+        "p.json:/schema_version: expected an integer in 1..1073741824, got 4294967298");
+  CHECK(err([&](auto& j) { j["num_blocks"] = (uint64_t{1} << 32) + 4; }) ==
+        "p.json:/num_blocks: expected an integer in 0..2147483647, got 4294967300");
+  CHECK(err([&](auto& j) { j["heads"] = -2; }) ==
+        "p.json:/heads: expected an integer in 0..4096, got -2");
+  CHECK(err([&](auto& j) { j["head_dim"] = 8.5; }) ==
+        "p.json:/head_dim: expected an integer in 0..65536, got 8.5");
+  CHECK(err([&](auto& j) { j["block_tokens"] = "4"; }) ==
+        "p.json:/block_tokens: expected an integer in 0..2147483647, got string");
+  CHECK(err([&](auto& j) { j["dtype_bytes"] = 18446744073709551615ull; }) ==
+        "p.json:/dtype_bytes: expected an integer in 1..8, got 18446744073709551615");
+  CHECK(err([&](auto& j) { j["layers"][0]["step"] = wrap2; }) ==
+        "p.json:/layers/0/step: expected an integer in 0..2147483647, got 4294967298");
+  CHECK(err([&](auto& j) { j["layers"][0]["repeat"] = 2.5; }) ==
+        "p.json:/layers/0/repeat: expected an integer in 1..2147483647, got 2.5");
+  CHECK(err([&](auto& j) { j["layers"][0]["transfers"][0]["layer"] = wrap2 + 1; }) ==
+        "p.json:/layers/0/transfers/0/layer: expected an integer in -1..2147483647, got "
+        "4294967299");
+  // -1 is sim::ComputeTask's "unset" layer (include/sparsp/sim.hpp), written as it is.
+  CHECK(err([&](auto& j) { j["layers"][0]["compute"][0]["layer"] = -2; }) ==
+        "p.json:/layers/0/compute/0/layer: expected an integer in -1..2147483647, got -2");
+}
+
+TEST_CASE("plan kv_heads and head ranges: kv_heads 0, schema 1 keys, heads past the plan's") {
+  const nlohmann::ordered_json base = nlohmann::ordered_json::parse(policy::to_json(small_plan()));
+  auto err = [&](const std::function<void(nlohmann::ordered_json&)>& edit) {
+    auto j = base;
+    edit(j);
+    auto r = policy::parse_plan(j.dump(), "p.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  // kv_heads written means K/V heads; 0 is none (absent is "as many as heads").
+  CHECK(err([](auto& j) { j["kv_heads"] = 0; }) ==
+        "p.json:/kv_heads: expected an integer in 1..4096, got 0");
+  CHECK(err([](auto& j) {
+          j["schema_version"] = 1;
+          j["kv_heads"] = 1;
+          j["layers"][0]["compute"][0].erase("kind");
+        }) ==
+        "p.json:/kv_heads: a schema 2 key, but the plan says schema_version 1; write "
+        "schema_version 2 (policy/PLAN.md)");
+  CHECK(err([](auto& j) {
+          j["schema_version"] = 1;
+          j["layers"][0]["compute"][0].erase("kind");
+          j["layers"][0]["mask"] = nlohmann::ordered_json::object();
+        }) ==
+        "p.json:/layers/0/mask: a schema 2 key, but the plan says schema_version 1; write "
+        "schema_version 2 (policy/PLAN.md)");
+  // The plan has heads 2: a task's head range ends at 2 at most.
+  CHECK(err([](auto& j) {
+          j["layers"][0]["compute"][0]["heads"] = {0, 3};
+        }) ==
+        "p.json:/layers/0/compute/0/heads: expected [first, end) with 0 <= first < end <= 2 (the "
+        "plan's heads)");
+  auto ok = base;
+  ok["layers"][0]["compute"][0]["heads"] = {1, 2};
+  CHECK(policy::parse_plan(ok.dump(), "p.json").ok());
 }

@@ -203,6 +203,81 @@ TEST_CASE("trace files are checked strictly: keys, numbers, ids, makespan") {
   CHECK(err("{\n\"schema\": \"sparsp.trace\",\n oops}").rfind("t.json:3: invalid JSON", 0) == 0);
 }
 
+TEST_CASE("trace files: wrong types, devices, output_check and compute are errors at a pointer") {
+  // Issue 18, last break-it pass: these were a library exception without a pointer, or accepted.
+  const std::string top = R"({"schema": "sparsp.trace", "schema_version": 1, )";
+  const std::string layers =
+      R"("layers": [{"step": 0, "layer": 0, "makespan_s": 0.001, "activities": []}]})";
+  auto err = [](const std::string& text) {
+    auto r = replay::parse_trace(text, "t.json");
+    REQUIRE(!r.ok());
+    CHECK(r.error().exit_code == 2);
+    return r.error().message;
+  };
+  REQUIRE(replay::parse_trace(top +
+                                  R"("gpus": 2, "devices": [0, 0], "compute": "real", )"
+                                  R"("output_check": {"checked_blocks": 3, "max_abs_error": 0, )"
+                                  R"("tolerance": 0.01, "passed": true}, )" +
+                                  layers,
+                              "t.json")
+              .ok());
+  CHECK(err(top + R"("backend": 7, )" + layers) ==
+        "t.json:/backend: expected a string, got number");
+  CHECK(err(top + R"("compute": 1, )" + layers) ==
+        "t.json:/compute: expected \"real\", \"emulated\" or \"none\", got 1");
+  CHECK(err(top + R"("devices": "0,1", )" + layers) ==
+        "t.json:/devices: expected an array of device indices, got string");
+  CHECK(err(top + R"("devices": [0, -1], )" + layers) ==
+        "t.json:/devices/1: expected a device index in 0..1023, got -1");
+  CHECK(err(top + R"("gpus": 2, "devices": [0], )" + layers) ==
+        "t.json:/devices: 1 entries, but /gpus is 2 (one device per rank)");
+  CHECK(err(top + R"("gpus": 1.5, )" + layers) == "t.json:/gpus: expected an integer, got 1.5");
+  CHECK(err(top +
+            R"("compute": "real", "output_check": {"checked_blocks": "3", )"
+            R"("max_abs_error": 0, "tolerance": 0.01, "passed": true}, )" +
+            layers) == "t.json:/output_check/checked_blocks: expected a number");
+  CHECK(err(top +
+            R"("compute": "real", "output_check": {"checked_blocks": 3, )"
+            R"("max_abs_error": 0, "tolerance": 0.01, "passed": "yes"}, )" +
+            layers) == "t.json:/output_check/passed: expected true or false, got \"yes\"");
+  CHECK(err(top +
+            R"("compute": "real", "output_check": {"checked_blocks": 3, "bogus": 1, )"
+            R"("max_abs_error": 0, "tolerance": 0.01, "passed": true}, )" +
+            layers) == "t.json:/output_check/bogus: unknown key 'bogus'");
+  CHECK(err(top +
+            R"("compute": "emulated", "output_check": {"checked_blocks": 3, )"
+            R"("max_abs_error": 0, "tolerance": 0.01, "passed": true}, )" +
+            layers) ==
+        "t.json:/output_check: an output check, but /compute is \"emulated\" (only real compute "
+        "has outputs to check)");
+  CHECK(err(top + R"("layers": [{"step": 0, "layer": 0, "makespan_s": 0.001, "activities": )"
+                  R"([{"id": 5, "start_s": 0, "end_s": 0}]}]})") ==
+        "t.json:/layers/0/activities/0/id: expected a string, got number");
+  CHECK(err(top + R"("layers": [{"step": 0, "layer": 0, "makespan_s": 0.001, "activities": )"
+                  R"([{"id": "a", "is_transfer": 1, "start_s": 0, "end_s": 0}]}]})") ==
+        "t.json:/layers/0/activities/0/is_transfer: expected true or false, got 1");
+  CHECK(err(top + R"("layers": [{"step": 0, "layer": 0, "makespan_s": 0.001, )"
+                  R"("makespan_samples_s": 0.001, "activities": []}]})") ==
+        "t.json:/layers/0/makespan_samples_s: expected an array of times, got number");
+}
+
+TEST_CASE("validate --no-compute on a trace that records compute is refused, not 100 % error") {
+  auto plan = policy::load_plan(kPlanPath);
+  REQUIRE(plan.ok());
+  auto o = named();
+  o.no_compute = true;
+  auto t = matching_trace(*plan);
+  t.compute = "real";  // recorded by the replay (compute_recorded: the "compute" key was there)
+  CHECK(error_of(*plan, t, o) ==
+        "<command line>:--no-compute: t.trace.json records compute \"real\" (the replay "
+        "computed); --no-compute is for traces of replay --no-compute that do not say so");
+  t.compute = "none";  // a --no-compute replay: the flag agrees
+  CHECK(replay::validate(*plan, t, o).ok());
+  t.compute = "emulated";
+  t.compute_recorded = false;  // an old trace that does not say: the flag decides
+  CHECK(replay::validate(*plan, t, o).ok());
+}
+
 TEST_CASE("no transfer compared: MAPE is n/a (text) and null (JSON), not 0.00%") {
   // Every measured duration 0 (break-it defect 22): nothing was compared, so there is no error
   // figure to give.

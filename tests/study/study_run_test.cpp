@@ -220,6 +220,48 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
   CHECK(policy::check_runnable(spec("contiguous/ring/sync"), 7, 40).ok());
 }
 
+TEST_CASE("check_runnable: Ulysses' degree and kv_heads must divide one another (GQA)") {
+  // ulysses_plan's rule (policy/scheme_parts.cpp ulysses_kv_heads): kv_heads >= u needs
+  // kv_heads % u == 0, kv_heads < u needs u % kv_heads == 0 (each K/V head copied u / kv_heads
+  // times). 24 heads, 8 ranks: heads split (24 = 8 x 3), but kv_heads 6 and 8 do not divide one
+  // another; kv_heads 4 (8 = 4 x 2), 8 and 24 (= 8 x 3) do. The study now skips the policy with
+  // this reason instead of failing in the scheme (exit 2).
+  auto spec = [](const char* text) { return *policy::parse_policy(text); };
+  const auto uly = spec("head_parallel/ulysses/sync");
+  CHECK(policy::check_runnable(uly, 8, 24, 6).error().message ==
+        "kv_heads (6) and the Ulysses degree 8 do not divide one another");
+  CHECK(policy::check_runnable(uly, 8, 24, 4).ok());
+  CHECK(policy::check_runnable(uly, 8, 24, 8).ok());
+  CHECK(policy::check_runnable(uly, 8, 24, 24).ok());
+  CHECK(policy::check_runnable(uly, 8, 24).ok());  // kv_heads 0: as many as heads
+  // USP at its degree: u = 3 with kv_heads 2 (neither divides the other), u = 2 with 4.
+  CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=3"), 6, 24, 2)
+            .error()
+            .message == "kv_heads (2) and the Ulysses degree 3 do not divide one another");
+  CHECK(policy::check_runnable(spec("contiguous/usp/sync:ulysses_degree=2"), 6, 24, 4).ok());
+  // The default degree of 8 ranks and 24 heads is 4: kv_heads 6 does not fit it.
+  CHECK(policy::check_runnable(spec("contiguous/usp/sync"), 8, 24, 6).error().message ==
+        "kv_heads (6) and the Ulysses degree 4 do not divide one another");
+}
+
+TEST_CASE("a study skips Ulysses when its degree and kv_heads do not divide one another") {
+  // 24 heads, 6 K/V heads, 8 ranks: heads split (24 = 8 x 3) but 6 and 8 do not divide one
+  // another. The study ran into ulysses_plan's error (exit 2); now the policy is a skipped row.
+  auto s = one_unit("gqa", "dense", 8);
+  s.model_json = R"({"schema_version": 1, "name": "gqa", "latent": [1, 1, 4096],
+      "text_tokens": 0, "heads": 24, "kv_heads": 6, "head_dim": 64, "layers": 1,
+      "hidden": 1536, "dtype_bytes": 2, "steps": 1})";
+  s.pattern.block_tokens = 256;
+  add(s, "contiguous/ring/sm_overlap");
+  add(s, "head_parallel/ulysses/sync");
+  auto r = study::run_study(s);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->policies.size() == 1);
+  REQUIRE(r->skipped.size() == 1);
+  CHECK(r->skipped[0].policy == "head_parallel/ulysses/sync");
+  CHECK(r->skipped[0].reason == "kv_heads (6) and the Ulysses degree 8 do not divide one another");
+}
+
 TEST_CASE("the baseline's own reason; a study that would fail on a later topology fails first") {
   // 7 ranks of Wan2.1-14B (40 heads): Ulysses is left out (40 % 7 != 0) and so is USP (default
   // degree 7/2 = 3 -> 2 -> 1, none divides 7). The error gives USP's reason, not Ulysses'.
