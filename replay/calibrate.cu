@@ -267,6 +267,27 @@ Result<std::string> nccl_host_path_in_child(int a, int b, const std::vector<doub
 namespace {
 __global__ void empty_kernel() {}
 
+/// The median of 3 timed runs after one warm-up, seconds: each run calls `prepare` (untimed:
+/// synchronisation, background work), then `run` between CUDA events e0 and e1 on `st`. Both
+/// return a Status.
+template <class Prepare, class Run>
+Result<double> median_of_3(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, Prepare&& prepare,
+                           Run&& run) {
+  std::vector<double> times;
+  for (int it = 0; it < 4; ++it) {
+    SPARSP_TRY(prepare());
+    SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
+    SPARSP_TRY(run());
+    SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
+    SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+    if (it > 0) times.push_back(ms * 1e-3);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 /// An SM-driven copy, as NCCL's kernels do over PCIe: every thread copies 16-byte words from
 /// mapped pinned host memory to device memory (loads cross PCIe, stores go to HBM), looping over
 /// the buffer until `duration_ns` of %globaltimer have passed. Launched with one block per SM and
@@ -302,7 +323,8 @@ Result<std::pair<Json, double>> measure_gemm(int tokens, cudaStream_t st, cudaEv
   Json points = Json::array();
   double sum = 0;
   int count = 0;
-  for (auto [n, k] : {std::pair<int, int>{3072, 3072}, std::pair<int, int>{12288, 3072}}) {
+  for (const auto& nk : {std::pair<int, int>{3072, 3072}, std::pair<int, int>{12288, 3072}}) {
+    const int n = nk.first, k = nk.second;
     const int m = tokens;
     void *a = nullptr, *b = nullptr, *c = nullptr;
     SPARSP_CUDA_TRY(cudaMalloc(&a, size_t(m) * k * 2));
@@ -319,26 +341,22 @@ Result<std::pair<Json, double>> measure_gemm(int tokens, cudaStream_t st, cudaEv
     SPARSP_TRY(at::fill_uniform_bf16(a, size_t(m) * k, 4, 1.0f, st));
     SPARSP_TRY(at::fill_uniform_bf16(b, size_t(k) * n, 5, 1.0f, st));
     const float alpha = 1, beta = 0;
-    std::vector<double> times;
-    for (int it = 0; it < 4; ++it) {
-      SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
-      // Column-major C(n x m) = B(n x k) A(k x m): the row-major m x n product.
-      const cublasStatus_t s = cublasGemmEx(
-          h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, a, CUDA_R_16BF, k, &beta,
-          c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (s != CUBLAS_STATUS_SUCCESS)
-        return Error{"calibrate: cublasGemmEx failed (status " + std::to_string(int(s)) + ")", 1};
-      SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
-      SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
-      float ms = 0;
-      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
-      if (it > 0) times.push_back(ms * 1e-3);
-    }
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
-    const double tflops = 2.0 * m * n * k / t / 1e12;
+    auto t = median_of_3(
+        st, e0, e1, [] { return Status{Ok{}}; },
+        [&]() -> Status {
+          // Column-major C(n x m) = B(n x k) A(k x m): the row-major m x n product.
+          const cublasStatus_t s = cublasGemmEx(
+              h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, a, CUDA_R_16BF, k,
+              &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          if (s != CUBLAS_STATUS_SUCCESS)
+            return Error{"calibrate: cublasGemmEx failed (status " + std::to_string(int(s)) + ")",
+                         1};
+          return Ok{};
+        });
+    if (!t) return t.error();
+    const double tflops = 2.0 * m * n * k / *t / 1e12;
     points.push_back(
-        {{"gemm", {{"m", m}, {"n", n}, {"k", k}}}, {"time_ms", t * 1e3}, {"TFLOPs", tflops}});
+        {{"gemm", {{"m", m}, {"n", n}, {"k", k}}}, {"time_ms", *t * 1e3}, {"TFLOPs", tflops}});
     sum += tflops;
     ++count;
   }
@@ -415,34 +433,32 @@ Result<std::pair<Json, Json>> measure_contention(int device, int tokens, cudaStr
       cudaFuncSetAttribute(sm_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   // beside: 0 alone, -1 copy-engine copies, N > 0 the SM copy kernel on N SMs.
   auto time_attention = [&](int beside, double t_alone) -> Result<double> {
-    std::vector<double> times;
-    for (int it = 0; it < 4; ++it) {
-      SPARSP_CUDA_TRY(cudaDeviceSynchronize());
-      if (beside < 0) {
-        const int reps = 1 + int(std::ceil(3 * t_alone / (copy_bytes / 50e9)));
-        for (int r = 0; r < reps; ++r) {
-          SPARSP_CUDA_TRY(cudaMemcpyAsync(dbuf, h_src, copy_bytes, cudaMemcpyHostToDevice, s_h2d));
-          SPARSP_CUDA_TRY(cudaMemcpyAsync(h_dst, d_map, copy_bytes, cudaMemcpyDeviceToHost, s_d2h));
-        }
-      } else if (beside > 0) {
-        sm_copy_kernel<<<beside, 512, size_t(smem), s_sm>>>(
-            static_cast<const int4*>(h_map_dev), static_cast<int4*>(d_map), copy_bytes / 16,
-            static_cast<unsigned long long>(3 * t_alone * 1e9));
-        SPARSP_CUDA_TRY(cudaGetLastError());
-        // Let the copier's blocks take their SMs before the attention's blocks are dispatched.
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
-      SPARSP_TRY(at::attention_forward(*dl, q, k, v, o, lse, st));
-      SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
-      SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
-      float ms = 0;
-      SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
-      if (it > 0) times.push_back(ms * 1e-3);
-    }
+    auto r = median_of_3(
+        st, e0, e1,
+        [&]() -> Status {
+          SPARSP_CUDA_TRY(cudaDeviceSynchronize());
+          if (beside < 0) {
+            const int reps = 1 + int(std::ceil(3 * t_alone / (copy_bytes / 50e9)));
+            for (int i = 0; i < reps; ++i) {
+              SPARSP_CUDA_TRY(
+                  cudaMemcpyAsync(dbuf, h_src, copy_bytes, cudaMemcpyHostToDevice, s_h2d));
+              SPARSP_CUDA_TRY(
+                  cudaMemcpyAsync(h_dst, d_map, copy_bytes, cudaMemcpyDeviceToHost, s_d2h));
+            }
+          } else if (beside > 0) {
+            sm_copy_kernel<<<beside, 512, size_t(smem), s_sm>>>(
+                static_cast<const int4*>(h_map_dev), static_cast<int4*>(d_map), copy_bytes / 16,
+                static_cast<unsigned long long>(3 * t_alone * 1e9));
+            SPARSP_CUDA_TRY(cudaGetLastError());
+            // Let the copier's blocks take their SMs before the attention's are dispatched.
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          return Ok{};
+        },
+        [&] { return at::attention_forward(*dl, q, k, v, o, lse, st); });
+    if (!r) return r.error();
     SPARSP_CUDA_TRY(cudaDeviceSynchronize());
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    return *r;
   };
   Json points = Json::array();
   auto t0 = time_attention(0, 0);
@@ -582,18 +598,11 @@ Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions
         }
         auto dl = at::upload_layout(l);
         if (!dl) return dl.error();
-        std::vector<double> times;
-        for (int it = 0; it < 4; ++it) {
-          SPARSP_CUDA_TRY(cudaEventRecord(e0, st));
-          SPARSP_TRY(at::attention_forward(*dl, q, k, v, o, lse, st));
-          SPARSP_CUDA_TRY(cudaEventRecord(e1, st));
-          SPARSP_CUDA_TRY(cudaEventSynchronize(e1));
-          float ms = 0;
-          SPARSP_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
-          if (it > 0) times.push_back(ms * 1e-3);
-        }
-        std::sort(times.begin(), times.end());
-        const double t = times[times.size() / 2];
+        auto tr = median_of_3(
+            st, e0, e1, [] { return Status{Ok{}}; },
+            [&] { return at::attention_forward(*dl, q, k, v, o, lse, st); });
+        if (!tr) return tr.error();
+        const double t = *tr;
         const double tflops = at::active_flops(l) / t / 1e12;
         points.push_back({{"head_dim", hd},
                           {"block", block},

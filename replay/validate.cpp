@@ -500,7 +500,9 @@ Result<std::string> topology_from_machine_file(const std::string& path, int virt
   // is, so it goes through the topology loader's strict parser first (an unloadable topology was
   // written with exit 0). The copy keeps its JSON pointer: errors there name the machine file
   // at /measured_compute/...; an error elsewhere is one of the built parts.
-  const std::string marker = "\x1fcalibrated-topology";
+  const std::string marker =
+      "\x1f"
+      "calibrated-topology";
   auto check = topology::Topology::from_json_text(*topo, marker);
   if (!check) {
     const std::string& msg = check.error().message;
