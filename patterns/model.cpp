@@ -105,6 +105,38 @@ Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
   return Ok{};
 }
 
+// "block": the per-block work outside self-attention and the GEMMs (ModelSpec, issue 14).
+Status parse_block(const json& b, const std::string& src, ModelSpec& m) {
+  if (!b.is_object()) return input_error(src, "/block", "expected an object");
+  for (auto k = b.begin(); k != b.end(); ++k) {
+    const std::string kp = "/block/" + k.key();
+    const json& v = k.value();
+    if (k.key() == "cross_attention_tokens" || k.key() == "elementwise_kernels") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 20))
+        return input_error(src, kp, "expected an integer in 0..1048576");
+      (k.key() == "cross_attention_tokens" ? m.cross_attention_tokens : m.elementwise_kernels) =
+          v.get<int>();
+    } else if (k.key() == "elementwise_bytes_per_element" ||
+               k.key() == "elementwise_mlp_bytes_per_element") {
+      if (!finite_nonneg(v) || v.get<double>() > 1e4)
+        return input_error(src, kp, "expected bytes per element in [0, 1e4]");
+      (k.key() == "elementwise_bytes_per_element" ? m.elementwise_bytes_per_element
+                                                  : m.elementwise_mlp_bytes_per_element) =
+          v.get<double>();
+    } else if (k.key() == "source") {
+      if (!v.is_string() && !v.is_object())
+        return input_error(src, kp, "expected a string or an object of strings");
+      m.block_source = v.dump();
+    } else {
+      return input_error(src, kp,
+                         "unknown key (known: cross_attention_tokens, "
+                         "elementwise_bytes_per_element, elementwise_mlp_bytes_per_element, "
+                         "elementwise_kernels, source)");
+    }
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
@@ -114,16 +146,16 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (!j.is_object()) return input_error(src, "", "expected a JSON object");
   // Unknown keys are errors: a typo ("mlp_hiden") would silently take the default.
   static const char* const kKeys[] = {
-      "schema_version", "name",     "description",   "source",  "latent", "text_tokens",
-      "heads",          "kv_heads", "head_dim",      "layers",  "hidden", "mlp_hidden",
-      "dtype_bytes",    "steps",    "text_position", "pipeline"};
+      "schema_version", "name",     "description",   "source",   "latent", "text_tokens",
+      "heads",          "kv_heads", "head_dim",      "layers",   "hidden", "mlp_hidden",
+      "dtype_bytes",    "steps",    "text_position", "pipeline", "block"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys))
       return input_error(src, "/" + it.key(),
                          "unknown key '" + it.key() +
                              "' (known: schema_version, name, description, source, latent, "
                              "text_tokens, heads, kv_heads, head_dim, layers, hidden, mlp_hidden, "
-                             "dtype_bytes, steps, text_position, pipeline)");
+                             "dtype_bytes, steps, text_position, pipeline, block)");
   if (auto it = j.find("schema_version"); it != j.end() && !(it->is_number_integer() && *it == 1))
     return input_error(src, "/schema_version", "unsupported schema version (expected 1)");
   ModelSpec m;
@@ -198,6 +230,8 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (m.text_tokens == 0) m.text_position = TextPosition::none;
   if (auto it = j.find("pipeline"); it != j.end())
     if (auto st = parse_pipeline(*it, src, m.pipeline); !st) return st.error();
+  if (auto it = j.find("block"); it != j.end())
+    if (auto st = parse_block(*it, src, m); !st) return st.error();
   return m;
 }
 

@@ -60,6 +60,20 @@ struct ModelSpec {
   int dtype_bytes = 2;
   int steps = 0;  ///< denoising steps
   Pipeline pipeline;  ///< stages around the loop (JSON "pipeline"; all "not given" by default)
+  /// Per-block work outside self-attention and the QKV/out/MLP GEMMs (JSON "block", issue 14;
+  /// policy::ComputeModel::block_extra_time_s times it).
+  /// Text tokens of a cross-attention in every block (Wan: umT5's text_len 512); 0: none. Adds
+  /// its q/o GEMMs per video token, its k/v GEMMs on the text, and its attention FLOPs.
+  int cross_attention_tokens = 0;
+  /// Bytes read + written by the block's elementwise and norm kernels (norms, modulation, RoPE,
+  /// gated residuals, dtype casts), per element of the tokens x hidden activation. Default 92:
+  /// a bf16 adaLN DiT block with fused kernels (RMSNorm q,k 2 x 4; RoPE q,k via fp32 2 x 20;
+  /// two LayerNorm + scale + shift 2 x 12; two gated residuals 2 x 10; configs/README.md).
+  double elementwise_bytes_per_element = 92;
+  /// Same, per element of the tokens x mlp_hidden activation (the MLP's GELU: read 2 + write 2).
+  double elementwise_mlp_bytes_per_element = 4;
+  int elementwise_kernels = 12;  ///< kernel launches of that work per block
+  std::string block_source;      ///< where the figures come from (JSON block/source)
   int video_tokens() const { return latent[0] * latent[1] * latent[2]; }
   int tokens() const { return video_tokens() + text_tokens; }
 };

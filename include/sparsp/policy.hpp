@@ -41,6 +41,12 @@ struct ComputeModel {
   /// Device memory bandwidth, bytes/s: the GPU's memory_bandwidth_GBps (configs/gpus/models.json,
   /// datasheet) when known; default the RTX 4090's 1008 GB/s (its datasheet, as the FLOP/s).
   double memory_bandwidth_Bps = 1008e9;
+  /// Fraction of memory_bandwidth_Bps that the block's elementwise and norm kernels reach
+  /// (block_extra_time_s). 0.67: fitted to one Wan2.1-14B block at 720p on an H200, its eager
+  /// elementwise work timed op by op (python/examples/wan_block_elementwise.py: 50.2 ms measured,
+  /// 33.4 ms at the datasheet's 4.8 TB/s; sim/RESULTS.md); checked on the Wan2.1-1.3B 480p shape
+  /// (6.91 ms measured, 6.69 ms modelled). One figure for every GPU.
+  double memory_efficiency = 0.67;
 
   double attention_flops(double q_tokens, double k_tokens, int head_dim) const {
     return 4.0 * q_tokens * k_tokens * head_dim;
@@ -59,9 +65,23 @@ struct ComputeModel {
   /// hidden FLOPs), output projection (2 * hidden^2) and MLP (2 * 2 * hidden * mlp_hidden), i.e.
   /// 2 * (4 h^2 + 2 h m) FLOPs/token. HunyuanVideo's single-stream blocks fuse the MLP into the
   /// same GEMMs; the count is the same.
+  /// With a cross-attention (model.cross_attention_tokens > 0) its q and o projections add
+  /// 2 * 2 h^2 FLOPs/token (Wan2.1 WanT2VCrossAttention: q on the video tokens, o on its output).
   static double other_flops_per_token(const patterns::ModelSpec& model);
-  /// Seconds of non-attention work of one layer on a rank holding `tokens` tokens
-  /// (5 launches: QKV, out, two MLP GEMMs, norm/modulation).
+  /// Seconds of the block's elementwise and norm kernels on a rank holding `tokens` tokens:
+  /// tokens * (hidden * elementwise_bytes_per_element + mlp_hidden *
+  /// elementwise_mlp_bytes_per_element) / (memory_bandwidth_Bps * memory_efficiency) +
+  /// elementwise_kernels launches. Memory-bound (each op streams its operands once; no reuse).
+  double elementwise_time_s(const patterns::ModelSpec& model, double tokens) const;
+  /// Seconds of the cross-attention to T = model.cross_attention_tokens text tokens on a rank
+  /// holding `tokens` tokens: its attention, 4 * tokens * T * head_dim * heads FLOPs, through
+  /// attention_time_s (one launch), plus its k and v projections of the T text tokens,
+  /// 2 * 2 * T * h^2 FLOPs at the GEMM rate (each rank projects the whole text); 0 when T = 0.
+  /// Its q/o GEMMs are in other_flops_per_token.
+  double cross_attention_time_s(const patterns::ModelSpec& model, double tokens) const;
+  /// Seconds of non-attention work of one layer on a rank holding `tokens` tokens: the GEMMs
+  /// (5 launches: QKV, out, two MLP GEMMs, norm/modulation; 2 more with a cross-attention),
+  /// plus elementwise_time_s and cross_attention_time_s.
   double other_time_s(const patterns::ModelSpec& model, double tokens) const;
 };
 

@@ -39,7 +39,7 @@ std::vector<std::string> csv_fields(const std::string& line) {
 }
 
 // One H100 SXM of the 8-GPU preset, dense Wan2.1-14B (50 steps, CFG sequential, the fitted
-// 68.9 s unsplit stage for the H100 SXM, no text encoder or scheduler figure), fa2.
+// 31.5 s unsplit stage for the H100 SXM, no text encoder or scheduler figure), fa2.
 const char* kWanH100Study = R"({"schema_version": 1, "topologies": ["8x-h100-sxm-nvswitch"],
     "gpus": 1, "model": "wan2.1-14b-720p", "pattern": {"kind": "dense"},
     "policies": ["contiguous/ring/sync"], "steps": [0], "layers": [0],
@@ -149,9 +149,9 @@ TEST_CASE(
         std::vector<std::string>{"denoise_time_s", "denoise_speedup", "not_modelled",
                                  "compute_source"});
   const double step = std::stod(v[9]), e2e = std::stod(v[10]), denoise = std::stod(v[23]);
-  // denoise = step x 50 steps x 2 CFG forwards; e2e = denoise + 68.9 s (vae_decode, unsplit).
+  // denoise = step x 50 steps x 2 CFG forwards; e2e = denoise + 31.5 s (vae_decode, unsplit).
   CHECK(denoise == doctest::Approx(step * 50 * 2).epsilon(1e-8));
-  CHECK(e2e == doctest::Approx(denoise + 68.9).epsilon(1e-8));
+  CHECK(e2e == doctest::Approx(denoise + 31.5).epsilon(1e-8));
   CHECK(v[24] == "1");  // the baseline against itself
   CHECK(v[25] == "text_encoder;scheduler");
   CHECK(v[26] == p.compute_source);
@@ -174,7 +174,7 @@ TEST_CASE(
   REQUIRE(out.rows.size() == 1);
   const auto& cells = out.rows[0];
   CHECK(std::stod(cells[22]) == doctest::Approx(std::stod(cells[10]) * 50 * 2).epsilon(1e-8));
-  CHECK(std::stod(cells[11]) == doctest::Approx(std::stod(cells[22]) + 68.9).epsilon(1e-8));
+  CHECK(std::stod(cells[11]) == doctest::Approx(std::stod(cells[22]) + 31.5).epsilon(1e-8));
   CHECK(std::stod(cells[23]) == 1.0);
   CHECK(cells[24] == "\"text_encoder;scheduler\"");
   CHECK(cells[25] == "\"" + p.compute_source + "\"");
