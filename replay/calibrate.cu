@@ -267,6 +267,41 @@ Result<std::string> nccl_host_path_in_child(int a, int b, const std::vector<doub
 namespace {
 __global__ void empty_kernel() {}
 
+/// The layout calibrate times: `tokens` / `block` query and KV blocks of `block` tokens, `heads`
+/// heads sharing one mask; each query block reads its own block and a seeded random rest
+/// (xorshift64), round(density x blocks) in all, at least 1. Density 1: every block.
+attention::BlockSparseLayout calibration_layout(int heads, int hd, int tokens, int block,
+                                                double density) {
+  attention::BlockSparseLayout l;
+  l.heads = heads;
+  l.head_dim = hd;
+  const int nb = tokens / block;
+  for (int b = 0; b <= nb; ++b) l.q_block_offsets.push_back(b * block);
+  l.kv_block_offsets = l.q_block_offsets;
+  const int per_row = std::max(1, int(std::lround(density * nb)));
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  l.row_ptr.push_back(0);
+  for (int qb = 0; qb < nb; ++qb) {
+    std::vector<int> row{qb};
+    std::vector<char> used(size_t(nb), 0);
+    used[size_t(qb)] = 1;
+    while (int(row.size()) < per_row) {
+      rng ^= rng << 13;
+      rng ^= rng >> 7;
+      rng ^= rng << 17;
+      const int b = int(rng % uint64_t(nb));
+      if (!used[size_t(b)]) {
+        used[size_t(b)] = 1;
+        row.push_back(b);
+      }
+    }
+    std::sort(row.begin(), row.end());
+    l.kv_blocks.insert(l.kv_blocks.end(), row.begin(), row.end());
+    l.row_ptr.push_back(int32_t(l.kv_blocks.size()));
+  }
+  return l;
+}
+
 /// The median of 3 timed runs after one warm-up, seconds: each run calls `prepare` (untimed:
 /// synchronisation, background work), then `run` between CUDA events e0 and e1 on `st`. Both
 /// return a Status.
@@ -415,17 +450,7 @@ Result<std::pair<Json, Json>> measure_contention(int device, int tokens, cudaStr
   SPARSP_TRY(at::fill_uniform_bf16(q, n, 1, 2.0f, st));
   SPARSP_TRY(at::fill_uniform_bf16(k, n, 2, 2.0f, st));
   SPARSP_TRY(at::fill_uniform_bf16(v, n, 3, 1.0f, st));
-  at::BlockSparseLayout l;
-  l.heads = heads;
-  l.head_dim = hd;
-  const int nb = tokens / block;
-  for (int b = 0; b <= nb; ++b) l.q_block_offsets.push_back(b * block);
-  l.kv_block_offsets = l.q_block_offsets;
-  l.row_ptr.push_back(0);
-  for (int qb = 0; qb < nb; ++qb) {
-    for (int b = 0; b < nb; ++b) l.kv_blocks.push_back(b);
-    l.row_ptr.push_back(int32_t(l.kv_blocks.size()));
-  }
+  const at::BlockSparseLayout l = calibration_layout(heads, hd, tokens, block, 1.0);
   auto dl = at::upload_layout(l);
   if (!dl) return dl.error();
   const int smem = int(prop.sharedMemPerBlockOptin);
@@ -569,33 +594,7 @@ Result<std::pair<Json, Json>> measure_compute(int device, const CalibrateOptions
       double sum_tflops = 0;
       int count = 0;
       for (double density : {0.1, 0.3, 1.0}) {
-        at::BlockSparseLayout l;
-        l.heads = heads;
-        l.head_dim = hd;
-        const int nb = tokens / block;
-        for (int b = 0; b <= nb; ++b) l.q_block_offsets.push_back(b * block);
-        l.kv_block_offsets = l.q_block_offsets;
-        const int per_row = std::max(1, int(std::lround(density * nb)));
-        uint64_t rng = 0x9E3779B97F4A7C15ull;
-        l.row_ptr.push_back(0);
-        for (int qb = 0; qb < nb; ++qb) {
-          std::vector<int> row{qb};
-          std::vector<char> used(size_t(nb), 0);
-          used[size_t(qb)] = 1;
-          while (int(row.size()) < per_row) {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            const int b = int(rng % uint64_t(nb));
-            if (!used[size_t(b)]) {
-              used[size_t(b)] = 1;
-              row.push_back(b);
-            }
-          }
-          std::sort(row.begin(), row.end());
-          l.kv_blocks.insert(l.kv_blocks.end(), row.begin(), row.end());
-          l.row_ptr.push_back(int32_t(l.kv_blocks.size()));
-        }
+        const at::BlockSparseLayout l = calibration_layout(heads, hd, tokens, block, density);
         auto dl = at::upload_layout(l);
         if (!dl) return dl.error();
         auto tr = median_of_3(

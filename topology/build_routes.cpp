@@ -38,17 +38,7 @@ int Builder::lowest_common(int a, int b) const {
 }
 
 PathClass Builder::pcie_class(int gi, int gj) const {
-  const int ni = t_.gpu_nodes[static_cast<size_t>(gi)], nj = t_.gpu_nodes[static_cast<size_t>(gj)];
-  if (t_.node_cpu[static_cast<size_t>(ni)] != t_.node_cpu[static_cast<size_t>(nj)])
-    return PathClass::sys;
-  const int lca = lowest_common(ni, nj);
-  const NodeKind k = t_.nodes[static_cast<size_t>(lca)].kind;
-  if (k == NodeKind::cpu) return PathClass::node;
-  if (k == NodeKind::root_port) return PathClass::phb;
-  // Below a switch: PIX when both hang directly off it (one bridge), PXB otherwise.
-  const bool direct =
-      t_.parent[static_cast<size_t>(ni)] == lca && t_.parent[static_cast<size_t>(nj)] == lca;
-  return direct ? PathClass::pix : PathClass::pxb;
+  return tree_class(t_.gpu_nodes[static_cast<size_t>(gi)], t_.gpu_nodes[static_cast<size_t>(gj)]);
 }
 
 void Builder::build_gpu_matrices() {
@@ -398,6 +388,8 @@ RouteLeg Builder::host_tree_leg(int node, int k, bool to_host, std::string node_
   return finish(std::move(leg), hname, std::move(node_name));
 }
 
+// Tree nodes a and b: SYS across sockets; else by their lowest common ancestor (NODE at a CPU,
+// PHB at a root port, PIX below one switch with both directly under it, PXB otherwise).
 PathClass Builder::tree_class(int a, int b) const {
   if (t_.node_cpu[static_cast<size_t>(a)] != t_.node_cpu[static_cast<size_t>(b)])
     return PathClass::sys;

@@ -9,23 +9,15 @@
 #include <thread>
 #include <vector>
 
+#include "must_load.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
 
 namespace {
 
-Topology must_load(const std::string& name) {
-  auto t = Topology::load(name);
-  if (!t) FAIL(t.error().message);
-  return std::move(t).value();
-}
-
-Topology must_parse(const std::string& text) {
-  auto t = Topology::from_json_text(text, "cluster.json");
-  if (!t) FAIL(t.error().message);
-  return std::move(t).value();
-}
+using test::must_load;
+using test::must_parse;
 
 // Single-flow rate of one leg: the least capacity / coefficient over its resources.
 double leg_rate(const Topology& t, const RouteLeg& leg) {

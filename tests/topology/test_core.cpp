@@ -5,23 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "must_load.hpp"
 #include "sparsp/topology.hpp"
 
 using namespace sparsp::topology;
 
 namespace {
 
-Topology must_load(const std::string& name) {
-  auto t = Topology::load(name);
-  if (!t) FAIL(t.error().message);
-  return std::move(t).value();
-}
-
-Topology must_parse(const std::string& text) {
-  auto t = Topology::from_json_text(text, "test.json");
-  if (!t) FAIL(t.error().message);
-  return std::move(t).value();
-}
+using test::must_load;
+using test::must_parse;
 
 std::vector<std::vector<std::string>> class_matrix(const Topology& t) {
   std::vector<std::vector<std::string>> m;
