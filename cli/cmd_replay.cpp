@@ -370,6 +370,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
         ctx.exit_code = report(st.error());
         return;
       }
+      // Say what was written (break-it pass of 2026-12-02: a silent success looked like nothing).
+      std::printf("topology %s written from %s\n", ca->topology_out.c_str(), ca->from.c_str());
       ctx.exit_code = 0;
       return;
     }

@@ -107,19 +107,24 @@ Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
 
 // "block": the per-block work outside self-attention and the GEMMs (ModelSpec, issue 14).
 Status parse_block(const json& b, const std::string& src, ModelSpec& m) {
-  if (!b.is_object()) return input_error(src, "/block", "expected an object");
+  if (!b.is_object())
+    return input_error(src, "/block", std::string("expected an object, got ") + b.type_name());
+  // ", got 2.5" / ", got string": a wrong type reads as one.
+  auto got = [](const json& v) {
+    return ", got " + (v.is_number() ? v.dump() : std::string(v.type_name()));
+  };
   for (auto k = b.begin(); k != b.end(); ++k) {
     const std::string kp = "/block/" + k.key();
     const json& v = k.value();
     if (k.key() == "cross_attention_tokens" || k.key() == "elementwise_kernels") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 20))
-        return input_error(src, kp, "expected an integer in 0..1048576");
+        return input_error(src, kp, "expected an integer in 0..1048576" + got(v));
       (k.key() == "cross_attention_tokens" ? m.cross_attention_tokens : m.elementwise_kernels) =
           v.get<int>();
     } else if (k.key() == "elementwise_bytes_per_element" ||
                k.key() == "elementwise_mlp_bytes_per_element") {
       if (!finite_nonneg(v) || v.get<double>() > 1e4)
-        return input_error(src, kp, "expected bytes per element in [0, 1e4]");
+        return input_error(src, kp, "expected bytes per element in [0, 1e4]" + got(v));
       (k.key() == "elementwise_bytes_per_element" ? m.elementwise_bytes_per_element
                                                   : m.elementwise_mlp_bytes_per_element) =
           v.get<double>();

@@ -402,6 +402,11 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
 
 /// Reads a row-offset array ("row_ptr" / "range_ptr") of rows + 1 non-decreasing entries from 0
 /// to `count` at `ptr`.
+/// ", got 3.5" for a number, ", got string" for anything else: a wrong type reads as one.
+static std::string got(const Json& v) {
+  return ", got " + (v.is_number() ? v.dump() : std::string(v.type_name()));
+}
+
 std::optional<Error> parse_offsets(Reader& rd, const Json& a, const std::string& ptr, int64_t rows,
                                    bool per_head, size_t count, std::vector<int32_t>& out) {
   if (static_cast<int64_t>(a.size()) != rows + 1)
@@ -413,7 +418,8 @@ std::optional<Error> parse_offsets(Reader& rd, const Json& a, const std::string&
     const Json& x = a[i];
     if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
         x.get<int64_t>() > static_cast<int64_t>(count))
-      return rd.err(ptr_index(ptr, i), "expected an integer in 0.." + std::to_string(count));
+      return rd.err(ptr_index(ptr, i),
+                    "expected an integer in 0.." + std::to_string(count) + got(x));
     const auto v = static_cast<int32_t>(x.get<int64_t>());
     if ((i == 0 && v != 0) || (i > 0 && v < out.back()))
       return rd.err(ptr_index(ptr, i),
@@ -460,7 +466,8 @@ std::optional<Error> parse_mask(Reader& rd, const Json& mj, const std::string& m
         const auto v = block_id(static_cast<size_t>(i), p.num_blocks - 1);
         if (!v)
           return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
-                        "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+                        "expected a block id in 0.." + std::to_string(p.num_blocks - 1) +
+                            got((*kb)[static_cast<size_t>(i)]));
         if (i > m.row_ptr[r] && *v <= m.kv_blocks.back())
           return rd.err(ptr_index(mp + "/kv_blocks", static_cast<size_t>(i)),
                         "expected strictly increasing block ids within a row");
@@ -483,13 +490,15 @@ std::optional<Error> parse_mask(Reader& rd, const Json& mj, const std::string& m
       const size_t ib = 2 * static_cast<size_t>(j), ie = ib + 1;
       const auto b = block_id(ib, p.num_blocks - 1);
       if (!b)
-        return rd.err(ptr_index(mp + "/kv_ranges", ib),
-                      "expected a block id in 0.." + std::to_string(p.num_blocks - 1));
+        return rd.err(
+            ptr_index(mp + "/kv_ranges", ib),
+            "expected a block id in 0.." + std::to_string(p.num_blocks - 1) + got((*kb)[ib]));
       const auto en = block_id(ie, p.num_blocks);
       if (!en || *en <= *b)
         return rd.err(ptr_index(mp + "/kv_ranges", ie),
                       "expected a range end in " + std::to_string(*b + 1) + ".." +
-                          std::to_string(p.num_blocks) + " (ranges are [begin, end))");
+                          std::to_string(p.num_blocks) + " (ranges are [begin, end))" +
+                          got((*kb)[ie]));
       if (*b < prev_end)
         return rd.err(ptr_index(mp + "/kv_ranges", ib),
                       "expected increasing, disjoint ranges within a row");

@@ -11,6 +11,7 @@ RankTopology RankTopology::flat(int ranks, bool p2p) {
     rt.gpu_of_rank.push_back(r);
     rt.ancestors.push_back({"sw0", "cpu0"});
     rt.numa.push_back(0);
+    rt.node.push_back(0);
   }
   rt.p2p.assign(static_cast<size_t>(ranks) * ranks, p2p ? 1 : 0);
   return rt;
@@ -27,6 +28,7 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
     rt.gpu_of_rank.push_back(g);
     rt.ancestors.push_back(topo.ancestors(g));
     rt.numa.push_back(topo.gpu_socket(g));
+    rt.node.push_back(topo.is_cluster() ? topo.node_of_gpu(g) : 0);
   }
   rt.p2p.assign(gpus.size() * gpus.size(), 0);
   for (size_t a = 0; a < gpus.size(); ++a)

@@ -2,6 +2,7 @@
 // crosses the uplink once (a leader forwards it) or is staged in host memory once.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -14,7 +15,10 @@ namespace {
 // the owner's) crosses that switch's uplink once, to a leader that forwards it below the switch
 // over P2P; where the owner has no P2P to a requester, the owner stages the union of all such
 // requesters' blocks into its NUMA node's pinned host memory once (one device-to-host copy) and
-// each requester reads its blocks from there.
+// each requester reads its blocks from there. In a cluster, a block needed in another server node
+// crosses the network once per destination node, to the requester there that needs the most
+// bytes (the node's leader), which forwards the others' blocks inside its node; host staging
+// never spans nodes (a host's memory is reachable only inside its node).
 Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& p) {
   const Demand d = compute_demand(in, param(p, "split_text", 1) != 0);
   const int P = d.ranks;
@@ -36,10 +40,13 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
   };
   for (int o = 0; o < P; ++o) {
     std::vector<int> staged, direct_p2p;
+    std::map<int, std::vector<int>> other_nodes;  // destination node -> its requesters
     for (int sh = 1; sh < P; ++sh) {  // shifted order (see demand_direct)
       const int g = (o + sh) % P;
       if (d.bytes[static_cast<size_t>(g) * P + o] <= 0) continue;
-      if (force_staged || !rt.p2p_allowed(o, g))
+      if (rt.node_of(g) != rt.node_of(o))
+        other_nodes[rt.node_of(g)].push_back(g);
+      else if (force_staged || !rt.p2p_allowed(o, g))
         staged.push_back(g);
       else
         direct_p2p.push_back(g);
@@ -119,14 +126,40 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
         remote_task(g, o, add_msg(plan, std::move(f)));
       }
     }
+    // Requesters in other nodes: once across the network per node, then forwarded inside it.
+    for (auto& [node, members] : other_nodes) {
+      int leader = members[0];
+      for (int g : members)
+        if (d.bytes[static_cast<size_t>(g) * P + o] > d.bytes[static_cast<size_t>(leader) * P + o])
+          leader = g;
+      Message m;
+      m.src = o;
+      m.dst = leader;
+      m.host_staged = force_staged;
+      m.bytes = members.size() == 1 ? d.bytes[static_cast<size_t>(leader) * P + o]
+                                    : detail::union_bytes(in, d, o, members);
+      m.kv_blocks = members.size() == 1 ? d.blocks[static_cast<size_t>(leader) * P + o]
+                                        : detail::union_blocks(d, o, members);
+      m.after_msgs = requests_of(members);
+      m.tag = members.size() == 1 ? "kv" : "kv_net";
+      const int net_id = add_msg(plan, std::move(m));
+      remote_task(leader, o, net_id);
+      for (int g : members) {
+        if (g == leader) continue;
+        const size_t go = static_cast<size_t>(g) * P + o;
+        Message f{leader, g,        -1, d.bytes[go], false,        false, force_staged,
+                  0,      {net_id}, {}, true,        d.blocks[go], "fwd"};
+        remote_task(g, o, add_msg(plan, std::move(f)));
+      }
+    }
   }
   return plan;
 }
 
 const RegisterScheme kRegistered{
     {"demand_hierarchical",
-     "demand_direct, but shared blocks cross a switch uplink once (leader "
-     "forwards) or are staged in host memory once",
+     "demand_direct, but shared blocks cross a switch uplink or the network once "
+     "(a leader forwards) or are staged in host memory once",
      6, scheme_demand_hierarchical}};
 
 }  // namespace

@@ -709,9 +709,18 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
       const Ptr cp = e / "contention";
       r.expect_object(*c, cp);
       r.allow_keys(*c, cp, {"ce_copy", "sm_copy_per_sm"});
-      if (const json* v = r.find(*c, "ce_copy")) m.contention_ce_copy = figure(*v, cp / "ce_copy");
-      if (const json* v = r.find(*c, "sm_copy_per_sm"))
+      // Fractional slowdowns of attention (calibrate measures 0.008-0.009 and 0.0095-0.0098 on
+      // the H200, replay/RESULTS.md): ce_copy 10 would be 11x slower, sm_copy_per_sm 1 a whole
+      // kernel's time per SM; beyond those a figure is a typo, not a measurement.
+      if (const json* v = r.find(*c, "ce_copy")) {
+        m.contention_ce_copy = figure(*v, cp / "ce_copy");
+        if (m.contention_ce_copy > 10) r.fail(cp / "ce_copy", "must be in [0, 10] (a fraction)");
+      }
+      if (const json* v = r.find(*c, "sm_copy_per_sm")) {
         m.contention_sm_copy_per_sm = figure(*v, cp / "sm_copy_per_sm");
+        if (m.contention_sm_copy_per_sm > 1)
+          r.fail(cp / "sm_copy_per_sm", "must be in [0, 1] (a fraction per SM)");
+      }
     }
     m.conditions = r.string(o, e, "conditions", std::string());
     options.measured_compute.push_back(std::move(m));
@@ -1018,7 +1027,12 @@ Topology add_nics(const Reader& r, const json& nics, const Ptr& at, Topology ser
     const NicModel model = *find_nic_model(n.nic_model);
     n.ports = r.integer(o, e, "ports", model.ports);
     if (n.ports < 1 || n.ports > 64) r.fail(e / "ports", "expected 1..64");
-    if (r.find(o, "name")) n.name = r.string(o, e, "name");
+    if (r.find(o, "name")) {
+      n.name = r.string(o, e, "name");
+      for (const Node& other : nodes)
+        if (other.kind == NodeKind::nic && other.name == n.name)
+          r.fail(e / "name", "NIC name '" + n.name + "' is already used by " + other.id);
+    }
     Link l;
     l.a = parent;
     l.b = n.id;

@@ -177,6 +177,10 @@ struct RankTopology {
   std::vector<std::vector<std::string>> ancestors;    ///< [P] nearest first, up to the socket
   std::vector<uint8_t> p2p;                           ///< [P*P] direct peer access allowed
   std::vector<int> numa;                              ///< [P] NUMA node of the rank's GPU
+  /// [P] server node of the rank's GPU in a cluster topology (Topology::node_of_gpu); all 0 in
+  /// one server. Host memory is reachable only inside a node: a scheme that stages through
+  /// host memory must not stage between ranks of different nodes.
+  std::vector<int> node;
   /// [P*P] NCCL would use its P2P transport between the pair by default; otherwise its SHM
   /// transport (through host memory). NCCL 2.30.7 src/graph/paths.cc ncclTopoCheckP2p: P2P only
   /// up to PXB (not across a host bridge: PHB, NODE, SYS), except between the GPUs of a
@@ -185,6 +189,7 @@ struct RankTopology {
   /// Empty: same as p2p.
   std::vector<uint8_t> nccl_p2p;
   bool p2p_allowed(int a, int b) const { return p2p[static_cast<size_t>(a) * ranks + b] != 0; }
+  int node_of(int r) const { return node.empty() ? 0 : node[static_cast<size_t>(r)]; }
   bool nccl_p2p_allowed(int a, int b) const {
     return nccl_p2p.empty() ? p2p_allowed(a, b) : nccl_p2p[static_cast<size_t>(a) * ranks + b] != 0;
   }

@@ -235,3 +235,15 @@ TEST_CASE("volume_bytes is the exact byte count in simulate JSON/CSV and sweep C
   REQUIRE(r.rc == 0);
   CHECK(slurp(d / "r.csv").find(",contiguous,ring,sync,{},85123399680,0,") != std::string::npos);
 }
+
+TEST_CASE("calibrate --from says what it wrote, and the file loads") {
+  // Break-it pass of 2026-12-02: a successful `calibrate --from` printed nothing.
+  const fs::path d = fresh_dir("sparsp_calibrate_from");
+  const std::string machine = std::string(SPARSP_SOURCE_DIR) + "/replay/results/h200.machine.json";
+  const std::string out = (d / "h200.topology.json").string();
+  Run r = run("calibrate --from " + machine + " --topology-out " + out);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == "topology " + out + " written from " + machine + "\n");
+  r = run("topo show " + out);
+  CHECK(r.rc == 0);
+}

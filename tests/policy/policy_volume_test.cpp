@@ -267,6 +267,33 @@ TEST_CASE("demand_hierarchical never moves more than demand_direct across a swit
     CHECK(d2h_from0 == doctest::Approx(262144.0));
     CHECK(h->payload_bytes() == doctest::Approx(4 * 786432.0));  // deliveries as demand_direct
   }
+  SUBCASE("two nodes without P2P between them: once over the network per node, no host span") {
+    // Ranks 0,1 in node 0, ranks 2,3 in node 1 (each node one switch), P2P only inside a node.
+    // Dense, H = 2: owner 0's shard (262144 B) is needed by 2 and 3 in node 1: one network copy
+    // 0 -> leader (2, the first of equal requesters), one forward 2 -> 3 inside node 1. Nothing
+    // is staged in host memory (a node's host is not reachable from the other node).
+    TestPattern pat(16, 128, 2, 64, [](int, int, int) { return true; });
+    auto rt = two_switches(true);
+    rt.node = {0, 0, 1, 1};
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        if (rt.node[static_cast<size_t>(a)] != rt.node[static_cast<size_t>(b)])
+          rt.p2p[static_cast<size_t>(a) * 4 + b] = 0;
+    auto h = policy::make_scheme("demand_hierarchical", pat.input(pl, rt), {});
+    REQUIRE(h.ok());
+    double net_from0 = 0, fwd_2to3 = 0;
+    int host_endpoints = 0;
+    for (const auto& m : h->messages) {
+      if (m.src < 0 || m.dst < 0) ++host_endpoints;
+      if (m.src == 0 && m.dst >= 2) net_from0 += m.bytes;
+      if (m.src == 2 && m.dst == 3 && m.tag == "fwd") fwd_2to3 += m.bytes;
+    }
+    CHECK(host_endpoints == 0);
+    CHECK(net_from0 == doctest::Approx(262144.0));
+    CHECK(fwd_2to3 == doctest::Approx(262144.0 * 2));  // shards 0 and 1, forwarded by rank 2
+    // Every rank still receives its three remote shards: 4 ranks * 3 * 262144 B in all.
+    CHECK(h->payload_bytes() == doctest::Approx(4 * 786432.0));
+  }
 }
 
 TEST_CASE("placements") {

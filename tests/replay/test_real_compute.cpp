@@ -344,6 +344,9 @@ TEST_CASE("plan masks: malformed ones are refused with their JSON pointer") {
         k["layers"][0]["mask"]["kv_ranges"][1] = k["layers"][0]["mask"]["kv_ranges"][0];
       },
       "/layers/0/mask/kv_ranges/1: expected a range end in");
+  // A wrong type is named as one (break-it pass of 2026-12-02).
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["kv_ranges"][1] = "3"; }, "got string");
+  bad_runs([](auto& k) { k["layers"][0]["mask"]["kv_ranges"][1] = 3.0; }, "got 3.0");
   bad_runs([](auto& k) { k["layers"][0]["mask"]["kv_ranges"].erase(0); },
            "/layers/0/mask/kv_ranges: expected [begin, end) pairs");
   bad_runs([](auto& k) { k["layers"][0]["mask"]["row_ptr"] = nlohmann::json::array({0}); },
