@@ -159,14 +159,14 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
   auto lr = layout_for(model, o, o.kind == "sta" ? "tile" : "raster");
   if (!lr) return lr.error();
   BlockLayout L = std::move(*lr);
-  char buf[256];
+  char buf[320];
   // `--block 1` ran for minutes or ended in bad_alloc (exit 1): refuse it up front.
   if (const double need = pattern_memory_bytes(L.num_blocks, layers, heads);
       o.max_memory_bytes > 0 && need > o.max_memory_bytes) {
     std::snprintf(buf, sizeof buf,
                   "block %d gives %d blocks: an estimated %.1f GiB for one step's masks (%d "
-                  "layers x %d heads), over the limit of %.1f GiB; use a larger --block or raise "
-                  "--max-memory-gib",
+                  "layers x %d heads), over the limit of %.1f GiB; use a larger block (--block, "
+                  "or /pattern/block in a study file) or raise --max-memory-gib",
                   L.block_tokens, L.num_blocks, need / (1ull << 30), layers, heads,
                   o.max_memory_bytes / (1ull << 30));
     return input_error(src, "block", buf);

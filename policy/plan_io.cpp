@@ -582,6 +582,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
                                 : part[0] == 's' ? p.policy.scheme
                                                  : p.policy.runtime;
       if (name.empty() && e) continue;  // missing: reported below
+      // "custom": a plan written by hand or by another tool (replay/tools/make_test_plans.py),
+      // not by a registered scheme (policy/PLAN.md).
+      if (part[0] == 's' && name == "custom") continue;
       if (std::any_of(known.begin(), known.end(),
                       [&](const PolicyInfo& i) { return i.name == name; }))
         continue;

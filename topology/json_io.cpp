@@ -989,6 +989,18 @@ Topology load_server(const Reader& r, const json& v, const Ptr& at, const std::s
     const std::string near = file.substr(0, slash + 1) + name;
     if (read_text_file(near)) name = near;
   }
+  const bool is_path = name.find('/') != std::string::npos ||
+                       (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0);
+  if (!is_path) {
+    // Not a path (Topology::load's rule): a server preset (a cluster preset cannot be a node).
+    const auto servers = preset_names();
+    if (std::find(servers.begin(), servers.end(), name) == servers.end()) {
+      std::string names;
+      for (const auto& n : servers) names += (names.empty() ? "" : ", ") + n;
+      r.fail(at, "no server preset '" + name + "' (server presets: " + names +
+                     "; or give a path to a .json file)");
+    }
+  }
   auto t = Topology::load(name);
   if (!t) r.fail(at, "server '" + v.get<std::string>() + "': " + t.error().message);
   if (t->is_cluster()) r.fail(at, "a cluster's server is one server, not a cluster");

@@ -6,7 +6,7 @@ import json, os, sys
 
 MiB = 1024 * 1024
 
-def plan(name, gpus, blocks_per_rank, block_bytes, layers, scheme="handmade", runtime="sync"):
+def plan(name, gpus, blocks_per_rank, block_bytes, layers, scheme="custom", runtime="sync"):
     return {
         "schema_version": 1, "model": "handmade", "pattern": name, "gpus": gpus,
         "block_tokens": 0, "heads": 24, "head_dim": 0, "dtype_bytes": 2,
