@@ -57,6 +57,32 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
         for (int g : gs) after.push_back(req[static_cast<size_t>(g) * P + o]);
       return after;
     };
+    // One copy o -> the member needing the most bytes (the leader; also its own delivery) with
+    // the union of the members' blocks, then leader -> each other member with its own blocks.
+    auto via_leader = [&](const std::vector<int>& members, const char* tag, bool host_staged) {
+      int leader = members[0];
+      for (int g : members)
+        if (d.bytes[static_cast<size_t>(g) * P + o] > d.bytes[static_cast<size_t>(leader) * P + o])
+          leader = g;
+      const size_t lo = static_cast<size_t>(leader) * P + o;
+      Message m;
+      m.src = o;
+      m.dst = leader;
+      m.host_staged = host_staged;
+      m.bytes = members.size() == 1 ? d.bytes[lo] : detail::union_bytes(in, d, o, members);
+      m.kv_blocks = members.size() == 1 ? d.blocks[lo] : detail::union_blocks(d, o, members);
+      m.after_msgs = requests_of(members);
+      m.tag = members.size() == 1 ? "kv" : tag;
+      const int up_id = add_msg(plan, std::move(m));
+      remote_task(leader, o, up_id);
+      for (int g : members) {
+        if (g == leader) continue;
+        const size_t go = static_cast<size_t>(g) * P + o;
+        Message f{leader, g,       -1, d.bytes[go], false,        false, host_staged,
+                  0,      {up_id}, {}, true,        d.blocks[go], "fwd"};
+        remote_task(g, o, add_msg(plan, std::move(f)));
+      }
+    };
     if (staged.size() == 1) {
       // One requester: nothing to share; a plain host-staged copy.
       const int g = staged[0];
@@ -105,53 +131,10 @@ Result<CommPlan> scheme_demand_hierarchical(const LayerInput& in, const Params& 
         }
         continue;
       }
-      int leader = members[0];
-      for (int g : members)
-        if (d.bytes[static_cast<size_t>(g) * P + o] > d.bytes[static_cast<size_t>(leader) * P + o])
-          leader = g;
-      Message m;
-      m.src = o;
-      m.dst = leader;
-      m.bytes = detail::union_bytes(in, d, o, members);
-      m.kv_blocks = detail::union_blocks(d, o, members);
-      m.after_msgs = requests_of(members);
-      m.tag = "kv_up";
-      const int up_id = add_msg(plan, std::move(m));
-      remote_task(leader, o, up_id);
-      for (int g : members) {
-        if (g == leader) continue;
-        const size_t go = static_cast<size_t>(g) * P + o;
-        Message f{leader, g,       -1, d.bytes[go], false,        false, false,
-                  0,      {up_id}, {}, true,        d.blocks[go], "fwd"};
-        remote_task(g, o, add_msg(plan, std::move(f)));
-      }
+      via_leader(members, "kv_up", false);
     }
     // Requesters in other nodes: once across the network per node, then forwarded inside it.
-    for (auto& [node, members] : other_nodes) {
-      int leader = members[0];
-      for (int g : members)
-        if (d.bytes[static_cast<size_t>(g) * P + o] > d.bytes[static_cast<size_t>(leader) * P + o])
-          leader = g;
-      Message m;
-      m.src = o;
-      m.dst = leader;
-      m.host_staged = force_staged;
-      m.bytes = members.size() == 1 ? d.bytes[static_cast<size_t>(leader) * P + o]
-                                    : detail::union_bytes(in, d, o, members);
-      m.kv_blocks = members.size() == 1 ? d.blocks[static_cast<size_t>(leader) * P + o]
-                                        : detail::union_blocks(d, o, members);
-      m.after_msgs = requests_of(members);
-      m.tag = members.size() == 1 ? "kv" : "kv_net";
-      const int net_id = add_msg(plan, std::move(m));
-      remote_task(leader, o, net_id);
-      for (int g : members) {
-        if (g == leader) continue;
-        const size_t go = static_cast<size_t>(g) * P + o;
-        Message f{leader, g,        -1, d.bytes[go], false,        false, force_staged,
-                  0,      {net_id}, {}, true,        d.blocks[go], "fwd"};
-        remote_task(g, o, add_msg(plan, std::move(f)));
-      }
-    }
+    for (const auto& [node, members] : other_nodes) via_leader(members, "kv_net", force_staged);
   }
   return plan;
 }
