@@ -111,8 +111,9 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       ex.real = true;
     else if (opt.compute == ComputeMode::real)
       return Error{"replay: --compute real: " + why + " (use --compute emulated)", 2};
-    else
-      ex.compute_note = "emulated compute: " + why;
+    else if (std::any_of(plan.layers.begin(), plan.layers.end(),
+                         [](const auto& l) { return !l.work.compute.empty(); }))
+      ex.compute_note = "emulated compute: " + why;  // (no note where there is nothing to run)
   }
   if (ex.real)
     ex.tolerance = attention::derive_tolerance(

@@ -968,6 +968,10 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
 constexpr int kClusterVersion = 1;
 constexpr int kMaxClusterNodes = 256, kMaxClusterGpus = 1024;
 
+// Nonzero while load_server loads a cluster's server from a name or file (per thread: parallel
+// sweeps load topologies concurrently).
+thread_local int loading_cluster_server = 0;
+
 // The cluster's server: a preset name or a path (relative to the cluster file's folder, else as
 // given), or an inline topology object (full graph or template).
 Topology load_server(const Reader& r, const json& v, const Ptr& at, const std::string& file,
@@ -1001,7 +1005,17 @@ Topology load_server(const Reader& r, const json& v, const Ptr& at, const std::s
                      "; or give a path to a .json file)");
     }
   }
-  auto t = Topology::load(name);
+  // A cluster file given as the server is refused by parse_cluster while this is set, before it
+  // loads its own server: a server naming its own cluster file recursed until the stack ran
+  // out (break-it pass of 2026-12-02, exit 139).
+  struct Depth {
+    Depth() { ++loading_cluster_server; }
+    ~Depth() { --loading_cluster_server; }
+  };
+  Result<Topology> t = [&] {
+    Depth d;
+    return Topology::load(name);
+  }();
   if (!t) r.fail(at, "server '" + v.get<std::string>() + "': " + t.error().message);
   if (t->is_cluster()) r.fail(at, "a cluster's server is one server, not a cluster");
   return std::move(*t);
@@ -1041,6 +1055,7 @@ Topology add_nics(const Reader& r, const json& nics, const Ptr& at, Topology ser
     if (n.ports < 1 || n.ports > 64) r.fail(e / "ports", "expected 1..64");
     if (r.find(o, "name")) {
       n.name = r.string(o, e, "name");
+      if (n.name.empty()) r.fail(e / "name", "expected a NIC name, got \"\" (leave the key out)");
       for (const Node& other : nodes)
         if (other.kind == NodeKind::nic && other.name == n.name)
           r.fail(e / "name", "NIC name '" + n.name + "' is already used by " + other.id);
@@ -1071,6 +1086,9 @@ Topology add_nics(const Reader& r, const json& nics, const Ptr& at, Topology ser
 
 Result<Topology> parse_cluster(const json& root, const std::string& file, const Ptr& where) {
   Reader r(file, where);
+  if (loading_cluster_server > 0)
+    return input_error(file, r.place(Ptr("/cluster")),
+                       "a cluster's server is one server, not a cluster");
   try {
     r.allow_keys(root, Ptr(), {"schema_version", "name", "source", "cluster"});
     const int version = r.integer(root, Ptr(), "schema_version");
