@@ -808,6 +808,10 @@ constexpr std::string_view kReportKeys[] = {"name",
 Result<Topology> parse_report(const json& root, const std::string& file) {
   Reader r(file);
   try {
+    // A cluster file with a stray "topology" key: the stray key is the error, not "cluster".
+    if (root.contains("cluster"))
+      r.fail(Ptr("/topology"),
+             "unknown key 'topology' (a cluster file has schema_version, name, source, cluster)");
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (std::find(std::begin(kReportKeys), std::end(kReportKeys), it.key()) ==
           std::end(kReportKeys))
