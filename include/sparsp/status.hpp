@@ -23,9 +23,26 @@ struct Error {
   int exit_code = 2;
 };
 
-/// Formats "<file>:<place>: <what>" (place omitted when empty).
+/// Formats "<file>:<place>: <what>" (place omitted when empty), with control characters that
+/// come from the input (a JSON key or value holding "\n") written as "\xNN", so the message
+/// stays one line (fuzz_topo_json found a key with a newline). 0x1f is kept: it marks nested
+/// file names that their callers replace (policy/plan_io.cpp, replay/validate.cpp).
 inline Error input_error(const std::string& file, const std::string& place, const std::string& what) {
-  return Error{place.empty() ? file + ": " + what : file + ":" + place + ": " + what, 2};
+  const std::string raw = place.empty() ? file + ": " + what : file + ":" + place + ": " + what;
+  std::string out;
+  out.reserve(raw.size());
+  for (const char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != 0x1f) || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return Error{std::move(out), 2};
 }
 
 /// 1-based line number of a 1-based byte offset into `text` (as nlohmann::json's

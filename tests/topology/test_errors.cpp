@@ -223,3 +223,16 @@ TEST_CASE("CLI: bad input prints one line and exits 2") {
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(out == "sparsp: " + path + ":/links/1/width: PCIe width must be 1, 2, 4, 8 or 16, got 3\n");
 }
+
+TEST_CASE("an input's control characters never break the one-line message") {
+  // fuzz_topo_json (CI, 2026-12-02): a node key "memory\numa_id" (JSON escape \n) gave a message
+  // of two lines. Every control character but the 0x1f marker is written as \xNN.
+  const auto t = sparsp::topology::Topology::from_json_text(
+      R"({"schema_version": 1, "name": "x", "nodes": [{"id": "cpu0", "kind": "cpu", "a\nb\tc": 1}],
+          "links": []})",
+      "k.json");
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().message.find('\n') == std::string::npos);
+  CHECK(t.error().message.find("k.json:/nodes/0/a\\x0ab\\x09c: unknown key 'a\\x0ab\\x09c'") == 0);
+  CHECK(sparsp::input_error("f", "/p", std::string("x\x1fy\x7f")).message == "f:/p: x\x1fy\\x7f");
+}
