@@ -90,8 +90,8 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
   rep.topology_name = topo->name();
   std::vector<double> compute_errs;
   sim::SimOptions sim_opt = opt.sim;
-  // Ranks folded onto one device (--devices 0,0,...) share its compute, as their kernels share
-  // the SMs in the replay.
+  // Ranks folded onto one device (--devices 0,0,...) share its compute, and its kernels queue
+  // first come first served as the replay's do (sim/README.md, "Compute").
   if (static_cast<int>(trace.devices.size()) == plan.gpus &&
       std::set<int>(trace.devices.begin(), trace.devices.end()).size() < trace.devices.size())
     sim_opt.compute_device = trace.devices;
@@ -127,6 +127,9 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
       real_launch_s = std::max(0.0, mc->launch_overhead_s);
       ReplayOptions lo;
       lo.compute = ComputeMode::real;
+      // The FLOPs only, not a run: the host backend's size bound (kHostRealComputeMaxFlops)
+      // does not apply to a trace the CUDA backend made.
+      lo.backend = trace.backend.empty() ? "cuda" : trace.backend;
       lo.max_layers = static_cast<int>(trace.layers.size());
       auto ex = detail::lower(plan, lo);
       if (!ex) return ex.error();

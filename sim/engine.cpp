@@ -101,6 +101,7 @@ class Sim {
   void release_ce(int gpu, int ce);
   void count_peers(int task, int sign);
   void push(double t, int task, int stage) { events_.push(Event{t, seq_++, task, stage}); }
+  void run_kernel(int task);
 
   const Problem& p_;
   bool record_;
@@ -113,6 +114,9 @@ class Sim {
   std::vector<std::vector<int>> dependents_;
   std::vector<Pipe> pipes_;
   std::vector<int> compute_res_;
+  std::vector<int> device_of_;                 // per GPU: the GPU whose compute it shares (or own)
+  std::vector<int> kernel_running_;            // per device: compute task holding it, -1 none
+  std::vector<std::deque<int>> kernel_queue_;  // per device: ready compute tasks, FIFO
   std::vector<int> sms_taken_;
   std::vector<int> ce_transfers_per_gpu_;  // copy-engine transfers running per GPU (contention)
   std::vector<std::vector<int>> ce_busy_;                       // per GPU per CE: task or -1
@@ -210,8 +214,13 @@ void Sim::start(int task, int pred) {
   o.pred = pred;
   const Task& k = p_.tasks[task];
   if (k.kind == Task::Kind::compute) {
-    const int route = leg_route_[static_cast<size_t>(task) * 2];
-    net_.start_flow(route, k.work_s, 0, static_cast<uint64_t>(task) * kStages + 3);
+    const int d = device_of_[k.gpu];
+    if (k.work_s > 0 && kernel_running_[d] >= 0) {
+      kernel_queue_[d].push_back(task);
+      return;
+    }
+    if (k.work_s > 0) kernel_running_[d] = task;
+    run_kernel(task);
     return;
   }
   take_sms(task, +1);
@@ -235,6 +244,11 @@ void Sim::start(int task, int pred) {
   }
   (void)staged;
   push(now_ + k.launch_s, task, -1);
+}
+
+void Sim::run_kernel(int task) {
+  const int route = leg_route_[static_cast<size_t>(task) * 2];
+  net_.start_flow(route, p_.tasks[task].work_s, 0, static_cast<uint64_t>(task) * kStages + 3);
 }
 
 void Sim::advance_pipe(int task) {
@@ -295,6 +309,18 @@ void Sim::finish(int task) {
   o.end_s = now_;
   ++done_;
   const Task& k = p_.tasks[task];
+  if (k.kind == Task::Kind::compute && k.work_s > 0) {
+    const int d = device_of_[k.gpu];
+    kernel_running_[d] = -1;
+    if (!kernel_queue_[d].empty()) {
+      const int next = kernel_queue_[d].front();
+      kernel_queue_[d].pop_front();
+      kernel_running_[d] = next;
+      // The device, not a dependency, decided when it ran: its critical predecessor.
+      out_.tasks[next].pred = task;
+      run_kernel(next);
+    }
+  }
   if (k.kind == Task::Kind::transfer) {
     take_sms(task, -1);
     count_ce(task, -1);
@@ -320,10 +346,14 @@ Outcome Sim::run() {
   for (double c : p_.capacity_Bps) net_.add_resource(c);
   net_.record_timeline(record_);
   compute_res_.resize(ngpu);
+  device_of_.resize(ngpu);
   for (int g = 0; g < ngpu; ++g) {
     const int with = p_.gpus[g].compute_shared_with;
+    device_of_[g] = with >= 0 && with < g ? device_of_[with] : g;
     compute_res_[g] = with >= 0 && with < g ? compute_res_[with] : net_.add_resource(1.0);
   }
+  kernel_running_.assign(ngpu, -1);
+  kernel_queue_.assign(ngpu, {});
   sms_taken_.assign(ngpu, 0);
   ce_transfers_per_gpu_.assign(ngpu, 0);
   ce_busy_.resize(ngpu);

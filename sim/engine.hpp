@@ -17,7 +17,13 @@
 //    pipeline: copy launches and the event hand-off; SimOptions::staging_chunk_overhead_s).
 //  - compute: `work_s` seconds of work at full GPU capacity, a flow on its GPU's compute resource
 //    (capacity 1 work-second per second, times the fraction of SMs not taken by SM-driven
-//    communication); concurrent compute on one GPU shares that capacity max-min (equally).
+//    communication). Kernels of one device (a GPU, or the GPUs sharing it through
+//    GpuModel::compute_shared_with) are served first come first served: the one that became
+//    ready first holds the whole capacity until it ends, later ones wait (their start_s is when
+//    they became ready, as a CUDA event recorded before the launch reads it). This is how the
+//    hardware's block scheduler serves kernels that each fill the GPU: the H200 ran four ranks'
+//    attention kernels launched together on four streams one after another, 21.5 ms apart
+//    (replay/RESULTS.md, "Kernels of folded ranks"). Tasks of zero work do not queue.
 // Lanes: a transfer with ce_gpu >= 0 is driven by that GPU's copy engines. Task::ce_shared
 // picks how it shares them:
 //  - false (per-engine FIFO): it holds one copy engine from start to end; a GPU's copy engines

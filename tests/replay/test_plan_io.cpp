@@ -106,7 +106,7 @@ TEST_CASE("every committed plan loads; a hand-made plan names the scheme custom"
   for (const char* dir :
        {"/replay/results/plans-handmade", "/replay/results/x2/plans/hunyuan-sta",
         "/replay/results/x2/plans/wan14b-sta", "/tests/data/studies/replay-plans/sp2",
-        "/tests/data/studies/replay-plans/sp4"})
+        "/tests/data/studies/replay-plans/sp4", "/replay/results/compute/plans"})
     if (fs::is_directory(std::string(SPARSP_SOURCE_DIR) + dir))
       for (const auto& e : fs::directory_iterator(std::string(SPARSP_SOURCE_DIR) + dir))
         if (e.path().extension() == ".json") {
@@ -114,7 +114,8 @@ TEST_CASE("every committed plan loads; a hand-made plan names the scheme custom"
           CHECK_MESSAGE(r.ok(), e.path().string() << ": " << (r.ok() ? "" : r.error().message));
           ++n;
         }
-  CHECK(n == 7 + 12 + 12 + 8 + 8);  // 7 hand-made, 12 + 12 two-GPU study plans, 8 + 8 replay plans
+  // 7 hand-made, 12 + 12 two-GPU study plans, 8 + 8 replay plans, 4 real-compute ring plans
+  CHECK(n == 7 + 12 + 12 + 8 + 8 + 4);
   std::ifstream in(std::string(SPARSP_SOURCE_DIR) +
                    "/replay/results/plans-handmade/local_p2p.json");
   auto j = nlohmann::ordered_json::parse(in);

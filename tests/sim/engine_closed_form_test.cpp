@@ -295,12 +295,39 @@ TEST_CASE("engine: compute slowed by SM-driven communication") {
   p.tasks[0].ce_gpu = 0;
   o = run(p);
   CHECK(o.tasks[1].end_s == doctest::Approx(1.0));
-  // Two concurrent compute tasks share the GPU: 1.0 s and 0.5 s of work -> both at 1/2 until the
-  // short one ends at 1.0 s; the long one has 0.5 s left at full speed -> 1.5 s.
-  p.tasks[0] = compute(0, 0.5);
+}
+
+TEST_CASE("engine: kernels of one device are served first come first served") {
+  // Two compute tasks ready at 0 on one GPU, 0.5 s and 1.0 s of work: the first ready (task 0,
+  // lower index at the same time) holds the GPU for 0.5 s; task 1 waits, then runs its 1.0 s ->
+  // ends at 1.5 s. Its start is when it became ready (0), as the replay's start event reads it;
+  // its critical predecessor is the kernel it waited for. (Max-min sharing would end them at
+  // 1.0 s and 1.5 s; the H200 served four folded ranks' kernels one after another.)
+  Problem p;
+  p.capacity_Bps = {10 * kGB};
+  p.gpus = {GpuModel{2, 100}};
+  p.tasks.push_back(compute(0, 0.5));
+  p.tasks.push_back(compute(0, 1.0));
+  Outcome o = run(p);
+  CHECK(o.tasks[0].end_s == doctest::Approx(0.5));
+  CHECK(o.tasks[1].start_s == doctest::Approx(0.0));
+  CHECK(o.tasks[1].end_s == doctest::Approx(1.5));
+  CHECK(o.tasks[1].pred == 0);
+  // Two GPUs folded onto one device (compute_shared_with): the same queue across them. GPU 1's
+  // 1.0 s task is ready first at 0; GPU 0's 0.5 s task waits -> 1.0 s, then 1.5 s. A task of
+  // zero work does not queue: it ends at once.
+  p.gpus = {GpuModel{2, 100}, GpuModel{2, 100}};
+  p.gpus[1].compute_shared_with = 0;
+  p.tasks = {compute(1, 1.0), compute(0, 0.5), compute(0, 0.0)};
   o = run(p);
   CHECK(o.tasks[0].end_s == doctest::Approx(1.0));
   CHECK(o.tasks[1].end_s == doctest::Approx(1.5));
+  CHECK(o.tasks[2].end_s == doctest::Approx(0.0));
+  // Separate devices: each GPU computes on its own -> 1.0 s and 0.5 s.
+  p.gpus[1].compute_shared_with = -1;
+  o = run(p);
+  CHECK(o.tasks[0].end_s == doctest::Approx(1.0));
+  CHECK(o.tasks[1].end_s == doctest::Approx(0.5));
 }
 
 TEST_CASE("engine: contention factors (measured_compute.contention) slow attention") {
