@@ -24,6 +24,9 @@
 //  5. all devices synchronise; start/end come from cudaEventElapsedTime against the base event.
 // Verification runs a kernel over the table of receive regions on each device.
 #include <cuda_runtime.h>
+#ifdef SPARSP_HAVE_CUBLAS
+#include <cublas_v2.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -246,7 +249,9 @@ class CudaBackend final : public Backend {
       for (int r = 0; r < ranks_; ++r)
         if (rank_dev_[r] == d)
           need += exec.max_holder_bytes[r] +
-                  (exec.real ? exec.max_q_bytes[r] + exec.max_out_bytes[r] : 0);
+                  (exec.real ? exec.max_q_bytes[r] + exec.max_out_bytes[r] +
+                                   exec.max_scratch_bytes[static_cast<size_t>(r)]
+                             : 0);
       size_t free_b = 0, total_b = 0;
       SPARSP_CUDA_TRY(cudaSetDevice(d));
       SPARSP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
@@ -273,6 +278,16 @@ class CudaBackend final : public Backend {
         use_nccl_ = false;
       }
     }
+#endif
+#ifndef SPARSP_HAVE_CUBLAS
+    if (exec.real)
+      for (const auto& L : exec.layers)
+        for (const auto& a : L.acts)
+          if (a.kind == ActKind::compute && a.scratch_bytes > 0 &&
+              a.compute->what.kind == sim::TaskKind::gemm)
+            return Error{"replay: compute task \"" + a.id +
+                             "\" is a gemm, and this build has no cuBLAS (use --compute emulated)",
+                         2};
 #endif
     // Everything checked: allocate.
     for (auto [a, b] : peer_pairs) {
@@ -302,11 +317,19 @@ class CudaBackend final : public Backend {
     }
     q_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
     out_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
+    scratch_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
     if (exec.real) {
       for (int r = 0; r < ranks_; ++r) {
         SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r]));
         SPARSP_CUDA_TRY(cudaMalloc(&q_bufs_[r], std::max<uint64_t>(exec.max_q_bytes[r], 256)));
         SPARSP_CUDA_TRY(cudaMalloc(&out_bufs_[r], std::max<uint64_t>(exec.max_out_bytes[r], 256)));
+        // GEMM operands and copy buffers (gemm / copy tasks): finite bf16 values, never checked.
+        const uint64_t sb = exec.max_scratch_bytes[static_cast<size_t>(r)];
+        if (sb > 0) {
+          SPARSP_CUDA_TRY(cudaMalloc(&scratch_bufs_[r], sb));
+          SPARSP_TRY(attention::fill_uniform_bf16(scratch_bufs_[r], sb / 2, 7 + r, 1.0f, nullptr));
+          SPARSP_CUDA_TRY(cudaDeviceSynchronize());  // the activity streams are non-blocking
+        }
       }
       for (auto& [d, dv] : devs_) {
         SPARSP_CUDA_TRY(cudaSetDevice(d));
@@ -397,6 +420,17 @@ class CudaBackend final : public Backend {
         break;  // one launch loads the (shared) kernel instance
       }
     }
+    // GEMM and copy tasks: cuBLAS handles (cublasCreate allocates and synchronises: never
+    // behind the gate) and one run of each outside the gated iterations, on its own stream
+    // (kernel selection and loading happen on the first call).
+    if (exec_->real)
+      for (size_t i = 0; i < layer.acts.size(); ++i) {
+        const Activity& a = layer.acts[i];
+        if (a.kind != ActKind::compute || a.scratch_bytes == 0) continue;
+        const int d = rank_dev_[a.src];
+        SPARSP_CUDA_TRY(cudaSetDevice(d));
+        SPARSP_TRY(issue_scratch_task(a, d, devs_[d].streams[2 * slot_[i]], /*warm_up=*/true));
+      }
     for (const Region& r : layer.fills)
       if (r.holder >= ranks_) fill_region(bufs_[r.holder], r);
     for (auto& [d, dv] : devs_) {
@@ -822,6 +856,64 @@ class CudaBackend final : public Backend {
   }
 
   /// Issues the next step of activity i; `done` when it is fully issued (end event recorded).
+  // A real `gemm` task: `count` cuBLAS bf16 GEMMs (fp32 accumulation, default algorithm, as
+  // calibrate times them) of m x n x k on the rank's scratch; a `copy` task: bytes / 2 copied
+  // device to device within it. One cuBLAS handle per stream, so that tasks on different streams
+  // do not share a workspace.
+  Status issue_scratch_task(const Activity& a, int d, cudaStream_t s, bool warm_up = false) {
+    uint8_t* base = scratch_bufs_[static_cast<size_t>(a.src)];
+    const sim::TaskCompute& w = a.compute->what;
+    if (w.kind == sim::TaskKind::copy) {
+      const uint64_t half = a.scratch_bytes / 2;
+      SPARSP_CUDA_TRY(cudaMemcpyAsync(base + half, base, half, cudaMemcpyDeviceToDevice, s));
+      return Ok{};
+    }
+#ifdef SPARSP_HAVE_CUBLAS
+    auto it = blas_.find(s);
+    if (it == blas_.end()) {
+      if (!warm_up)  // fill() creates every handle; creating one behind the gate would hang
+        return Error{"replay: internal: no cuBLAS handle for the stream of \"" + a.id + "\"", 1};
+      SPARSP_CUDA_TRY(cudaSetDevice(d));
+      cublasHandle_t h = nullptr;
+      if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+        return Error{"replay: cublasCreate failed on device " + std::to_string(d), 1};
+      it = blas_.emplace(s, h).first;
+      if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
+        return Error{"replay: cublasSetStream failed on device " + std::to_string(d), 1};
+      // Its own workspace (32 MiB, NVIDIA's advice for Hopper), allocated here rather than by
+      // cuBLAS on first use.
+      void* ws = nullptr;
+      SPARSP_CUDA_TRY(cudaMalloc(&ws, kBlasWorkspaceBytes));
+      blas_workspaces_.push_back(ws);
+      if (cublasSetWorkspace(h, ws, kBlasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
+        return Error{"replay: cublasSetWorkspace failed on device " + std::to_string(d), 1};
+    }
+    const int64_t m = w.m, n = w.n, k = w.k;
+    const uint8_t* A = base;
+    const uint8_t* B = base + 2 * m * k;
+    uint8_t* C = base + 2 * (m * k + k * n);
+    const float alpha = 1, beta = 0;
+    for (int64_t c = 0; c < (warm_up ? 1 : w.count); ++c) {
+      // Column-major C(n x m) = B(n x k) A(k x m): the row-major m x n product.
+      const cublasStatus_t st =
+          cublasGemmEx(it->second, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                       static_cast<int>(m), static_cast<int>(k), &alpha, B, CUDA_R_16BF,
+                       static_cast<int>(n), A, CUDA_R_16BF, static_cast<int>(k), &beta, C,
+                       CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS)
+        return Error{"replay: cublasGemmEx of compute task \"" + a.id + "\" (" + std::to_string(m) +
+                         " x " + std::to_string(n) + " x " + std::to_string(k) +
+                         ") failed with status " + std::to_string(static_cast<int>(st)),
+                     1};
+    }
+    return Ok{};
+#else
+    (void)d;
+    (void)warm_up;
+    return Error{"replay: gemm task \"" + a.id + "\" needs cuBLAS, which this build lacks", 2};
+#endif
+  }
+
   Status issue_step(const ExecLayer& layer, size_t i, std::vector<Issue>& st, bool& done) {
     const Activity& a = layer.acts[i];
     Issue& is = st[i];
@@ -843,8 +935,10 @@ class CudaBackend final : public Backend {
       is.start = *e0;
       is.end = *e1;
       SPARSP_CUDA_TRY(cudaEventRecord(is.start, is.s1));
-      const int w = exec_->real ? layer.attn_of_act[i] : -1;
-      if (w >= 0) {
+      const int w = exec_->real && !layer.attn_of_act.empty() ? layer.attn_of_act[i] : -1;
+      if (exec_->real && a.scratch_bytes > 0) {
+        SPARSP_TRY(issue_scratch_task(a, d, is.s1));
+      } else if (w >= 0) {
         const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
         const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
         const uint8_t* q =
@@ -1064,7 +1158,16 @@ class CudaBackend final : public Backend {
       cudaSetDevice(rank_dev_[r]);
       if (q_bufs_[r]) cudaFree(q_bufs_[r]);
       if (out_bufs_[r]) cudaFree(out_bufs_[r]);
+      if (r < static_cast<int>(scratch_bufs_.size()) && scratch_bufs_[r])
+        cudaFree(scratch_bufs_[r]);
     }
+#ifdef SPARSP_HAVE_CUBLAS
+    for (auto& [st, h] : blas_) cublasDestroy(h);
+    blas_.clear();
+    for (void* p : blas_workspaces_) cudaFree(p);
+    blas_workspaces_.clear();
+#endif
+    scratch_bufs_.clear();
     q_bufs_.clear();
     out_bufs_.clear();
     if (staging_) cudaFreeHost(staging_);
@@ -1081,6 +1184,12 @@ class CudaBackend final : public Backend {
   bool emulate_compute_ = true;
   const ExecPlan* exec_ = nullptr;
   std::vector<uint8_t*> q_bufs_, out_bufs_;       ///< per rank (real compute)
+  std::vector<uint8_t*> scratch_bufs_;            ///< per rank: gemm operands, copy buffers
+#ifdef SPARSP_HAVE_CUBLAS
+  std::map<cudaStream_t, cublasHandle_t> blas_;  ///< one cuBLAS handle per stream used
+  std::vector<void*> blas_workspaces_;           ///< one per handle
+  static constexpr size_t kBlasWorkspaceBytes = 32ull << 20;
+#endif
   std::vector<attention::DeviceLayout> layouts_;  ///< per AttnWork of the filled layer
   /// (layer plan, rank) -> the reference's checked rows (o_ref, lse_ref).
   std::map<std::pair<const ExecLayer*, int>, std::pair<std::vector<float>, std::vector<float>>>

@@ -47,6 +47,10 @@ struct Activity {
   int staging_buffers = 2;
   int comm_sms = 0;
   double duration_s = 0;  ///< compute
+  /// Real compute of a `gemm` or `copy` task (ExecPlan::real): bytes of the rank's scratch it
+  /// uses (gemm: bf16 A m x k, B k x n, C m x n; copy: its `bytes` read + written, half a source
+  /// and half a destination); 0 for other activities.
+  uint64_t scratch_bytes = 0;
   std::vector<int> deps;  ///< activity indices (plan deps + stream predecessor)
   bool skip = false;      ///< fault injection: not executed
 };
@@ -106,6 +110,7 @@ struct ExecPlan {
   int heads = 0, kv_heads = 0, head_dim = 0;
   attention::Tolerance tolerance;  ///< of one output element (derive_tolerance, content < 2)
   std::vector<uint64_t> max_q_bytes, max_out_bytes;  ///< per rank, over layers
+  std::vector<uint64_t> max_scratch_bytes;           ///< per rank: largest Activity::scratch_bytes
   uint64_t max_reference_kv_bytes = 0;               ///< K plus V, over layers
   std::vector<ExecLayer> layers;
   std::vector<uint64_t> max_holder_bytes;  ///< over layers

@@ -1,7 +1,10 @@
 // Host backend: per-holder host buffers, a pool of worker threads executing activities as their
 // dependencies complete, memcpy for transfers (host staging: through a bounce buffer in chunks,
-// as the CUDA backend does), sleep for compute tasks. Timings are steady_clock seconds from the
-// iteration start. Used by CI to exercise the whole replay path without a GPU.
+// as the CUDA backend does), sleep for emulated compute tasks; real compute: the CPU attention
+// kernel, Eigen fp32 GEMMs for `gemm` tasks (operands in fp32: twice the bf16 bytes the bound
+// counts) and memcpy for `copy` tasks, each on its own scratch. Timings are steady_clock seconds
+// from the iteration start. Used by CI to exercise the whole replay path without a GPU.
+#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +48,21 @@ class HostBackend final : public Backend {
 
   Status fill(const ExecLayer& layer) override {
     for (const Region& r : layer.fills) fill_region(buffers_[r.holder].data(), r);
+    // GEMM operands and copy buffers of this layer plan, one set per task (tasks of one rank
+    // run at once on different threads). Values are finite and small; nothing checks them.
+    scratch_.assign(layer.acts.size(), {});
+    for (size_t i = 0; i < layer.acts.size(); ++i) {
+      const Activity& a = layer.acts[i];
+      if (a.scratch_bytes == 0) continue;
+      const bool gemm = a.compute->what.kind == sim::TaskKind::gemm;
+      try {
+        scratch_[i].assign(gemm ? a.scratch_bytes / 2 : a.scratch_bytes / 4 + 1, 0.01f);
+      } catch (const std::bad_alloc&) {
+        return Error{"replay: host backend cannot allocate " + std::to_string(a.scratch_bytes) +
+                         " bytes of scratch for compute task \"" + a.id + "\"",
+                     1};
+      }
+    }
     if (exec_->real)
       for (const RankQueries& rq : layer.queries)
         for (const Region& r : rq.q_fills)
@@ -180,7 +198,9 @@ class HostBackend final : public Backend {
   void execute(const ExecLayer& layer, int i, std::vector<uint8_t>& bounce) {
     const Activity& a = layer.acts[static_cast<size_t>(i)];
     if (a.kind == ActKind::compute) {
-      const int w = exec_->real ? layer.attn_of_act[static_cast<size_t>(i)] : -1;
+      const int w = exec_->real && !layer.attn_of_act.empty()
+                        ? layer.attn_of_act[static_cast<size_t>(i)]
+                        : -1;
       if (w >= 0) {
         const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
         const size_t r = static_cast<size_t>(aw.rank);
@@ -191,6 +211,8 @@ class HostBackend final : public Backend {
             aw.layout, q, kv, nullptr,
             reinterpret_cast<uint16_t*>(out_bufs_[r].data() + aw.o_offset),
             reinterpret_cast<float*>(out_bufs_[r].data() + aw.lse_offset));
+      } else if (exec_->real && a.scratch_bytes > 0) {
+        run_scratch_task(a, scratch_[static_cast<size_t>(i)]);
       } else if (emulate_compute_ && a.duration_s > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(a.duration_s));
       }
@@ -199,6 +221,22 @@ class HostBackend final : public Backend {
     execute_transfer(a, bounce);
     if (i == layer.corrupt_act)
       (void)corrupt(layer, layer.checks[static_cast<size_t>(layer.corrupt_check)]);
+  }
+
+  // A real `gemm` task: count products C = A B of fp32 m x k by k x n (Eigen); a `copy` task:
+  // bytes / 2 copied from the first half of its scratch to the second.
+  static void run_scratch_task(const Activity& a, std::vector<float>& buf) {
+    const sim::TaskCompute& w = a.compute->what;
+    if (w.kind == sim::TaskKind::gemm) {
+      const Eigen::Index m = w.m, n = w.n, k = w.k;
+      float* p = buf.data();
+      Eigen::Map<Eigen::MatrixXf> A(p, m, k), B(p + m * k, k, n), C(p + m * k + k * n, m, n);
+      for (int64_t c = 0; c < w.count; ++c) C.noalias() = A * B;
+      return;
+    }
+    const uint64_t half = a.scratch_bytes / 2;
+    auto* bytes = reinterpret_cast<uint8_t*>(buf.data());
+    std::memcpy(bytes + half, bytes, half);
   }
 
   void execute_transfer(const Activity& a, std::vector<uint8_t>& bounce) {
@@ -223,6 +261,7 @@ class HostBackend final : public Backend {
   std::vector<std::vector<uint8_t>> buffers_;
   std::vector<std::vector<uint16_t>> q_bufs_;   ///< per rank: Q [heads, q_tokens, head_dim]
   std::vector<std::vector<uint8_t>> out_bufs_;  ///< per rank: every AttnWork's O and LSE
+  std::vector<std::vector<float>> scratch_;     ///< per activity of the layer: gemm/copy buffers
   const ExecPlan* exec_ = nullptr;
   bool emulate_compute_ = true;
   unsigned threads_ = 2;

@@ -99,6 +99,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
   ex.max_holder_bytes.assign(ex.holders(), 0);
   ex.max_q_bytes.assign(static_cast<size_t>(ex.ranks), 0);
   ex.max_out_bytes.assign(static_cast<size_t>(ex.ranks), 0);
+  ex.max_scratch_bytes.assign(static_cast<size_t>(ex.ranks), 0);
   ex.heads = plan.heads;
   ex.kv_heads = plan.kv_heads_or_heads();
   ex.head_dim = plan.head_dim;
@@ -263,9 +264,22 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       a.duration_s = cps[i].duration_s;
       if (a.duration_s <= 0 && cps[i].flops > 0 && opt.peak_flops > 0)
         a.duration_s = cps[i].flops / (opt.peak_flops * opt.compute_efficiency);
+      const sim::TaskCompute& w = cps[i].what;
+      if (ex.real && w.kind == sim::TaskKind::gemm)
+        a.scratch_bytes = 2 * (static_cast<uint64_t>(w.m) * static_cast<uint64_t>(w.k) +
+                               static_cast<uint64_t>(w.k) * static_cast<uint64_t>(w.n) +
+                               static_cast<uint64_t>(w.m) * static_cast<uint64_t>(w.n));
+      else if (ex.real && w.kind == sim::TaskKind::copy)
+        a.scratch_bytes = static_cast<uint64_t>(std::llround(w.bytes / 2)) * 2;
+      if (a.src >= 0 && a.src < ex.ranks)
+        ex.max_scratch_bytes[static_cast<size_t>(a.src)] =
+            std::max(ex.max_scratch_bytes[static_cast<size_t>(a.src)], a.scratch_bytes);
       el.acts.push_back(std::move(a));
     }
-    if (ex.real) {
+    const bool layer_attention = std::any_of(cps.begin(), cps.end(), [](const auto& c) {
+      return c.what.kind == sim::TaskKind::attention;
+    });
+    if (ex.real && layer_attention) {
       auto st = lower_attention(
           plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); }, el,
           ex);
@@ -343,22 +357,41 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
   }
   // The host backend computes on one CPU thread per task: bounded (kHostRealComputeMaxFlops).
   if (ex.real && opt.backend == "host") {
-    double worst = 0;
-    size_t worst_li = 0;
+    double worst = 0, worst_scratch = 0;
+    size_t worst_li = 0, worst_scratch_li = 0;
     for (size_t li = 0; li < ex.layers.size(); ++li) {
-      double f = 0;
+      double f = 0, scratch = 0;
+      for (const auto& a : ex.layers[li].acts) scratch += static_cast<double>(a.scratch_bytes);
+      if (scratch > worst_scratch) {
+        worst_scratch = scratch;
+        worst_scratch_li = li;
+      }
       for (const auto& w : ex.layers[li].attn) f += w.flops;
+      for (const auto& a : ex.layers[li].acts)  // GEMMs count too (2 m n k each); copies as bytes
+        if (a.kind == ActKind::compute && a.compute->what.kind == sim::TaskKind::gemm)
+          f += 2.0 * static_cast<double>(a.compute->what.m) *
+               static_cast<double>(a.compute->what.n) * static_cast<double>(a.compute->what.k) *
+               static_cast<double>(a.compute->what.count);
+        else if (a.kind == ActKind::compute)
+          f += static_cast<double>(a.scratch_bytes);
       if (f > worst) {
         worst = f;
         worst_li = li;
       }
     }
-    if (worst > kHostRealComputeMaxFlops) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "the host backend computes attention for real up to %.3g FLOPs per layer "
-                    "plan; layer plan %zu has %.3g",
-                    kHostRealComputeMaxFlops, worst_li, worst);
+    if (worst > kHostRealComputeMaxFlops || worst_scratch > kHostRealScratchMaxBytes) {
+      char buf[256];
+      if (worst > kHostRealComputeMaxFlops)
+        std::snprintf(buf, sizeof buf,
+                      "the host backend computes for real up to %.3g FLOPs per layer plan "
+                      "(attention and GEMMs; a copied byte counts as one); layer plan %zu has "
+                      "%.3g",
+                      kHostRealComputeMaxFlops, worst_li, worst);
+      else
+        std::snprintf(buf, sizeof buf,
+                      "the host backend's GEMM and copy buffers are bounded by %.3g bytes per "
+                      "layer plan; layer plan %zu needs %.3g",
+                      kHostRealScratchMaxBytes, worst_scratch_li, worst_scratch);
       if (opt.compute == ComputeMode::real)
         return Error{std::string("replay: --compute real: ") + buf + " (use --compute emulated)",
                      2};
@@ -368,7 +401,9 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
         el.attn.clear();
         el.attn_of_act.clear();
         el.queries.clear();
+        for (auto& a : el.acts) a.scratch_bytes = 0;
       }
+      ex.max_scratch_bytes.assign(ex.max_scratch_bytes.size(), 0);
     }
   }
   // A misspelt id skipped nothing, and the run passed as if the fault had been injected.

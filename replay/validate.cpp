@@ -146,6 +146,21 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
                            std::to_string(plan.block_tokens) + ")";
     }
   }
+  // Real GEMMs (cuBLAS in the replay): count x 2 m n k at the topology's measured GEMM rate
+  // (measured_compute gemm_TFLOPs of the GPU model, calibrate's cuBLAS figure) plus the launch
+  // overhead per GEMM. Without such a figure the plan's duration_s stays.
+  double gemm_rate_flops = 0, gemm_launch_s = 0;
+  if (trace.compute == "real" && !opt.no_compute) {
+    for (const auto& m : topo->options().measured_compute)
+      if (m.gemm_flops > 0 && m.gpu_model == topo->gpu(0).model) {
+        gemm_rate_flops = m.gemm_flops;
+        gemm_launch_s = std::max(0.0, m.launch_overhead_s);
+        rep.compute_source += std::string(rep.compute_source.empty() ? "" : "; ") +
+                              "gemm: measured_compute " + m.place + " (" +
+                              std::to_string(m.gemm_flops / 1e12) + " TFLOP/s)";
+        break;
+      }
+  }
   std::vector<double> errs;
   std::vector<TransferError> all;
   std::vector<double> mk_errs;
@@ -239,6 +254,15 @@ Result<ValidateReport> validate(const policy::Plan& plan, const ReplayResult& tr
         if (f < 0) continue;
         work.compute[ci].duration_s = f / real_rate_flops + real_launch_s;
         work.compute[ci].flops = 0;
+      }
+    if (!(opt.no_compute || !trace.compute_emulated) && gemm_rate_flops > 0)
+      for (auto& c : work.compute) {
+        const sim::TaskCompute& w = c.what;
+        if (w.kind != sim::TaskKind::gemm || w.count < 1) continue;
+        const double per =
+            2.0 * static_cast<double>(w.m) * static_cast<double>(w.n) * static_cast<double>(w.k);
+        c.duration_s = static_cast<double>(w.count) * (per / gemm_rate_flops + gemm_launch_s);
+        c.flops = 0;
       }
     if (trace.payload_scale < 1)
       for (auto& t : work.transfers) t.bytes *= trace.payload_scale;

@@ -32,8 +32,12 @@ namespace sparsp::replay {
 ///  - real: each attention task runs sparsp's block-sparse attention kernel (host: the CPU
 ///    version) over exactly its (query block, KV block, head) triples, reading the KV the plan's
 ///    transfers delivered; outputs are merged by log-sum-exp and checked against a reference.
-///    Refused (exit 2) where impossible: payload_scale < 1, a plan without masks, head_dim
-///    other than 64 / 128, Ulysses-style tasks, a host-backend plan over kHostRealComputeMaxFlops;
+///    `gemm` tasks run `count` bf16 GEMMs of m x n x k (CUDA: cuBLAS, fp32 accumulation; host:
+///    Eigen in fp32) on the rank's scratch operands, `copy` tasks copy bytes / 2 within the
+///    rank's memory (CUDA: device to device; host: memcpy); neither is checked, both are timed.
+///    Refused (exit 2) where impossible: payload_scale < 1, a plan with attention but without
+///    masks, head_dim other than 64 / 128, Ulysses-style tasks, a gemm task without a shape, a
+///    host-backend plan over kHostRealComputeMaxFlops or kHostRealScratchMaxBytes;
 ///  - emulated: busy SMs (host: sleep) for the task's duration_s, as before;
 ///  - none: no compute tasks (transfers only; `--no-compute`).
 enum class ComputeMode { automatic, real, emulated, none };
@@ -44,6 +48,9 @@ const char* compute_mode_name(ComputeMode m);
 /// GFLOP/s per core measured on the 2-core CI machine (a 2-rank, 2088-token test plan of 9e8
 /// FLOPs ran in a 41 ms makespan).
 inline constexpr double kHostRealComputeMaxFlops = 4e9;
+/// Largest sum of GEMM operands (bf16 A, B, C) and copy buffers of one layer plan that the host
+/// backend allocates for real `gemm` and `copy` tasks: 1 GiB.
+inline constexpr double kHostRealScratchMaxBytes = 1024.0 * 1024 * 1024;
 
 /// Options of one replay. Defaults are the CLI's defaults.
 struct ReplayOptions {

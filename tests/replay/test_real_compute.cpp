@@ -372,3 +372,71 @@ TEST_CASE("plan masks: malformed ones are refused with their JSON pointer") {
   bad([](auto& k) { k["layers"][0]["mask"]["extra"] = 1; }, "/layers/0/mask");
   bad([](auto& k) { k["kv_heads"] = 3; }, "m.plan.json:/kv_heads: expected a divisor of heads");
 }
+
+namespace {
+// A hand-made schema-2 plan (scheme custom) with one transfer, one GEMM task and one copy task
+// per rank: no attention, so no mask is needed.
+fs::path write_gemm_plan(const fs::path& dir, int64_t m, const std::string& extra_gemm_keys = "") {
+  const fs::path p = dir / ("gemm-" + std::to_string(m) + ".plan.json");
+  std::ofstream(p) << R"({"schema_version": 2, "model": "custom", "pattern": "gemm", "gpus": 2,
+    "block_tokens": 0, "heads": 0, "head_dim": 0, "dtype_bytes": 2, "num_blocks": 2,
+    "kv_block_bytes": 65536,
+    "policy": {"placement": "contiguous", "scheme": "custom", "runtime": "sync", "params": {}},
+    "block_owner": [0, 1],
+    "layers": [{"step": 0, "layer": 0, "repeat": 1,
+      "transfers": [{"id": "t01", "src": "gpu0", "dst": "gpu1", "bytes": 65536, "kv_blocks": [0]}],
+      "compute": [
+        {"id": "g0", "gpu": "gpu0", "duration_s": 0.001, "kind": "gemm", "m": )"
+                   << m << R"(, "n": 64, "k": 96, "count": 3)" << extra_gemm_keys << R"(},
+        {"id": "g1", "gpu": "gpu1", "duration_s": 0.001, "kind": "gemm", "m": 32, "n": 32,
+         "k": 32, "count": 1, "after": ["t01"]},
+        {"id": "c0", "gpu": "gpu0", "duration_s": 0.001, "kind": "copy", "bytes": 1048576,
+         "after": ["g0"]}]}]})";
+  return p;
+}
+}  // namespace
+
+TEST_CASE(
+    "host backend: gemm and copy tasks run for real (Eigen, memcpy); bounds refuse in one line") {
+  const fs::path dir = fs::temp_directory_path() / ("sparsp_gemm_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path plan = write_gemm_plan(dir, 128);
+  std::string out;
+  REQUIRE(cli("replay --plan " + plan.string() + " --compute real --iterations 2 --json -o " +
+                  (dir / "t.json").string(),
+              &out) == 0);
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  CHECK(j["compute"] == "real");
+  CHECK_FALSE(j.contains("output_check"));  // nothing to check without attention
+  CHECK_FALSE(j.contains("compute_note"));
+  // Emulated, the tasks sleep their 1 ms; real, a 128 x 64 x 96 GEMM three times (4.7 MFLOP)
+  // and a 512 KiB memcpy take well under that on any CPU, so real is not the sleep.
+  std::ifstream tin(dir / "t.json");
+  const auto t = nlohmann::json::parse(tin);
+  int seen = 0;
+  for (const auto& a : t["layers"][0]["activities"])
+    if (a["id"] == "g0" || a["id"] == "c0") {
+      CHECK(a["end_s"].get<double>() - a["start_s"].get<double>() < 0.5e-3);
+      ++seen;
+    }
+  CHECK(seen == 2);
+  // A GEMM whose fp32 operands pass the host bound (1 GiB): m = 2^23 rows -> 2 x (2^23 x 96 +
+  // 96 x 64 + 2^23 x 64) bytes = 2.7 GB.
+  REQUIRE(
+      cli("replay --plan " + write_gemm_plan(dir, int64_t(1) << 23).string() + " --compute real",
+          &out) == 2);
+  CHECK(out.find("GEMM and copy buffers are bounded by 1.07e+09 bytes per layer plan; layer "
+                 "plan 0 needs 2.68e+09") != std::string::npos);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  // By default that plan falls back to emulated compute with a note.
+  REQUIRE(cli("replay --plan " + write_gemm_plan(dir, int64_t(1) << 23).string() + " --json",
+              &out) == 0);
+  CHECK(out.find("\"compute\": \"emulated\"") != std::string::npos);
+  // A dimension cuBLAS cannot take (int): refused for real compute on either backend.
+  REQUIRE(
+      cli("replay --plan " + write_gemm_plan(dir, int64_t(1) << 32).string() + " --compute real",
+          &out) == 2);
+  CHECK(out.find("gemm task /layers/0/compute/0 has a dimension above 2^31 - 1") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
