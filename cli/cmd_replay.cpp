@@ -99,8 +99,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
   r->add_flag("--no-compute", ra->no_compute, "no compute tasks (the same as --compute none)");
   r->add_option("--compute", ra->compute,
                 "real: run the plan's block-sparse attention (sparsp's kernel; host: on the CPU) "
-                "and check its output; emulated: busy the GPU for each task's modelled time; "
-                "none: transfers only. Default: real where the plan allows it, else emulated")
+                "and check its output, gemm tasks as bf16 GEMMs (cuBLAS; host: Eigen) and copy "
+                "tasks as memory copies (timed, not checked; `other` tasks stay emulated); "
+                "emulated: busy the GPU (host: sleep) for each task's modelled time; none: "
+                "transfers only. Default: real where the plan allows it, else emulated")
       ->check(CLI::IsMember({"real", "emulated", "none"}));
   r->add_flag("--check-all", ra->opt.check_all,
               "output check over every query block (default: first, middle and last of each "

@@ -17,23 +17,28 @@ uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions& opt) {
-  if (opt.payload_scale < 1)
-    return "--payload-scale below 1 shrinks the KV blocks, so there is no attention input";
   // GEMMs and copies need nothing from the plan but their shapes; attention needs the rest.
   bool attention_tasks = false;
   for (size_t li = 0; li < plan.layers.size(); ++li)
     for (size_t ci = 0; ci < plan.layers[li].work.compute.size(); ++ci) {
       const auto& w = plan.layers[li].work.compute[ci].what;
+      const std::string at =
+          opt.plan_source + ":/layers/" + std::to_string(li) + "/compute/" + std::to_string(ci);
       attention_tasks = attention_tasks || w.kind == sim::TaskKind::attention;
       if (w.kind == sim::TaskKind::gemm && (w.m < 1 || w.n < 1 || w.k < 1 || w.count < 1))
-        return "gemm task /layers/" + std::to_string(li) + "/compute/" + std::to_string(ci) +
-               " has no shape (m, n, k and count, each at least 1)";
+        return at + ": a gemm task needs m, n, k and count, each at least 1 (got m " +
+               std::to_string(w.m) + ", n " + std::to_string(w.n) + ", k " + std::to_string(w.k) +
+               ", count " + std::to_string(w.count) + ")";
       constexpr int64_t kIntMax = 2147483647;  // cuBLAS takes int dimensions
       if (w.kind == sim::TaskKind::gemm && (w.m > kIntMax || w.n > kIntMax || w.k > kIntMax))
-        return "gemm task /layers/" + std::to_string(li) + "/compute/" + std::to_string(ci) +
-               " has a dimension above 2^31 - 1, which cuBLAS cannot take";
+        return at + ": a gemm dimension above 2^31 - 1 (the CUDA backend's cuBLAS takes int)";
+      if (w.kind == sim::TaskKind::copy && !(w.bytes >= 2))
+        return at + ": a copy task needs bytes >= 2 (read + written), got " +
+               std::to_string(static_cast<long long>(w.bytes));
     }
   if (!attention_tasks) return {};
+  if (opt.payload_scale < 1)
+    return "--payload-scale below 1 shrinks the KV blocks, so there is no attention input";
   if (!attention::head_dim_supported(plan.head_dim))
     return "head_dim " + std::to_string(plan.head_dim) +
            " is not supported by the sparsp attention kernel (64, 128)";

@@ -555,6 +555,12 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
             "expected \"real\", \"emulated\" or \"none\", got " + root["compute"].dump());
       r.compute = root["compute"].get<std::string>();
       r.compute_recorded = true;
+      // compute_emulated means "compute ran" (real or emulated); the two keys must agree.
+      if (root.contains("compute_emulated") && (r.compute != "none") != r.compute_emulated)
+        return input_error(src, "/compute_emulated",
+                           std::string(r.compute_emulated ? "true" : "false") +
+                               ", but /compute is \"" + r.compute +
+                               "\" (compute_emulated is true exactly when compute ran)");
     }
     str(root, "", "compute_note", r.compute_note, false);
     if (root.contains("output_check")) {
@@ -564,8 +570,9 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
                            std::string("expected an object, got ") + oc.type_name());
       if (r.compute != "real")
         return input_error(src, "/output_check",
-                           "an output check, but /compute is \"" + r.compute +
-                               "\" (only real compute has outputs to check)");
+                           "an output check, but /compute is \"" + r.compute + "\"" +
+                               (r.compute_recorded ? "" : " (absent: read as emulated)") +
+                               " (only real compute has outputs to check)");
       const std::string op = "/output_check";
       keys(oc, op, {"checked_blocks", "max_abs_error", "tolerance", "passed"});
       r.output_check.ran = true;
@@ -575,6 +582,11 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
       num(oc, op, "tolerance", 0, 1e300, r.output_check.tolerance, true);
       if (!oc.contains("passed")) fail(op, "missing 'passed'");
       r.output_check.passed = flag(oc, op, "passed", false);
+      // replay writes no trace of a failed check; timings of a wrong run validate nothing.
+      if (bad_what.empty() && !r.output_check.passed)
+        fail(op + "/passed",
+             "false: the replay's output check failed, so its timings are of a "
+             "run that computed the wrong attention");
     }
     r.nccl_p2p_disabled = flag(root, "", "nccl_p2p_disable", false);
     if (!bad_what.empty()) return input_error(src, bad_ptr, bad_what);

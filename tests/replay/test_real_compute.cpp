@@ -436,7 +436,26 @@ TEST_CASE(
   REQUIRE(
       cli("replay --plan " + write_gemm_plan(dir, int64_t(1) << 32).string() + " --compute real",
           &out) == 2);
-  CHECK(out.find("gemm task /layers/0/compute/0 has a dimension above 2^31 - 1") !=
+  CHECK(out.find(".plan.json:/layers/0/compute/0: a gemm dimension above 2^31 - 1") !=
         std::string::npos);
+  // A copy task with nothing to copy, and a partial GEMM shape: named, not run as a sleep.
+  std::string p0 = write_gemm_plan(dir, 128).string();
+  {
+    std::ifstream in(p0);
+    auto j = nlohmann::json::parse(in);
+    j["layers"][0]["compute"][2]["bytes"] = 0;
+    std::ofstream(dir / "c0.plan.json") << j.dump();
+    j["layers"][0]["compute"][2]["bytes"] = 1048576;
+    j["layers"][0]["compute"][0].erase("count");
+    std::ofstream(dir / "g0.plan.json") << j.dump();
+  }
+  REQUIRE(cli("replay --plan " + (dir / "c0.plan.json").string() + " --compute real", &out) == 2);
+  CHECK(out.find("c0.plan.json:/layers/0/compute/2: a copy task needs bytes >= 2") !=
+        std::string::npos);
+  REQUIRE(cli("replay --plan " + (dir / "g0.plan.json").string() + " --compute real", &out) == 2);
+  CHECK(out.find("g0.plan.json:/layers/0/compute/0: a gemm task needs m, n, k and count, each at "
+                 "least 1 (got m 128, n 64, k 96, count 0)") != std::string::npos);
+  // GEMMs and copies need no KV: --payload-scale below 1 does not stop them.
+  CHECK(cli("replay --plan " + p0 + " --compute real --payload-scale 0.5 --iterations 1") == 0);
   fs::remove_all(dir);
 }

@@ -259,6 +259,25 @@ TEST_CASE("trace files: wrong types, devices, output_check and compute are error
   CHECK(err(top + R"("layers": [{"step": 0, "layer": 0, "makespan_s": 0.001, )"
                   R"("makespan_samples_s": 0.001, "activities": []}]})") ==
         "t.json:/layers/0/makespan_samples_s: expected an array of times, got number");
+  // Contradictions (last break-it pass: accepted, then modelled as compute MAPE 100%).
+  CHECK(err(top + R"("compute": "real", "compute_emulated": false, )" + layers) ==
+        "t.json:/compute_emulated: false, but /compute is \"real\" (compute_emulated is true "
+        "exactly when compute ran)");
+  CHECK(err(top + R"("compute": "none", "compute_emulated": true, )" + layers) ==
+        "t.json:/compute_emulated: true, but /compute is \"none\" (compute_emulated is true "
+        "exactly when compute ran)");
+  CHECK(err(top +
+            R"("compute": "real", "output_check": {"checked_blocks": 3, )"
+            R"("max_abs_error": 5, "tolerance": 0.01, "passed": false}, )" +
+            layers) ==
+        "t.json:/output_check/passed: false: the replay's output check failed, so its timings "
+        "are of a run that computed the wrong attention");
+  CHECK(err(top +
+            R"("output_check": {"checked_blocks": 3, )"
+            R"("max_abs_error": 0, "tolerance": 0.01, "passed": true}, )" +
+            layers) ==
+        "t.json:/output_check: an output check, but /compute is \"emulated\" (absent: read as "
+        "emulated) (only real compute has outputs to check)");
 }
 
 TEST_CASE("validate --no-compute on a trace that records compute is refused, not 100 % error") {
