@@ -192,6 +192,11 @@ void add_pattern_commands(CLI::App& app, Context& ctx) {
         ctx.exit_code = report(s.error());
         return;
       }
+      // An empty mask is legal (a layer that attends to nothing) but almost always a mistake in
+      // a recording or a threshold: say so on stderr, outside the report (break-it 2026-12-02).
+      if (s->density == 0)
+        std::cerr << "sparsp: warning: the mask has no active (query block, KV block) pair "
+                     "(density 0): attention computes nothing\n";
       if (*json) {
         std::cout << stats_json(**p, *s).dump(2) << "\n";
       } else {

@@ -179,8 +179,8 @@ bool is_bool(const Json& j) { return j.is_boolean(); }
 bool is_arr(const Json& j) { return j.is_array(); }
 bool is_obj(const Json& j) { return j.is_object(); }
 
-/// "gpuN" with 0 <= N < gpus, or "hostK" with K >= 0.
-bool valid_endpoint(const std::string& s, int gpus) {
+/// "gpuN" with N a rank's GPU (N < gpus, or one of rank_gpus), or "hostK" with K >= 0.
+bool valid_endpoint(const std::string& s, const Plan& plan) {
   auto num = [](const std::string& t, size_t from, long& out) {
     if (from >= t.size() || t.size() - from > 6) return false;
     for (size_t i = from; i < t.size(); ++i)
@@ -189,7 +189,7 @@ bool valid_endpoint(const std::string& s, int gpus) {
     return true;
   };
   long n = 0;
-  if (s.rfind("gpu", 0) == 0) return num(s, 3, n) && n < gpus;
+  if (s.rfind("gpu", 0) == 0) return num(s, 3, n) && plan.rank_of_gpu(n) >= 0;
   if (s.rfind("host", 0) == 0) return num(s, 4, n);
   return false;
 }
@@ -302,7 +302,7 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
       for (size_t k = 0; k < t.kv_blocks.size(); ++k) {
         const int b = t.kv_blocks[k];
         const int owner = p.block_owner[static_cast<size_t>(b)];
-        if (t.src == "gpu" + std::to_string(owner)) continue;
+        if (t.src == p.gpu_endpoint(owner)) continue;
         bool held = false;
         if (auto it = delivered.find({t.src, b}); it != delivered.end())
           for (size_t r : it->second)
@@ -310,7 +310,7 @@ std::optional<Error> check_kv_payloads(const Plan& p, const Reader& rd) {
         if (!held)
           return rd.err(ptr_index(ptr_index(lp + "/transfers", ti) + "/kv_blocks", k),
                         t.src + " sends block " + std::to_string(b) +
-                            " but neither owns it (owner gpu" + std::to_string(owner) +
+                            " but neither owns it (owner " + p.gpu_endpoint(owner) +
                             ") nor receives it by a transfer it depends on");
       }
     }
@@ -516,10 +516,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (!parsed) return parsed.error();
   const Json& root = *parsed;
   if (!root.is_object()) return rd.err("", "expected a JSON object at the top level");
-  if (auto ke = check_keys(rd, root, "",
-                           {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads",
-                            "kv_heads", "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes",
-                            "policy", "topology", "block_owner", "block_bytes", "text_blocks", "layers"}))
+  if (auto ke = check_keys(
+          rd, root, "",
+          {"schema_version", "model", "pattern", "gpus", "block_tokens", "heads", "kv_heads",
+           "head_dim", "dtype_bytes", "num_blocks", "kv_block_bytes", "policy", "compute_source",
+           "topology", "rank_gpus", "block_owner", "block_bytes", "text_blocks", "layers"}))
     return *ke;
 
   std::optional<Error> e;
@@ -542,6 +543,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     p.model = v->get<std::string>();
   if (auto* v = rd.member(root, "", "pattern", false, is_str, "string", e))
     p.pattern = v->get<std::string>();
+  if (auto* v = rd.member(root, "", "compute_source", false, is_str, "string", e))
+    p.compute_source = v->get<std::string>();
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   int_member(rd, root, "", "gpus", true, 1, 4096, p.gpus, e);
   int_member(rd, root, "", "block_tokens", false, 0, kIntMax, p.block_tokens, e);
@@ -614,6 +617,7 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
   if (e) return *e;
   // The embedded topology must load (errors re-addressed into this file, /topology/...) and hold
   // the plan's ranks: a plan may use the first P GPUs of a larger machine.
+  int topology_gpus = 4096;  // without a topology: GPU indices as the plan's integer bound
   if (!p.topology_json.empty()) {
     const std::string marker = "\x1fplan-topology";
     auto topo = topology::Topology::from_json_text(p.topology_json, marker);
@@ -621,7 +625,27 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     if (topo->num_gpus() < p.gpus)
       return rd.err("/gpus", std::to_string(p.gpus) + " GPUs, but the embedded topology '" +
                                  topo->name() + "' has only " + std::to_string(topo->num_gpus()));
+    topology_gpus = topo->num_gpus();
   }
+  // rank_gpus: one distinct GPU of the topology per rank (absent: rank r is gpu r).
+  if (auto* v = rd.member(root, "", "rank_gpus", false, is_arr, "array", e)) {
+    if (static_cast<int>(v->size()) != p.gpus)
+      return rd.err("/rank_gpus", "expected " + std::to_string(p.gpus) + " entries (gpus), got " +
+                                      std::to_string(v->size()));
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& g = (*v)[i];
+      if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() >= topology_gpus)
+        return rd.err(ptr_index("/rank_gpus", i),
+                      "expected a GPU index in 0.." + std::to_string(topology_gpus - 1) +
+                          (p.topology_json.empty() ? "" : " (the embedded topology's GPUs)"));
+      const int gi = static_cast<int>(g.get<int64_t>());
+      if (std::find(p.rank_gpus.begin(), p.rank_gpus.end(), gi) != p.rank_gpus.end())
+        return rd.err(ptr_index("/rank_gpus", i),
+                      "gpu" + std::to_string(gi) + " is listed twice (one rank per GPU)");
+      p.rank_gpus.push_back(gi);
+    }
+  }
+  if (e) return *e;
 
   if (auto* v = rd.member(root, "", "block_owner", true, is_arr, "array", e)) {
     if (static_cast<int>(v->size()) != p.num_blocks)
@@ -657,15 +681,21 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
       const Json& b = (*v)[i];
       if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= p.num_blocks ||
           (!p.text_blocks.empty() && b.get<int64_t>() <= p.text_blocks.back()))
-        return rd.err(ptr_index("/text_blocks", i),
-                      "expected strictly increasing block ids in 0.." +
-                          std::to_string(p.num_blocks - 1));
+        return rd.err(
+            ptr_index("/text_blocks", i),
+            "expected strictly increasing block ids in 0.." + std::to_string(p.num_blocks - 1));
       p.text_blocks.push_back(static_cast<int>(b.get<int64_t>()));
     }
   }
   if (e) return *e;
   const Json* layers = rd.member(root, "", "layers", true, is_arr, "array", e);
   if (e) return *e;
+  // How endpoint errors state the rule: "N < gpus", or the rank GPUs.
+  std::string gpu_rule = "N < gpus";
+  if (!p.rank_gpus.empty()) {
+    gpu_rule = "N in rank_gpus:";
+    for (int g : p.rank_gpus) gpu_rule += " " + std::to_string(g);
+  }
   for (size_t li = 0; li < layers->size(); ++li) {
     const std::string lp = ptr_index("/layers", li);
     const Json& lj = (*layers)[li];
@@ -805,12 +835,12 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (t.id.empty()) return rd.err(tp + "/id", "empty id");
         if (!ids.insert(t.id).second)
           return rd.err(tp + "/id", "duplicate activity id \"" + t.id + "\"");
-        if (!valid_endpoint(t.src, p.gpus))
+        if (!valid_endpoint(t.src, p))
           return rd.err(tp + "/src",
-                        "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.src + "\"");
-        if (!valid_endpoint(t.dst, p.gpus))
+                        "expected \"gpuN\" (" + gpu_rule + ") or \"hostK\", got \"" + t.src + "\"");
+        if (!valid_endpoint(t.dst, p))
           return rd.err(tp + "/dst",
-                        "expected \"gpuN\" (N < gpus) or \"hostK\", got \"" + t.dst + "\"");
+                        "expected \"gpuN\" (" + gpu_rule + ") or \"hostK\", got \"" + t.dst + "\"");
         if (t.src == t.dst)
           return rd.err(tp + "/dst", "source and destination are both \"" + t.src + "\"");
         if (!(t.bytes >= 0) || !(t.bytes <= kMaxBytes))
@@ -866,8 +896,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (c.id.empty()) return rd.err(cp + "/id", "empty id");
         if (!ids.insert(c.id).second)
           return rd.err(cp + "/id", "duplicate activity id \"" + c.id + "\"");
-        if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p.gpus))
-          return rd.err(cp + "/gpu", "expected \"gpuN\" with N < gpus, got \"" + c.gpu + "\"");
+        if (c.gpu.rfind("gpu", 0) != 0 || !valid_endpoint(c.gpu, p))
+          return rd.err(cp + "/gpu",
+                        "expected \"gpuN\" with " + gpu_rule + ", got \"" + c.gpu + "\"");
         if (cj.contains("duration_s") && cj.contains("flops"))  // as in workload JSON
           return rd.err(cp, "give 'duration_s' or 'flops', not both");
         if (!(c.duration_s >= 0) || !(c.duration_s <= kMaxDurationS))
@@ -912,7 +943,8 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     std::vector<char> used(static_cast<size_t>(p.gpus), 0);
     for (int o : p.block_owner) used[static_cast<size_t>(o)] = 1;
     auto mark = [&](const std::string& ep) {
-      if (ep.rfind("gpu", 0) == 0) used[static_cast<size_t>(std::stol(ep.substr(3)))] = 1;
+      if (ep.rfind("gpu", 0) == 0)
+        used[static_cast<size_t>(p.rank_of_gpu(std::stol(ep.substr(3))))] = 1;
     };
     for (const auto& L : p.layers) {
       for (const auto& t : L.work.transfers) {
@@ -924,8 +956,9 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
     const int n_used = static_cast<int>(std::count(used.begin(), used.end(), 1));
     if (n_used != p.gpus) {
       const auto idle = std::find(used.begin(), used.end(), 0) - used.begin();
+      const long idle_gpu = p.rank_gpus.empty() ? idle : p.rank_gpus[static_cast<size_t>(idle)];
       return rd.err("/gpus", std::to_string(p.gpus) + " GPUs, but the plan uses " +
-                                 std::to_string(n_used) + " (gpu" + std::to_string(idle) +
+                                 std::to_string(n_used) + " (gpu" + std::to_string(idle_gpu) +
                                  " owns no block and is no endpoint of any transfer or compute "
                                  "task)");
     }
@@ -974,6 +1007,7 @@ std::string to_json(const Plan& plan) {
   root["model"] = plan.model;
   root["pattern"] = plan.pattern;
   root["gpus"] = plan.gpus;
+  if (!plan.rank_gpus.empty()) root["rank_gpus"] = plan.rank_gpus;
   root["block_tokens"] = plan.block_tokens;
   root["heads"] = plan.heads;
   if (plan.kv_heads > 0) root["kv_heads"] = plan.kv_heads;
@@ -989,6 +1023,7 @@ std::string to_json(const Plan& plan) {
   for (const auto& [k, v] : plan.policy.params) params[k] = v;  // std::map: sorted keys
   pol["params"] = std::move(params);
   root["policy"] = std::move(pol);
+  if (!plan.compute_source.empty()) root["compute_source"] = plan.compute_source;
   if (plan.topology_json.empty()) {
     root["topology"] = nullptr;
   } else {

@@ -117,8 +117,9 @@ struct ExecPlan {
   int holders() const { return ranks + hosts; }
 };
 
-/// Holder index of an endpoint name ("gpuN" -> N, "hostK" -> ranks + K).
-int holder_of(const std::string& endpoint, int ranks);
+/// Holder index of an endpoint name: "gpuN" -> the rank on GPU N (N itself unless the plan has
+/// rank_gpus), "hostK" -> plan.gpus + K; -1 for anything else.
+int holder_of(const std::string& endpoint, const policy::Plan& plan);
 
 /// Lowers the plan. Errors (exit 2): dependency cycle, a transfer sending a block its source
 /// never holds, host endpoints beyond the plan's hosts.

@@ -11,15 +11,16 @@
 
 namespace sparsp::replay::detail {
 
-int holder_of(const std::string& endpoint, int ranks) {
-  if (endpoint.rfind("gpu", 0) == 0) return std::stoi(endpoint.substr(3));
-  if (endpoint.rfind("host", 0) == 0) return ranks + std::stoi(endpoint.substr(4));
+int holder_of(const std::string& endpoint, const policy::Plan& plan) {
+  if (endpoint.rfind("gpu", 0) == 0) return plan.rank_of_gpu(std::stol(endpoint.substr(3)));
+  if (endpoint.rfind("host", 0) == 0) return plan.gpus + std::stoi(endpoint.substr(4));
   return -1;
 }
 
 namespace {
-std::string holder_name(int h, int ranks) {
-  return h < ranks ? "gpu" + std::to_string(h) : "host" + std::to_string(h - ranks);
+// The plan's name of a holder: its GPU endpoint (rank_gpus) or "hostK".
+std::string holder_name(const policy::Plan& plan, int h, int ranks) {
+  return h < ranks ? plan.gpu_endpoint(h) : "host" + std::to_string(h - ranks);
 }
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
@@ -28,11 +29,11 @@ std::string describe(const policy::Plan& plan, const ExecLayer& layer, const Reg
   const policy::LayerPlan& L = plan.layers[layer.plan_index];
   std::string s = "layer " + std::to_string(L.layer) + " (step " + std::to_string(L.step) + ")";
   if (r.block >= 0) {
-    s += " block " + std::to_string(r.block) + " (owner gpu" + std::to_string(r.key.owner) + ")";
+    s += " block " + std::to_string(r.block) + " (owner " + plan.gpu_endpoint(r.key.owner) + ")";
   } else {
     s += " transfer \"" + L.work.transfers[r.transfer].id + "\" payload";
   }
-  return s + " at " + holder_name(r.holder, ranks);
+  return s + " at " + holder_name(plan, r.holder, ranks);
 }
 
 void fill_region(uint8_t* base, const Region& r) {
@@ -195,7 +196,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     };
     for (size_t i = 0; i < trs.size(); ++i) {
       if (!carries_blocks[i]) continue;
-      const int d = holder_of(trs[i].dst, ex.ranks);
+      const int d = holder_of(trs[i].dst, plan);
       for (int b : trs[i].kv_blocks) received_by.try_emplace({d, b}, static_cast<int>(i));
     }
     for (size_t i = 0; i < trs.size(); ++i) {
@@ -205,8 +206,8 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       a.index = static_cast<int>(i);
       a.id = t.id;
       a.transfer = &t;
-      a.src = holder_of(t.src, ex.ranks);
-      a.dst = holder_of(t.dst, ex.ranks);
+      a.src = holder_of(t.src, plan);
+      a.dst = holder_of(t.dst, plan);
       const double chunk = t.chunk_bytes > 0 ? t.chunk_bytes : opt.default_chunk_bytes;
       a.chunk_bytes = std::max<uint64_t>(kAlign, static_cast<uint64_t>(chunk) / kAlign * kAlign);
       a.staging_buffers = t.staging_buffers > 0 ? t.staging_buffers : opt.default_staging_buffers;
@@ -260,7 +261,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       a.index = static_cast<int>(i);
       a.id = cps[i].id;
       a.compute = &cps[i];
-      a.src = a.dst = holder_of(cps[i].gpu, ex.ranks);
+      a.src = a.dst = holder_of(cps[i].gpu, plan);
       a.duration_s = cps[i].duration_s;
       if (a.duration_s <= 0 && cps[i].flops > 0 && opt.peak_flops > 0)
         a.duration_s = cps[i].flops / (opt.peak_flops * opt.compute_efficiency);

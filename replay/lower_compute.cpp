@@ -70,7 +70,7 @@ std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions&
     for (size_t ci = 0; ci < L.work.compute.size(); ++ci) {
       const auto& c = L.work.compute[ci];
       if (c.what.kind != sim::TaskKind::attention) continue;
-      const int r = holder_of(c.gpu, plan.gpus);
+      const int r = holder_of(c.gpu, plan);
       const std::string at = "/layers/" + std::to_string(li) + "/compute/" + std::to_string(ci);
       if (!(c.what.q_ranks.empty() || (c.what.q_ranks.size() == 1 && c.what.q_ranks[0] == r)))
         return "compute task " + at +

@@ -366,7 +366,9 @@ std::string format_published(const PublishedCheck& c) {
     o << f.name << " (" << f.path << ")\n  source: " << f.url << ", " << f.table
       << "\n  metric: " << f.metric << "\n";
     for (const auto& s : f.sizes) {
-      o << "  size " << s.name << ", " << s.gpus << " GPUs: Kendall tau "
+      // A size named by its GPU count ("2 GPUs") is not told twice ("size 2 GPUs, 2 GPUs").
+      const std::string gpus_text = std::to_string(s.gpus) + " GPUs";
+      o << "  size " << s.name << (s.name == gpus_text ? "" : ", " + gpus_text) << ": Kendall tau "
         << (std::isfinite(s.tau.tau) ? fmt("%.3f", s.tau.tau) : std::string("-")) << " ("
         << s.tau.concordant << " concordant, " << s.tau.discordant << " discordant of "
         << s.tau.pairs << " pairs)\n";

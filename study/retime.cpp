@@ -26,6 +26,10 @@ Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& o
   PolicyResult r;
   r.topology = topo->name();
   r.policy = pl.policy;
+  // The compute tasks keep the times the study gave them; say where those came from.
+  r.compute_source = pl.compute_source.empty()
+                         ? "as written in the plan (it records no compute_source)"
+                         : pl.compute_source + " (as written in the plan)";
   // The contention the study simulated with (kPlanContention*Key), else the caller's options.
   sim::SimOptions base = options;
   {

@@ -71,10 +71,10 @@ struct Group {
   std::vector<int> steps, layers;              ///< sorted selection
   bool dynamic = false;                        ///< masks change across the selected steps
   policy::ComputeModel compute;
-  std::string compute_source;  ///< policy::ResolvedCompute::source
+  std::string compute_source;             ///< policy::ResolvedCompute::source
   double contention_ce_copy = 0;          ///< sim::SimOptions::contention_ce_copy
   double contention_sm_copy_per_sm = -1;  ///< sim::SimOptions::contention_sm_copy_per_sm
-  int min_sm_count = 0;  ///< smallest known SM count of the GPUs (0: none)
+  int min_sm_count = 0;                   ///< smallest known SM count of the GPUs (0: none)
 };
 
 // One policy of the study that runs on a group, and everything kept for it while it runs.
@@ -399,6 +399,14 @@ std::shared_ptr<policy::Plan> plan_header(const Study& st, const Group& g,
   p->model = model.name;
   p->pattern = pattern.describe();
   p->gpus = g.ranks.ranks;
+  p->compute_source = g.compute_source;
+  // The GPUs it was made for, when they are not gpu0..gpu{P-1} (issue 18: a study on
+  // "gpus": [4, 5] wrote endpoints "gpu4" that the loader refused).
+  for (int r = 0; r < static_cast<int>(g.gpus.size()); ++r)
+    if (g.gpus[static_cast<size_t>(r)] != r) {
+      p->rank_gpus = g.gpus;
+      break;
+    }
   p->block_tokens = pattern.layout().block_tokens;
   p->heads = model.heads;
   p->head_dim = model.head_dim;

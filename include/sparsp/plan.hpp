@@ -53,6 +53,11 @@ struct Plan {
   std::string model;          ///< model preset name
   std::string pattern;        ///< Pattern::describe()
   int gpus = 0;               ///< sequence-parallel degree P
+  /// [gpus] or empty: the embedded topology's GPU index of each rank, for a plan made for GPUs
+  /// other than gpu0..gpu{P-1} (a study's "gpus": [4, 5]); empty: rank r runs on gpu r.
+  /// Transfer and compute endpoints name these GPUs ("gpu4"); block_owner, q_ranks and kv_ranks
+  /// are ranks (policy/PLAN.md, `rank_gpus`).
+  std::vector<int> rank_gpus;
   int block_tokens = 0;
   int heads = 0;
   int kv_heads = 0;  ///< K/V heads (grouped-query attention); 0: heads
@@ -61,6 +66,9 @@ struct Plan {
   int num_blocks = 0;
   double kv_block_bytes = 0;  ///< K and V of one block, all KV heads (kv_heads, GQA)
   PolicySpec policy;
+  /// Where the compute tasks' times came from (study: policy::ResolvedCompute::source, e.g.
+  /// "generic (hopper, 0.5 of peak)"); empty when not recorded. `simulate --plan` reports it.
+  std::string compute_source;
   std::vector<int> block_owner;  ///< [num_blocks] GPU rank owning each query/KV block
   /// [num_blocks] or empty: bytes of K and V of each block when blocks differ in size (a partial
   /// last video block, a text block). Empty: every block is kv_block_bytes, except that replay
@@ -72,6 +80,17 @@ struct Plan {
   std::vector<int> text_blocks;
   std::vector<LayerPlan> layers;
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  /// The endpoint name of rank `rank`'s GPU: "gpu<rank>", or "gpu<rank_gpus[rank]>".
+  std::string gpu_endpoint(int rank) const {
+    return "gpu" + std::to_string(rank_gpus.empty() ? rank : rank_gpus[static_cast<size_t>(rank)]);
+  }
+  /// The rank running on the topology's GPU `gpu` (an endpoint "gpuN"'s N), or -1 for none.
+  int rank_of_gpu(long gpu) const {
+    if (rank_gpus.empty()) return gpu >= 0 && gpu < gpus ? static_cast<int>(gpu) : -1;
+    for (size_t r = 0; r < rank_gpus.size(); ++r)
+      if (rank_gpus[r] == gpu) return static_cast<int>(r);
+    return -1;
+  }
 };
 
 Result<Plan> load_plan(const std::string& path);

@@ -23,23 +23,57 @@ struct Error {
   int exit_code = 2;
 };
 
+/// Length of the well-formed UTF-8 sequence starting at s[i] (1..4), or 0 when the bytes there
+/// are not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut
+/// short). Rules: RFC 3629, section 4 (the Unicode "well-formed UTF-8 byte sequences" table).
+inline size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2;
+  else if (c == 0xe0)
+    n = 3, lo = 0xa0;
+  else if (c >= 0xe1 && c <= 0xef)
+    n = 3, hi = c == 0xed ? 0x9f : 0xbf;
+  else if (c == 0xf0)
+    n = 4, lo = 0x90;
+  else if (c >= 0xf1 && c <= 0xf3)
+    n = 4;
+  else if (c == 0xf4)
+    n = 4, hi = 0x8f;
+  else
+    return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xbf) return 0;
+  return n;
+}
+
 /// Formats "<file>:<place>: <what>" (place omitted when empty), with control characters that
-/// come from the input (a JSON key or value holding "\n") written as "\xNN", so the message
-/// stays one line (fuzz_topo_json found a key with a newline). 0x1f is kept: it marks nested
-/// file names that their callers replace (policy/plan_io.cpp, replay/validate.cpp).
-inline Error input_error(const std::string& file, const std::string& place, const std::string& what) {
+/// come from the input (a JSON key or value holding "\n") and bytes that are not well-formed
+/// UTF-8 (a parse error quoting a Latin-1 byte) written as "\xNN", so the message stays one line
+/// of valid text on any terminal (fuzz_topo_json found a key with a newline). 0x1f is kept: it
+/// marks nested file names that their callers replace (policy/plan_io.cpp, replay/validate.cpp).
+inline Error input_error(const std::string& file, const std::string& place,
+                         const std::string& what) {
   const std::string raw = place.empty() ? file + ": " + what : file + ":" + place + ": " + what;
   std::string out;
   out.reserve(raw.size());
-  for (const char ch : raw) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c < 0x20 && c != 0x1f) || c == 0x7f) {
-      static const char kHex[] = "0123456789abcdef";
+  static const char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < raw.size();) {
+    const auto c = static_cast<unsigned char>(raw[i]);
+    const size_t n = utf8_sequence_length(raw, i);
+    if (n == 0 || (c < 0x20 && c != 0x1f) || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
+      ++i;
     } else {
-      out += ch;
+      out.append(raw, i, n);
+      i += n;
     }
   }
   return Error{std::move(out), 2};
@@ -59,15 +93,24 @@ inline int line_of_offset(std::string_view text, size_t byte) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { check(); return std::get<0>(v_); }
-  const T& value() const& { check(); return std::get<0>(v_); }
-  T&& value() && { check(); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_support.hpp"
 #include "sparsp/sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -196,7 +197,8 @@ TEST_CASE("cli: an output path naming an input or another output is refused befo
                 plan);
   auto size_before = fs::file_size(plan);
   // replay -o onto its own plan, written as another spelling of the same path.
-  auto r = run("replay --plan " + plan + " --backend host -o " + (dir / "." / "p.plan.json").string());
+  auto r =
+      run("replay --plan " + plan + " --backend host -o " + (dir / "." / "p.plan.json").string());
   CHECK(r.rc == 2);
   CHECK(r.out.find("is also --plan; refusing to overwrite it") != std::string::npos);
   CHECK(fs::file_size(plan) == size_before);
@@ -211,4 +213,22 @@ TEST_CASE("cli: an output path naming an input or another output is refused befo
   r = run("calibrate --from " + plan + " --topology-out " + plan);
   CHECK(r.rc == 2);
   CHECK(fs::file_size(plan) == size_before);
+}
+
+TEST_CASE("pattern stats warns when a mask has no active pair") {
+  // Break-it pass (2026-12-02): an all-zero mask printed density 0 and nothing else. A random
+  // mask that keeps each pair with probability 0 has no active pair: the report is still exact
+  // (exit 0), and stderr says why it is empty.
+  const auto r = sparsp::test::run(
+      "pattern stats --model hunyuanvideo-sta --kind random --density 0 --block 384 --max-steps 1");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("density          0\n") != std::string::npos);
+  CHECK(r.err ==
+        "sparsp: warning: the mask has no active (query block, KV block) pair (density 0): "
+        "attention computes nothing\n");
+  const auto d = sparsp::test::run(
+      "pattern stats --model hunyuanvideo-sta --kind random --density 0.5 --block 384 --max-steps "
+      "1");
+  CHECK(d.rc == 0);
+  CHECK(d.err.empty());
 }

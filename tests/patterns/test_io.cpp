@@ -156,6 +156,9 @@ TEST_CASE("bad npy/npz input: message names the file and the problem") {
         std::string::npos);
   CHECK(load_err(kDir + "tiny_model.json", &m, block2()).find("unknown pattern file type") !=
         std::string::npos);
+  // A missing file of an unknown type is named as missing, not as a type error.
+  CHECK(load_err(kDir + "missing.json", &m, block2()).find("missing.json: cannot open file") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad native input") {

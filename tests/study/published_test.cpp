@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -99,6 +100,25 @@ TEST_CASE("check_published: a tiny file with known taus and errors") {
   std::sort(e.begin(), e.end());
   CHECK(f.median_throughput_error == doctest::Approx(0.5 * (e[2] + e[3])));
   CHECK(c->median_throughput_error == doctest::Approx(f.median_throughput_error));
+}
+
+TEST_CASE("format_published: a size named by its GPU count is not told twice") {
+  // Break-it pass (2026-12-02): "size 2 GPUs, 2 GPUs: Kendall tau ...". The tiny file's first
+  // size renamed "2 GPUs" (the setup's count) prints once; "disagree" still gets ", 2 GPUs".
+  std::string text;
+  {
+    std::ifstream in(tiny_file());
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.replace(text.find("\"agree\""), 7, "\"2 GPUs\"");
+  const fs::path p = fs::temp_directory_path() / "sparsp_tiny_gpus.published.json";
+  std::ofstream(p) << text;
+  auto c = sparsp::study::check_published({p.string()});
+  REQUIRE(c);
+  const std::string out = sparsp::study::format_published(*c);
+  CHECK(out.find("  size 2 GPUs: Kendall tau 0.667") != std::string::npos);
+  CHECK(out.find("  size disagree, 2 GPUs: Kendall tau -0.667") != std::string::npos);
+  CHECK(out.find("2 GPUs, 2 GPUs") == std::string::npos);
 }
 
 TEST_CASE("check-published CLI: --json, --require-tau, --require-median-error") {

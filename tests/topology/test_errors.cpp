@@ -236,3 +236,20 @@ TEST_CASE("an input's control characters never break the one-line message") {
   CHECK(t.error().message.find("k.json:/nodes/0/a\\x0ab\\x09c: unknown key 'a\\x0ab\\x09c'") == 0);
   CHECK(sparsp::input_error("f", "/p", std::string("x\x1fy\x7f")).message == "f:/p: x\x1fy\\x7f");
 }
+
+TEST_CASE("bytes that are not well-formed UTF-8 are written as \\xNN, valid UTF-8 is kept") {
+  // Break-it pass (2026-12-02): a JSON parse error quoting a Latin-1 byte 0xe9 sent the raw byte
+  // to the terminal. RFC 3629 section 4: 0xc3 0xa9 is U+00E9 (kept); a lone 0xe9 starts a
+  // three-byte form that "x" cannot continue; 0xc0 0xaf is an overlong '/'; 0xed 0xa0 0x80 is a
+  // UTF-16 surrogate (U+D800); 0xf4 0x90 is past U+10FFFF; 0x80 is a stray continuation byte.
+  using sparsp::input_error;
+  CHECK(input_error("f", "", "caf\xc3\xa9").message == "f: caf\xc3\xa9");
+  CHECK(input_error("f", "", "\xe9x").message == "f: \\xe9x");
+  CHECK(input_error("f", "", "\xc0\xaf").message == "f: \\xc0\\xaf");
+  CHECK(input_error("f", "", "\xed\xa0\x80").message == "f: \\xed\\xa0\\x80");
+  CHECK(input_error("f", "", "\xf4\x90\x80\x80").message == "f: \\xf4\\x90\\x80\\x80");
+  CHECK(input_error("f", "", "\x80").message == "f: \\x80");
+  CHECK(input_error("f", "", "\xf0\x9f\x98\x80 ok").message ==
+        "f: \xf0\x9f\x98\x80 ok");                                     // U+1F600
+  CHECK(input_error("f", "", "\xe2\x82").message == "f: \\xe2\\x82");  // cut short at the end
+}
