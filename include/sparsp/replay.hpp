@@ -115,11 +115,12 @@ struct ReplayResult {
   std::vector<int> devices;
   int warmup = 0, iterations = 0;
   std::vector<LayerReplay> layers;
-  double bytes_moved = 0;     ///< payload bytes moved, all layers and iterations
-  double bytes_verified = 0;  ///< received bytes checked against expected content
-  int64_t blocks_verified = 0;
-  double total_s = 0;                ///< sum over layer plans of makespan_s * repeat
-  bool compute_emulated = true;      ///< compute tasks ran (false: --no-compute; transfers only)
+  double bytes_moved = 0;        ///< payload bytes moved, all layers and iterations
+  double bytes_verified = 0;     ///< received bytes checked against expected content
+  int64_t blocks_verified = 0;   ///< received block regions checked (K/V slots; with real
+                                 ///< compute of a ulysses / usp plan also each delivered Q slice)
+  double total_s = 0;            ///< sum over layer plans of makespan_s * repeat
+  bool compute_emulated = true;  ///< compute tasks ran (false: --no-compute; transfers only)
   std::string compute = "emulated";  ///< "real" | "emulated" | "none"
   bool compute_recorded = true;      ///< the trace said how compute ran ("compute" key; false:
                                      ///< a trace written before it, `compute` inferred)
