@@ -120,6 +120,11 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                 "fault injection: overwrite a span of this KV block (a block id >= 0 that some "
                 "rank receives) as it is received; the integrity check then fails, exit 1")
       ->group("Fault injection");
+  r->add_flag("--corrupt-query", ra->opt.corrupt_query,
+              "fault injection, with --corrupt-block: overwrite a span of that block's Q as the "
+              "all-to-all of a ulysses or usp plan delivers it (--compute real); the output "
+              "check then fails, exit 1")
+      ->group("Fault injection");
   r->callback([ra, &ctx] {
     auto devs = parse_devices(ra->devices);
     if (!devs) {
@@ -141,14 +146,24 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                       : ra->compute == "none" || ra->no_compute ? replay::ComputeMode::none
                                                                 : replay::ComputeMode::automatic;
     if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::emulated) {
-      ctx.exit_code = report(Error{"replay: --check-all checks attention outputs; --compute "
-                                   "emulated computes none", 2});
+      ctx.exit_code =
+          report(Error{"replay: --check-all checks attention outputs; --compute "
+                       "emulated computes none",
+                       2});
       return;
     }
     if (ra->opt.corrupt_block < -1) {
-      ctx.exit_code = report(Error{"replay: --corrupt-block " +
-                                       std::to_string(ra->opt.corrupt_block) +
-                                       ": expected a block id (>= 0)", 2});
+      ctx.exit_code =
+          report(Error{"replay: --corrupt-block " + std::to_string(ra->opt.corrupt_block) +
+                           ": expected a block id (>= 0)",
+                       2});
+      return;
+    }
+    if (ra->opt.corrupt_query && ra->opt.corrupt_block < 0) {
+      ctx.exit_code =
+          report(Error{"replay: --corrupt-query needs --corrupt-block N (the block "
+                       "whose delivered Q to corrupt)",
+                       2});
       return;
     }
     if (ra->opt.check_all && ra->opt.compute == replay::ComputeMode::none) {
@@ -166,8 +181,8 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       return;
     }
     // Every output path is checked before the run, so a bad one never leaves the others written.
-    if (auto st = distinct_files({{"--plan", ra->plan}, {"--output", ra->out},
-                                  {"--perfetto", ra->perfetto}});
+    if (auto st = distinct_files(
+            {{"--plan", ra->plan}, {"--output", ra->out}, {"--perfetto", ra->perfetto}});
         !st) {
       ctx.exit_code = report(st.error());
       return;
@@ -259,8 +274,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       ctx.exit_code = report(trace.error());
       return;
     }
-    if (auto st = distinct_files({{"--plan", va->plan}, {"--trace", va->trace},
-                                  {"--output", va->out}, {"--perfetto", va->perfetto}});
+    if (auto st = distinct_files({{"--plan", va->plan},
+                                  {"--trace", va->trace},
+                                  {"--output", va->out},
+                                  {"--perfetto", va->perfetto}});
         !st) {
       ctx.exit_code = report(st.error());
       return;
@@ -309,8 +326,9 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       "the measuring options do not apply)");
   c->add_option("--topology-out", ca->topology_out,
                 "topology JSON for the simulator (default: <output stem>.topology.json)");
-  c->add_option("--virtual-ranks", ca->opt.virtual_ranks,
-                "also fold N ranks onto device 0 in the topology (for --devices 0,0,..; at most 64)")
+  c->add_option(
+       "--virtual-ranks", ca->opt.virtual_ranks,
+       "also fold N ranks onto device 0 in the topology (for --devices 0,0,..; at most 64)")
       ->check(between(0, 64));
   CLI::Option* iterations =
       c->add_option("--iterations", ca->opt.iterations, "repetitions per size (median)")
@@ -421,20 +439,20 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
       std::printf("{\"fits\": [");
       for (size_t i = 0; i < res->fits.size(); ++i) {
         const auto& f = res->fits[i];
-        std::printf("%s\n {\"name\": \"%s\", \"latency_us\": %.6g, \"bandwidth_GBps\": %.6g", i ? "," : "",
-                    f.name.c_str(), f.latency_s * 1e6, f.bandwidth_Bps / 1e9);
+        std::printf("%s\n {\"name\": \"%s\", \"latency_us\": %.6g, \"bandwidth_GBps\": %.6g",
+                    i ? "," : "", f.name.c_str(), f.latency_s * 1e6, f.bandwidth_Bps / 1e9);
         if (f.aggregate_Bps > 0) std::printf(", \"aggregate_GBps\": %.6g", f.aggregate_Bps / 1e9);
         std::printf("}");
       }
       std::printf("\n]}\n");
     } else {
       for (const auto& f : res->fits)
-        std::printf("%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(),
-                    f.latency_s * 1e6, f.bandwidth_Bps / 1e9,
-                    f.aggregate_Bps > 0 ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) +
-                                           " GB/s)")
-                                              .c_str()
-                                        : "");
+        std::printf(
+            "%-14s latency %8.2f us  bandwidth %8.2f GB/s%s\n", f.name.c_str(), f.latency_s * 1e6,
+            f.bandwidth_Bps / 1e9,
+            f.aggregate_Bps > 0
+                ? (" (aggregate " + std::to_string(f.aggregate_Bps / 1e9) + " GB/s)").c_str()
+                : "");
     }
     ctx.exit_code = 0;
   });

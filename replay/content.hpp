@@ -34,6 +34,10 @@ struct ContentKey {
   uint32_t owner = 0;           ///< owner rank of the block / source holder of the opaque payload
   uint32_t heads = 1;           ///< heads the region is split into (>= 1)
   uint64_t bytes_per_head = 0;  ///< 0: one head
+  /// Word of the item's content at the region's first byte: 0 for a whole item; a region that
+  /// holds only some of a block's KV heads (a Ulysses head group: KV heads [g0, g1)) starts at
+  /// word g0 * bytes_per_head / 4, so its words are the same as the whole block's.
+  uint64_t word0 = 0;
 };
 
 /// 32-bit finaliser of MurmurHash3 (Appleby, public domain) over a combined key.
@@ -61,6 +65,7 @@ SPARSP_HD uint32_t bf16_pair(uint32_t x) {
 inline constexpr double kContentMaxAbs = 2.0;
 
 SPARSP_HD uint32_t content_word(const ContentKey& k, uint64_t word) {
+  word += k.word0;
   uint32_t head = 0;
   if (k.bytes_per_head > 0) {
     const uint64_t h = (word * 4) / k.bytes_per_head;

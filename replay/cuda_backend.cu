@@ -174,7 +174,8 @@ class CudaBackend final : public Backend {
  public:
   ~CudaBackend() override { release(); }
 
-  Status prepare(const policy::Plan& plan, const ExecPlan& exec, const ReplayOptions& opt) override {
+  Status prepare(const policy::Plan& plan, const ExecPlan& exec,
+                 const ReplayOptions& opt) override {
     ranks_ = exec.ranks;
     hosts_ = exec.hosts;
     emulate_compute_ = opt.emulate_compute && opt.compute != ComputeMode::none;
@@ -237,8 +238,9 @@ class CudaBackend final : public Backend {
                        2};
         if (can) peer_pairs.insert({ds, dd});
       }
-    // Memory: all holder buffers of the ranks on each device, plus 256 MiB headroom; with real
-    // compute also every rank's Q and outputs and the device's reference buffers.
+    // Memory: all holder buffers of the ranks on each device (with real compute their Q too),
+    // plus 256 MiB headroom; with real compute also every rank's outputs and the device's
+    // reference buffers.
     exec_ = &exec;
     uint64_t max_q = 0;
     for (uint64_t q : exec.max_q_bytes) max_q = std::max(max_q, q);
@@ -248,10 +250,10 @@ class CudaBackend final : public Backend {
       uint64_t need = (256ull << 20) + ref_bytes;
       for (int r = 0; r < ranks_; ++r)
         if (rank_dev_[r] == d)
-          need += exec.max_holder_bytes[r] +
-                  (exec.real ? exec.max_q_bytes[r] + exec.max_out_bytes[r] +
-                                   exec.max_scratch_bytes[static_cast<size_t>(r)]
-                             : 0);
+          need +=
+              exec.max_holder_bytes[r] +
+              (exec.real ? exec.max_out_bytes[r] + exec.max_scratch_bytes[static_cast<size_t>(r)]
+                         : 0);
       size_t free_b = 0, total_b = 0;
       SPARSP_CUDA_TRY(cudaSetDevice(d));
       SPARSP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
@@ -315,13 +317,11 @@ class CudaBackend final : public Backend {
       SPARSP_CUDA_TRY(cudaHostAlloc(&bufs_[h], std::max<uint64_t>(exec.max_holder_bytes[h], 256),
                                     cudaHostAllocPortable | cudaHostAllocMapped));
     }
-    q_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
     out_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
     scratch_bufs_.assign(static_cast<size_t>(ranks_), nullptr);
     if (exec.real) {
       for (int r = 0; r < ranks_; ++r) {
         SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[r]));
-        SPARSP_CUDA_TRY(cudaMalloc(&q_bufs_[r], std::max<uint64_t>(exec.max_q_bytes[r], 256)));
         SPARSP_CUDA_TRY(cudaMalloc(&out_bufs_[r], std::max<uint64_t>(exec.max_out_bytes[r], 256)));
         // GEMM operands and copy buffers (gemm / copy tasks): finite bf16 values, never checked.
         const uint64_t sb = exec.max_scratch_bytes[static_cast<size_t>(r)];
@@ -398,8 +398,6 @@ class CudaBackend final : public Backend {
     SPARSP_TRY(run_region_kernel(layer.fills, /*verify=*/false, nullptr));
     layouts_.clear();
     if (exec_->real) {
-      for (const RankQueries& rq : layer.queries)
-        SPARSP_TRY(run_region_kernel(rq.q_fills, /*verify=*/false, nullptr, &q_bufs_));
       for (const AttnWork& w : layer.attn) {
         SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[w.rank]));
         auto dl = attention::upload_layout(w.layout);
@@ -411,10 +409,9 @@ class CudaBackend final : public Backend {
       for (size_t k = 0; k < layer.attn.size(); ++k) {
         const AttnWork& aw = layer.attn[k];
         SPARSP_CUDA_TRY(cudaSetDevice(rank_dev_[aw.rank]));
-        const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
         SPARSP_TRY(attention::attention_forward(
-            layouts_[k], q_bufs_[aw.rank] + size_t(aw.head_begin) * qt * exec_->head_dim * 2,
-            bufs_[aw.rank], nullptr, out_bufs_[aw.rank] + aw.o_offset,
+            layouts_[k], bufs_[aw.rank] + aw.q_offset, bufs_[aw.rank], nullptr,
+            out_bufs_[aw.rank] + aw.o_offset,
             reinterpret_cast<float*>(out_bufs_[aw.rank] + aw.lse_offset),
             devs_[rank_dev_[aw.rank]].aux));
         break;  // one launch loads the (shared) kernel instance
@@ -611,8 +608,12 @@ class CudaBackend final : public Backend {
     if (!cached) {
       auto ref = attention::upload_layout(rq.reference);
       if (!ref) return ref.error();
-      SPARSP_TRY(attention::attention_reference(*ref, q_bufs_[rank], dv.ref_k, dv.ref_v, dv.o_ref,
-                                                dv.lse_ref, check, nullptr));
+      std::vector<int> own;  // own blocks only: their Q is the original (never transferred)
+      for (int i : check)
+        if (i < rq.own_blocks) own.push_back(i);
+      if (!own.empty())
+        SPARSP_TRY(attention::attention_reference(*ref, bufs_[rank] + rq.q_offset, dv.ref_k,
+                                                  dv.ref_v, dv.o_ref, dv.lse_ref, own, nullptr));
     }
     const int qt = rq.reference.q_tokens();
     const std::vector<int> rows = checked_rows(rq, check);
@@ -940,11 +941,8 @@ class CudaBackend final : public Backend {
         SPARSP_TRY(issue_scratch_task(a, d, is.s1));
       } else if (w >= 0) {
         const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
-        const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
-        const uint8_t* q =
-            q_bufs_[aw.rank] + size_t(aw.head_begin) * qt * size_t(exec_->head_dim) * 2;
         SPARSP_TRY(attention::attention_forward(
-            layouts_[static_cast<size_t>(w)], q, bufs_[aw.rank], nullptr,
+            layouts_[static_cast<size_t>(w)], bufs_[aw.rank] + aw.q_offset, bufs_[aw.rank], nullptr,
             out_bufs_[aw.rank] + aw.o_offset,
             reinterpret_cast<float*>(out_bufs_[aw.rank] + aw.lse_offset), is.s1));
       } else if (emulate_compute_ && a.duration_s > 0) {
@@ -1072,13 +1070,11 @@ class CudaBackend final : public Backend {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 
-  /// Fill (verify=false) or check the device regions of `regions`; bad[c] = first bad byte.
-  /// `bases`: the buffers the regions' offsets refer to, per holder (default: the holder
-  /// buffers; the Q buffers for Q regions).
+  /// Fill (verify=false) or check the device regions of `regions` (offsets into the holder
+  /// buffers); bad[c] = first bad byte.
   Status run_region_kernel(const std::vector<Region>& regions, bool verify,
-                           std::vector<int64_t>* bad,
-                           const std::vector<uint8_t*>* bases = nullptr) {
-    const std::vector<uint8_t*>& base = bases ? *bases : bufs_;
+                           std::vector<int64_t>* bad) {
+    const std::vector<uint8_t*>& base = bufs_;
     for (auto& [d, dv] : devs_) {
       std::vector<DevRegion> table;
       std::vector<size_t> index;
@@ -1154,9 +1150,8 @@ class CudaBackend final : public Backend {
       }
     }
     layouts_.clear();
-    for (int r = 0; r < static_cast<int>(q_bufs_.size()); ++r) {
+    for (int r = 0; r < static_cast<int>(out_bufs_.size()); ++r) {
       cudaSetDevice(rank_dev_[r]);
-      if (q_bufs_[r]) cudaFree(q_bufs_[r]);
       if (out_bufs_[r]) cudaFree(out_bufs_[r]);
       if (r < static_cast<int>(scratch_bufs_.size()) && scratch_bufs_[r])
         cudaFree(scratch_bufs_[r]);
@@ -1168,7 +1163,6 @@ class CudaBackend final : public Backend {
     blas_workspaces_.clear();
 #endif
     scratch_bufs_.clear();
-    q_bufs_.clear();
     out_bufs_.clear();
     if (staging_) cudaFreeHost(staging_);
     if (gate_flag_) cudaFreeHost(gate_flag_);
@@ -1183,8 +1177,8 @@ class CudaBackend final : public Backend {
   int ranks_ = 0, hosts_ = 0;
   bool emulate_compute_ = true;
   const ExecPlan* exec_ = nullptr;
-  std::vector<uint8_t*> q_bufs_, out_bufs_;       ///< per rank (real compute)
-  std::vector<uint8_t*> scratch_bufs_;            ///< per rank: gemm operands, copy buffers
+  std::vector<uint8_t*> out_bufs_;      ///< per rank (real compute)
+  std::vector<uint8_t*> scratch_bufs_;  ///< per rank: gemm operands, copy buffers
 #ifdef SPARSP_HAVE_CUBLAS
   std::map<cudaStream_t, cublasHandle_t> blas_;  ///< one cuBLAS handle per stream used
   std::vector<void*> blas_workspaces_;           ///< one per handle

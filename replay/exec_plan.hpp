@@ -23,8 +23,9 @@ struct Region {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   ContentKey key;
-  int block = -1;     ///< block id, or -1 for an opaque payload
-  int transfer = -1;  ///< opaque payload: index of its transfer in the workload
+  int block = -1;      ///< block id, or -1 for an opaque payload
+  int transfer = -1;   ///< opaque payload: index of its transfer in the workload
+  bool query = false;  ///< a block's Q for one head (key.owner = the head), not its K/V
 };
 
 /// One contiguous copy inside a transfer: src holder offset -> dst holder offset.
@@ -64,20 +65,24 @@ struct AttnWork {
   int act = -1;  ///< index into ExecLayer::acts
   int rank = 0;
   int head_begin = 0, head_end = 0;
+  uint64_t q_offset = 0;  ///< bytes into the rank's holder buffer: Q of head head_begin
   attention::BlockSparseLayout layout;
   std::vector<int> kv_block_ids;  ///< layout KV block -> plan block
   uint64_t o_offset = 0, lse_offset = 0;
   double flops = 0;  ///< active FLOPs (attention::active_flops)
 };
 
-/// A rank's queries: its own blocks in ascending order, their token offsets in its Q buffer
-/// ([heads, q_tokens, head_dim] bf16), the regions that fill it and the reference's layout (the
-/// same query blocks against every KV block of the original, never-transferred K/V, laid out
-/// [kv_heads, total tokens, head_dim]).
+/// A rank's queries: its own blocks in ascending order, then other ranks' blocks it computes
+/// rows of; their token offsets in its Q array ([heads, q_tokens, head_dim] bf16, at q_offset of
+/// the rank's holder buffer) and the reference's layout (the same query blocks against every KV
+/// block of the original, never-transferred K/V, laid out [kv_heads, total tokens, head_dim]).
+/// The Q of own blocks (all heads) is generated there (ExecLayer::fills); so is that of a text
+/// block computed at a KV owner; a Ulysses head group's Q of other ranks' blocks is delivered by
+/// the all-to-all (ExecLayer::checks, Region::query).
 struct RankQueries {
   std::vector<int> blocks;  ///< own blocks (the first own_blocks), then others computed here
   int own_blocks = 0;
-  std::vector<Region> q_fills;  ///< holder = rank; offsets into the Q buffer
+  uint64_t q_offset = 0;  ///< bytes into the rank's holder buffer
   uint64_t q_bytes = 0;
   uint64_t out_bytes = 0;  ///< output arena: every AttnWork's O and LSE
   attention::BlockSparseLayout reference;
@@ -109,7 +114,8 @@ struct ExecPlan {
   std::string compute_note;  ///< why real compute was not used where it was the default
   int heads = 0, kv_heads = 0, head_dim = 0;
   attention::Tolerance tolerance;  ///< of one output element (derive_tolerance, content < 2)
-  std::vector<uint64_t> max_q_bytes, max_out_bytes;  ///< per rank, over layers
+  std::vector<uint64_t> max_q_bytes, max_out_bytes;  ///< per rank, over layers (Q: inside the
+                                                     ///< holder buffer; sizes the reference)
   std::vector<uint64_t> max_scratch_bytes;           ///< per rank: largest Activity::scratch_bytes
   uint64_t max_reference_kv_bytes = 0;               ///< K plus V, over layers
   std::vector<ExecLayer> layers;
@@ -142,6 +148,10 @@ std::pair<uint64_t, uint64_t> corrupt_span(const Region& r);
 /// The token rows (in the rank's Q buffer) of query blocks `check` (indices into rq.blocks),
 /// in order: the rows OutputRows holds.
 std::vector<int> checked_rows(const RankQueries& rq, const std::vector<int>& check);
+
+/// Appends p to a transfer's pieces, merged with the last one when both sides continue it (and
+/// the last one is a whole number of kAlign bytes); a piece of 0 bytes is dropped.
+void append_piece(std::vector<Piece>& pieces, const Piece& p);
 
 /// Median of a non-empty vector (by copy).
 double median(std::vector<double> v);

@@ -35,13 +35,10 @@ class HostBackend final : public Backend {
     }
     emulate_compute_ = opt.emulate_compute && opt.compute != ComputeMode::none;
     exec_ = &exec;
-    q_bufs_.assign(static_cast<size_t>(exec.ranks), {});
     out_bufs_.assign(static_cast<size_t>(exec.ranks), {});
     if (exec.real)
-      for (int r = 0; r < exec.ranks; ++r) {
-        q_bufs_[static_cast<size_t>(r)].assign(exec.max_q_bytes[static_cast<size_t>(r)] / 2, 0);
+      for (int r = 0; r < exec.ranks; ++r)
         out_bufs_[static_cast<size_t>(r)].assign(exec.max_out_bytes[static_cast<size_t>(r)], 0);
-      }
     threads_ = std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
     return Ok{};
   }
@@ -63,10 +60,6 @@ class HostBackend final : public Backend {
                      1};
       }
     }
-    if (exec_->real)
-      for (const RankQueries& rq : layer.queries)
-        for (const Region& r : rq.q_fills)
-          fill_region(reinterpret_cast<uint8_t*>(q_bufs_[static_cast<size_t>(r.holder)].data()), r);
     return Ok{};
   }
 
@@ -109,10 +102,11 @@ class HostBackend final : public Backend {
           }
     }
     std::vector<float> o_ref(size_t(H) * qt * D, 0.0f), lse_ref(size_t(H) * qt, 0.0f);
-    std::vector<int> qblocks;
-    for (int i : check) qblocks.push_back(i);
-    attention::attention_reference_host(rq.reference, q_bufs_[static_cast<size_t>(rank)].data(),
-                                        k.data(), v.data(), o_ref.data(), lse_ref.data(), qblocks);
+    std::vector<int> qblocks;  // own blocks only: their Q is the original (never transferred)
+    for (int i : check)
+      if (i < rq.own_blocks) qblocks.push_back(i);
+    attention::attention_reference_host(rq.reference, q_of(rank, rq.q_offset), k.data(), v.data(),
+                                        o_ref.data(), lse_ref.data(), qblocks);
     for (int h = 0; h < H; ++h)
       for (int t : rows) {
         for (int d = 0; d < D; ++d) out.o_ref.push_back(o_ref[(size_t(h) * qt + t) * D + d]);
@@ -204,11 +198,9 @@ class HostBackend final : public Backend {
       if (w >= 0) {
         const AttnWork& aw = layer.attn[static_cast<size_t>(w)];
         const size_t r = static_cast<size_t>(aw.rank);
-        const size_t qt = static_cast<size_t>(aw.layout.q_tokens());
-        const uint16_t* q = q_bufs_[r].data() + size_t(aw.head_begin) * qt * exec_->head_dim;
         const auto* kv = reinterpret_cast<const uint16_t*>(buffers_[r].data());
         attention::attention_forward_host(
-            aw.layout, q, kv, nullptr,
+            aw.layout, q_of(aw.rank, aw.q_offset), kv, nullptr,
             reinterpret_cast<uint16_t*>(out_bufs_[r].data() + aw.o_offset),
             reinterpret_cast<float*>(out_bufs_[r].data() + aw.lse_offset));
       } else if (exec_->real && a.scratch_bytes > 0) {
@@ -221,6 +213,11 @@ class HostBackend final : public Backend {
     execute_transfer(a, bounce);
     if (i == layer.corrupt_act)
       (void)corrupt(layer, layer.checks[static_cast<size_t>(layer.corrupt_check)]);
+  }
+
+  /// A rank's Q (bf16) at byte `offset` of its holder buffer (RankQueries::q_offset).
+  const uint16_t* q_of(int rank, uint64_t offset) const {
+    return reinterpret_cast<const uint16_t*>(buffers_[static_cast<size_t>(rank)].data() + offset);
   }
 
   // A real `gemm` task: count products C = A B of fp32 m x k by k x n (Eigen); a `copy` task:
@@ -259,7 +256,6 @@ class HostBackend final : public Backend {
   }
 
   std::vector<std::vector<uint8_t>> buffers_;
-  std::vector<std::vector<uint16_t>> q_bufs_;   ///< per rank: Q [heads, q_tokens, head_dim]
   std::vector<std::vector<uint8_t>> out_bufs_;  ///< per rank: every AttnWork's O and LSE
   std::vector<std::vector<float>> scratch_;     ///< per activity of the layer: gemm/copy buffers
   const ExecPlan* exec_ = nullptr;

@@ -76,6 +76,16 @@ std::vector<int> checked_rows(const RankQueries& rq, const std::vector<int>& che
   return rows;
 }
 
+void append_piece(std::vector<Piece>& pieces, const Piece& p) {
+  if (p.bytes == 0) return;
+  Piece* last = pieces.empty() ? nullptr : &pieces.back();
+  if (last && last->src_offset + last->bytes == p.src_offset &&
+      last->dst_offset + last->bytes == p.dst_offset && last->bytes % kAlign == 0)
+    last->bytes += p.bytes;
+  else
+    pieces.push_back(p);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -142,6 +152,9 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       }
       if (found) break;
     }
+    // A ulysses / usp plan names no blocks in its transfers: its all-to-alls give the tokens.
+    if (!found && ulysses_plan(plan))
+      if (const double b = ulysses_last_block_bytes(plan); b > 0) size_of[last_block] = b;
   }
   auto scaled = [&](int b) {
     return static_cast<uint64_t>(std::llround(size_of[static_cast<size_t>(b)] * opt.payload_scale));
@@ -183,9 +196,23 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
                 std::to_string(static_cast<long long>(std::llround(sum))) + " bytes",
             2};
     }
+    // Under real compute, a ulysses / usp plan's all-to-all in (".a2a_qkv." in its id) and
+    // ring steps (".ring.") carry Q, K and V of head groups (lower_ulysses_transfers below), not
+    // opaque bytes; the output all-to-all stays opaque (the output is checked where computed).
+    std::vector<char> structured(trs.size(), 0);
+    if (ex.real && ulysses_plan(plan))
+      for (size_t i = 0; i < trs.size(); ++i) {
+        const int s = holder_of(trs[i].src, ex.ranks), d = holder_of(trs[i].dst, ex.ranks);
+        if (!trs[i].kv_blocks.empty() || s >= ex.ranks || d >= ex.ranks) continue;
+        if (trs[i].id.find(".a2a_qkv.") != std::string::npos)
+          structured[i] = 1;
+        else if (trs[i].id.find(".ring.") != std::string::npos)
+          structured[i] = 2;
+      }
     // Block slots: (holder, block) -> offset. Owners hold sources; receivers hold copies.
     std::map<std::pair<int, int>, uint64_t> slot;
-    std::map<std::pair<int, int>, int> received_by;  // (holder, block) -> first transfer
+    Received received;
+    auto& received_by = received.kv;  // (holder, block) -> first transfer
     auto slot_of = [&](int h, int b) {
       auto [it, fresh] = slot.try_emplace({h, b}, 0);
       if (fresh) {
@@ -226,17 +253,9 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
           const uint64_t so = slot_of(a.src, b);
           const uint64_t dof = slot_of(a.dst, b);
           const uint64_t bb = scaled(b);
-          if (bb > 0) {
-            // Merge with the previous piece when both sides are contiguous.
-            if (!a.pieces.empty() && a.pieces.back().src_offset + a.pieces.back().bytes == so &&
-                a.pieces.back().dst_offset + a.pieces.back().bytes == dof &&
-                a.pieces.back().bytes % kAlign == 0)
-              a.pieces.back().bytes += bb;
-            else
-              a.pieces.push_back({so, dof, bb});
-          }
+          append_piece(a.pieces, {so, dof, bb});
         }
-      } else {
+      } else if (!structured[i]) {
         const uint64_t n = static_cast<uint64_t>(std::llround(t.bytes * opt.payload_scale));
         Region src{a.src, el.holder_bytes[a.src], n, {}, -1, static_cast<int>(i)};
         src.key = ContentKey{static_cast<uint32_t>(li), kOpaqueItem | static_cast<uint32_t>(i),
@@ -281,12 +300,24 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       return c.what.kind == sim::TaskKind::attention;
     });
     if (ex.real && layer_attention) {
+      const auto alloc = [&](int h, uint64_t bytes) {
+        const uint64_t off = el.holder_bytes[static_cast<size_t>(h)];
+        el.holder_bytes[static_cast<size_t>(h)] += align_up(bytes);
+        return off;
+      };
       auto st = lower_attention(
-          plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); }, el,
-          ex);
+          plan, opt, static_cast<int>(li), size_of, [&](int h, int b) { return slot_of(h, b); },
+          alloc, el, ex);
       if (!st) return st.error();
+      if (std::any_of(structured.begin(), structured.end(), [](char c) { return c != 0; })) {
+        auto us = lower_ulysses_transfers(
+            plan, opt, static_cast<int>(li), structured, index_of,
+            [&](int h, int b) { return slot_of(h, b); }, el, received);
+        if (!us) return us.error();
+      }
     }
-    // Block regions: owner slots are filled, receiver slots checked.
+    // Block regions: owner slots are filled, receiver slots checked (where a Ulysses transfer
+    // delivered some KV heads only, those).
     for (const auto& [key, off] : slot) {
       const auto [h, b] = key;
       const uint64_t block_bytes = scaled(b);
@@ -295,16 +326,25 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
       r.key = ContentKey{static_cast<uint32_t>(li), static_cast<uint32_t>(b),
                          static_cast<uint32_t>(plan.block_owner[b]), heads, bytes_per_head};
       if (block_bytes == 0) continue;
-      if (h == plan.block_owner[b])
+      if (h == plan.block_owner[b]) {
         el.fills.push_back(r);
-      else
-        el.checks.push_back(r);
+        continue;
+      }
+      if (auto it = received.kv_heads.find(key);
+          it != received.kv_heads.end() && bytes_per_head > 0) {
+        const auto [g0, g1] = it->second;
+        r.offset += static_cast<uint64_t>(g0) * bytes_per_head;
+        r.bytes = static_cast<uint64_t>(g1 - g0) * bytes_per_head;
+        r.key.word0 = static_cast<uint64_t>(g0) * bytes_per_head / 4;
+      }
+      el.checks.push_back(r);
     }
     if (opt.corrupt_block >= 0) {
       for (size_t c = 0; c < el.checks.size(); ++c)
-        if (el.checks[c].block == opt.corrupt_block) {
-          auto it = received_by.find({el.checks[c].holder, opt.corrupt_block});
-          if (it == received_by.end()) continue;
+        if (el.checks[c].block == opt.corrupt_block && el.checks[c].query == opt.corrupt_query) {
+          const auto& by = opt.corrupt_query ? received.q : received.kv;
+          auto it = by.find({el.checks[c].holder, opt.corrupt_block});
+          if (it == by.end()) continue;
           el.corrupt_check = static_cast<int>(c);
           el.corrupt_act = it->second;
           break;
@@ -414,8 +454,12 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
                            opt.plan_source);
   if (opt.corrupt_block >= 0 && !corrupt_found)
     return Error{"replay: --corrupt-block " + std::to_string(opt.corrupt_block) +
-                     ": no transfer of the replayed layer plans delivers that block, so there is "
-                     "nothing to corrupt (pick a block some rank receives)",
+                     (opt.corrupt_query
+                          ? " --corrupt-query: no transfer of the replayed layer plans delivers "
+                            "that block's Q (only the all-to-alls of ulysses and usp plans under "
+                            "--compute real do), so there is nothing to corrupt"
+                          : ": no transfer of the replayed layer plans delivers that block, so "
+                            "there is nothing to corrupt (pick a block some rank receives)"),
                  2};
   return ex;
 }

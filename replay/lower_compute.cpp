@@ -16,6 +16,25 @@ namespace {
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
+Region query_region(int rank, const RankQueries& rq, int i, int head, int li, int head_dim) {
+  const auto& qoff = rq.reference.q_block_offsets;
+  const uint64_t qt = static_cast<uint64_t>(qoff.back());
+  const int b = rq.blocks[static_cast<size_t>(i)];
+  Region q{rank,
+           rq.q_offset + (head * qt + static_cast<uint64_t>(qoff[static_cast<size_t>(i)])) *
+                             static_cast<uint64_t>(head_dim) * 2,
+           static_cast<uint64_t>(qoff[static_cast<size_t>(i) + 1] - qoff[static_cast<size_t>(i)]) *
+               static_cast<uint64_t>(head_dim) * 2,
+           {},
+           b,
+           -1,
+           true};
+  // Q's key: item kQueryItem | block, and the head in the owner field.
+  q.key = ContentKey{static_cast<uint32_t>(li), kQueryItem | static_cast<uint32_t>(b),
+                     static_cast<uint32_t>(head), 1, 0};
+  return q;
+}
+
 std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions& opt) {
   // GEMMs and copies need nothing from the plan but their shapes; attention needs the rest.
   bool attention_tasks = false;
@@ -72,20 +91,55 @@ std::string real_compute_obstacle(const policy::Plan& plan, const ReplayOptions&
       if (c.what.kind != sim::TaskKind::attention) continue;
       const int r = holder_of(c.gpu, plan);
       const std::string at = "/layers/" + std::to_string(li) + "/compute/" + std::to_string(ci);
-      if (!(c.what.q_ranks.empty() || (c.what.q_ranks.size() == 1 && c.what.q_ranks[0] == r)))
+      if (!(c.what.q_ranks.empty() || (c.what.q_ranks.size() == 1 && c.what.q_ranks[0] == r)) &&
+          !ulysses_plan(plan))
         return "compute task " + at +
-               " attends for other ranks' queries (Ulysses head groups); real compute covers "
-               "a rank's own query blocks only";
+               " attends for other ranks' queries (Ulysses head groups), which real compute "
+               "runs for ulysses and usp plans only (their all-to-alls carry the Q, K and V)";
       if (c.what.kv_ranks.empty())
         return "compute task " + at + " does not say which ranks' KV it reads (kv_ranks)";
     }
   }
+  for (size_t li = 0; li < plan.layers.size() && ulysses_plan(plan); ++li)
+    if (const auto g = ulysses_ranks(plan, li); !g)
+      return opt.plan_source + ":" + g.error().message;
   return {};
 }
 
+bool ulysses_plan(const policy::Plan& plan) {
+  return plan.policy.scheme == "ulysses" || plan.policy.scheme == "usp";
+}
+
+Result<std::vector<UlyssesRank>> ulysses_ranks(const policy::Plan& plan, size_t li) {
+  std::vector<UlyssesRank> ranks(static_cast<size_t>(plan.gpus));
+  const auto& cps = plan.layers[li].work.compute;
+  for (size_t ci = 0; ci < cps.size(); ++ci) {
+    const auto& c = cps[ci];
+    if (c.what.kind != sim::TaskKind::attention) continue;
+    const int r = holder_of(c.gpu, plan.gpus);
+    if (r < 0 || r >= plan.gpus) continue;
+    UlyssesRank u;
+    u.head_begin = c.what.head_end > c.what.head_begin ? c.what.head_begin : 0;
+    u.head_end = c.what.head_end > c.what.head_begin ? c.what.head_end : plan.heads;
+    u.q_ranks = c.what.q_ranks.empty() ? std::vector<int>{r} : c.what.q_ranks;
+    std::sort(u.q_ranks.begin(), u.q_ranks.end());
+    UlyssesRank& x = ranks[static_cast<size_t>(r)];
+    if (x.head_end == 0) {
+      x = u;
+    } else if (x.head_begin != u.head_begin || x.head_end != u.head_end || x.q_ranks != u.q_ranks) {
+      return Error{"/layers/" + std::to_string(li) + "/compute/" + std::to_string(ci) + ": gpu" +
+                       std::to_string(r) +
+                       "'s attention tasks cover different heads or query ranks; a Ulysses "
+                       "rank computes one head group of one sequence group",
+                   2};
+    }
+  }
+  return ranks;
+}
+
 Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int li,
-                       const std::vector<double>& block_bytes, const SlotFn& slot_of, ExecLayer& el,
-                       ExecPlan& ex) {
+                       const std::vector<double>& block_bytes, const SlotFn& slot_of,
+                       const AllocFn& alloc, ExecLayer& el, ExecPlan& ex) {
   const policy::LayerPlan& L = plan.layers[static_cast<size_t>(li)];
   const int P = plan.gpus, H = plan.heads, D = plan.head_dim, nb = plan.num_blocks;
   const int kvh = plan.kv_heads_or_heads();
@@ -118,8 +172,9 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
   // holds the KV block (owns it, or a transfer of this layer plan delivers it); otherwise at the
   // KV block's owner o when q is one of the plan's text_blocks and the plan sends o's partial
   // output for r's queries back (a "text_out" message o -> r: demand schemes compute a text
-  // block's rows, which read every KV block, where the KV lives, policy/demand.cpp). Else at r regardless: its slot is never
-  // filled and the checks fail (a plan that does not deliver what attention reads).
+  // block's rows, which read every KV block, where the KV lives, policy/demand.cpp). Else at r
+  // regardless: its slot is never filled and the checks fail (a plan that does not deliver what
+  // attention reads).
   const auto owner_of = [&](int b) { return plan.block_owner[static_cast<size_t>(b)]; };
   std::set<std::pair<int, int>> delivered;    // (rank, block)
   std::set<std::pair<int, int>> text_return;  // (kv owner o, query owner r)
@@ -136,8 +191,17 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     if (r == o || delivered.count({r, k})) return r;
     return is_text[static_cast<size_t>(q)] && text_return.count({o, r}) ? o : r;
   };
+  // Ulysses / USP: rank r computes its head group's rows of its sequence group's query blocks
+  // (the q_ranks of its attention tasks); their Q arrives by the all-to-all (lower.cpp).
+  std::vector<UlyssesRank> uly;
+  if (ulysses_plan(plan)) {
+    auto g = ulysses_ranks(plan, static_cast<size_t>(li));
+    if (!g) return Error{opt.plan_source + ":" + g.error().message, 2};
+    uly = std::move(*g);
+  }
   // Queries: every rank's own blocks, ascending, then the other ranks' blocks it computes rows
-  // of (their Q generated here too: Q is never transferred); Q regions per (head, block).
+  // of (a text block's Q is generated here too; a Ulysses group's Q is delivered); Q regions
+  // per (head, block).
   el.queries.assign(static_cast<size_t>(P), RankQueries{});
   for (int b = 0; b < nb; ++b) el.queries[static_cast<size_t>(owner_of(b))].blocks.push_back(b);
   for (int r = 0; r < P; ++r)
@@ -153,6 +217,12 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
           if (at != owner_of(q)) foreign[static_cast<size_t>(at)].insert(q);
         }
       }
+    for (int r = 0; r < P && !uly.empty(); ++r)
+      for (int q = 0; q < nb; ++q) {
+        const auto& qr = uly[static_cast<size_t>(r)].q_ranks;
+        if (owner_of(q) != r && std::binary_search(qr.begin(), qr.end(), owner_of(q)))
+          foreign[static_cast<size_t>(r)].insert(q);
+      }
     for (int r = 0; r < P; ++r)
       for (int q : foreign[static_cast<size_t>(r)])
         el.queries[static_cast<size_t>(r)].blocks.push_back(q);
@@ -162,27 +232,20 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     std::vector<int32_t> qoff{0};
     for (int b : rq.blocks) qoff.push_back(qoff.back() + tokens[static_cast<size_t>(b)]);
     const uint64_t qt = static_cast<uint64_t>(qoff.back());
+    rq.q_bytes = align_up(static_cast<uint64_t>(H) * qt * D * 2);
+    rq.q_offset = alloc(r, rq.q_bytes);
+    rq.reference.q_block_offsets = qoff;
     for (int h = 0; h < H; ++h)
       for (size_t i = 0; i < rq.blocks.size(); ++i) {
         const int b = rq.blocks[i];
-        Region q{r,
-                 (h * qt + static_cast<uint64_t>(qoff[i])) * D * 2,
-                 static_cast<uint64_t>(tokens[static_cast<size_t>(b)]) * D * 2,
-                 {},
-                 b,
-                 -1};
-        // Q's key: item kQueryItem | block, and the head in the owner field.
-        q.key = ContentKey{static_cast<uint32_t>(li), kQueryItem | static_cast<uint32_t>(b),
-                           static_cast<uint32_t>(h), 1, 0};
-        rq.q_fills.push_back(q);
+        if (!uly.empty() && owner_of(b) != r) continue;  // delivered (lower.cpp)
+        el.fills.push_back(query_region(r, rq, static_cast<int>(i), h, li, D));
       }
-    rq.q_bytes = align_up(static_cast<uint64_t>(H) * qt * D * 2);
     // The reference: these query blocks against all KV blocks (contiguous original K/V).
     attention::BlockSparseLayout& ref = rq.reference;
     ref.heads = H;
     ref.head_dim = D;
     ref.kv_group = H / kvh;
-    ref.q_block_offsets = qoff;
     ref.kv_block_offsets = el.block_token_offsets;
     ref.per_head = L.mask.per_head;
     ref.row_ptr.push_back(0);
@@ -201,11 +264,13 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     } else if (n > 0) {
       check = {0, n / 2, n - 1};
       if (opt.corrupt_block >= 0)
-        for (int i = 0; i < n; ++i)
+        for (int i = 0; i < n; ++i) {
+          if (rq.blocks[static_cast<size_t>(i)] == opt.corrupt_block) check.insert(i);  // its Q
           for (int h = 0; h < (L.mask.per_head ? H : 1); ++h) {
             auto [first, last] = L.mask.row(rq.blocks[static_cast<size_t>(i)], h, nb);
             if (std::binary_search(first, last, opt.corrupt_block)) check.insert(i);
           }
+        }
     }
     rq.check_blocks.assign(check.begin(), check.end());
   }
@@ -238,6 +303,9 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
                        ") outside the plan's " + std::to_string(H) + " heads",
                    2};
     const std::set<int> kv_ranks(w.kv_ranks.begin(), w.kv_ranks.end());
+    // A Ulysses task computes exactly its triples (policy/PLAN.md): its q_ranks' rows.
+    const bool group_task = !(w.q_ranks.empty() || (w.q_ranks.size() == 1 && w.q_ranks[0] == r));
+    const std::set<int> q_ranks(w.q_ranks.begin(), w.q_ranks.end());
     const int th = aw.head_end - aw.head_begin;
     attention::BlockSparseLayout& l = aw.layout;
     l.heads = th;
@@ -252,9 +320,10 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     for (int hl = 0; hl < (L.mask.per_head ? th : 1); ++hl)
       for (int b : rq.blocks) {
         auto [first, last] = L.mask.row(b, aw.head_begin + hl, nb);
+        if (group_task && !q_ranks.count(owner_of(b))) first = last;
         for (const int32_t* k = first; k != last; ++k) {
           if (!kv_ranks.count(plan.block_owner[static_cast<size_t>(*k)])) continue;
-          if (computed_at(b, *k) != r) continue;
+          if (!group_task && computed_at(b, *k) != r) continue;
           auto [it, fresh] = index_of.try_emplace(*k, static_cast<int>(aw.kv_block_ids.size()));
           if (fresh) {
             aw.kv_block_ids.push_back(*k);
@@ -275,6 +344,7 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
     }
     aw.flops = attention::active_flops(l);
     const uint64_t qt = static_cast<uint64_t>(l.q_tokens());
+    aw.q_offset = rq.q_offset + static_cast<uint64_t>(aw.head_begin) * qt * D * 2;
     aw.o_offset = rq.out_bytes;
     rq.out_bytes += align_up(static_cast<uint64_t>(th) * qt * D * 2);
     aw.lse_offset = rq.out_bytes;
@@ -292,6 +362,147 @@ Status lower_attention(const policy::Plan& plan, const ReplayOptions& opt, int l
       std::max(ex.max_reference_kv_bytes, static_cast<uint64_t>(2ull * 2ull * kvh * D) *
                                               static_cast<uint64_t>(el.block_token_offsets.back()));
   return Ok{};
+}
+
+Status lower_ulysses_transfers(const policy::Plan& plan, const ReplayOptions& opt, int li,
+                               const std::vector<char>& structured,
+                               const std::map<std::string, int>& index_of, const SlotFn& slot_of,
+                               ExecLayer& el, Received& received) {
+  const policy::LayerPlan& L = plan.layers[static_cast<size_t>(li)];
+  const int P = plan.gpus, H = plan.heads, D = plan.head_dim, nb = plan.num_blocks;
+  const int G = H / plan.kv_heads_or_heads();  // query heads per KV head
+  auto uly = ulysses_ranks(plan, static_cast<size_t>(li));
+  if (!uly) return Error{opt.plan_source + ":" + uly.error().message, 2};
+  const auto owner_of = [&](int b) { return plan.block_owner[static_cast<size_t>(b)]; };
+  const auto tokens = [&](int b) {
+    return static_cast<uint64_t>(el.block_token_offsets[static_cast<size_t>(b) + 1] -
+                                 el.block_token_offsets[static_cast<size_t>(b)]);
+  };
+  // Position of each block in each rank's Q array.
+  std::vector<std::map<int, int>> q_index(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r)
+    for (size_t i = 0; i < el.queries[static_cast<size_t>(r)].blocks.size(); ++i)
+      q_index[static_cast<size_t>(r)][el.queries[static_cast<size_t>(r)].blocks[i]] =
+          static_cast<int>(i);
+  // The sequence group whose KV a ring step carries: the one its source received by the ring
+  // step it waits for, else the source's own (USP: the shard it holds after the all-to-all).
+  std::vector<std::vector<int>> shard(structured.size());
+  const auto shard_of = [&](size_t i, auto&& self) -> const std::vector<int>& {
+    if (!shard[i].empty()) return shard[i];
+    const auto& t = L.work.transfers[i];
+    const int src = holder_of(t.src, P);
+    for (const auto& id : t.after) {
+      const auto it = index_of.find(id);
+      if (it == index_of.end() || it->second >= static_cast<int>(structured.size())) continue;
+      const size_t j = static_cast<size_t>(it->second);
+      if (structured[j] == 2 && holder_of(L.work.transfers[j].dst, P) == src)
+        return shard[i] = self(j, self);
+    }
+    return shard[i] = (*uly)[static_cast<size_t>(src)].q_ranks;
+  };
+  for (size_t i = 0; i < structured.size(); ++i) {
+    if (!structured[i]) continue;
+    Activity& a = el.acts[i];
+    const std::string at =
+        opt.plan_source + ":/layers/" + std::to_string(li) + "/transfers/" + std::to_string(i);
+    const UlyssesRank& to = (*uly)[static_cast<size_t>(a.dst)];
+    if (to.head_end == 0)
+      return Error{at + ": " + a.transfer->dst + " receives Q/K/V but computes no attention", 2};
+    const int g0 = to.head_begin / G, g1 = (to.head_end - 1) / G + 1;  // its KV heads
+    std::vector<int> from = structured[i] == 1 ? std::vector<int>{a.src} : shard_of(i, shard_of);
+    std::vector<int> blocks;
+    for (int b = 0; b < nb; ++b)
+      if (std::find(from.begin(), from.end(), owner_of(b)) != from.end()) blocks.push_back(b);
+    a.pieces.clear();
+    // Q of the destination's heads for the source's query blocks (all-to-all in only).
+    if (structured[i] == 1)
+      for (int h = to.head_begin; h < to.head_end; ++h)
+        for (int b : blocks) {
+          const auto is = q_index[static_cast<size_t>(a.src)].find(b);
+          const auto id = q_index[static_cast<size_t>(a.dst)].find(b);
+          if (id == q_index[static_cast<size_t>(a.dst)].end())
+            return Error{at + ": carries the queries of " + a.transfer->src + " to " +
+                             a.transfer->dst +
+                             ", whose attention tasks do not compute them "
+                             "(q_ranks)",
+                         2};
+          const Region src =
+              query_region(a.src, el.queries[static_cast<size_t>(a.src)], is->second, h, li, D);
+          const Region dst =
+              query_region(a.dst, el.queries[static_cast<size_t>(a.dst)], id->second, h, li, D);
+          append_piece(a.pieces, {src.offset, dst.offset, dst.bytes});
+          el.checks.push_back(dst);
+          received.q.try_emplace({a.dst, b}, static_cast<int>(i));
+        }
+    // K and V of the destination's KV heads [g0, g1): a byte range of each block's slot.
+    for (int b : blocks) {
+      const uint64_t per_head = 2 * tokens(b) * static_cast<uint64_t>(D) * 2;
+      if (a.src != owner_of(b)) {
+        const auto it = received.kv_heads.find({a.src, b});
+        if (it == received.kv_heads.end() || it->second.first > g0 || it->second.second < g1)
+          return Error{at + ": " + a.transfer->src + " sends KV heads [" + std::to_string(g0) +
+                           ", " + std::to_string(g1) + ") of block " + std::to_string(b) +
+                           " but neither owns nor receives them before",
+                       2};
+      }
+      append_piece(a.pieces, {slot_of(a.src, b) + g0 * per_head, slot_of(a.dst, b) + g0 * per_head,
+                              (g1 - g0) * per_head});
+      auto [it, fresh] = received.kv_heads.try_emplace({a.dst, b}, std::pair<int, int>{g0, g1});
+      if (!fresh) it->second = {std::min(it->second.first, g0), std::max(it->second.second, g1)};
+      received.kv.try_emplace({a.dst, b}, static_cast<int>(i));
+    }
+    a.bytes = 0;
+    for (const Piece& p : a.pieces) a.bytes += p.bytes;
+    if (std::abs(static_cast<double>(a.bytes) - a.transfer->bytes) > 1.0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "/bytes: %.15g bytes, but the %s of heads [%d, %d) of %zu blocks it carries "
+                    "hold %llu",
+                    a.transfer->bytes, structured[i] == 1 ? "Q, K and V" : "K and V", to.head_begin,
+                    to.head_end, blocks.size(), static_cast<unsigned long long>(a.bytes));
+      return Error{at + buf, 2};
+    }
+  }
+  return Ok{};
+}
+
+double ulysses_last_block_bytes(const policy::Plan& plan) {
+  const int nb = plan.num_blocks, D = plan.head_dim, kvh = plan.kv_heads_or_heads();
+  if (nb < 1 || plan.heads < 1 || D < 1 || plan.heads % kvh != 0) return 0;
+  const int last = nb - 1, owner = plan.block_owner[static_cast<size_t>(last)];
+  const double token_kv = 2.0 * kvh * D * plan.dtype_bytes;  // K and V of one token, all heads
+  const double full_tokens = plan.kv_block_bytes / token_kv;
+  const int G = plan.heads / kvh;
+  for (size_t li = 0; li < plan.layers.size(); ++li) {
+    const auto uly = ulysses_ranks(plan, li);
+    if (!uly) return 0;
+    for (const auto& t : plan.layers[li].work.transfers) {
+      const int s = holder_of(t.src, plan.gpus), d = holder_of(t.dst, plan.gpus);
+      if (!t.kv_blocks.empty() || s != owner || d < 0 || d >= plan.gpus) continue;
+      const bool a2a = t.id.find(".a2a_qkv.") != std::string::npos;
+      const bool ring = t.id.find(".ring.") != std::string::npos &&
+                        std::none_of(t.after.begin(), t.after.end(), [](const std::string& id) {
+                          return id.find(".ring.") != std::string::npos;
+                        });  // a first ring step: the source's own sequence group
+      const UlyssesRank& to = (*uly)[static_cast<size_t>(d)];
+      if (!(a2a || ring) || to.head_end == 0) continue;
+      const int kv_moved = (to.head_end - 1) / G + 1 - to.head_begin / G;
+      const double per_token =
+          ((a2a ? to.head_end - to.head_begin : 0) + 2.0 * kv_moved) * D * plan.dtype_bytes;
+      const std::vector<int> from =
+          a2a ? std::vector<int>{s} : (*uly)[static_cast<size_t>(s)].q_ranks;
+      double tokens = 0;  // every carried block taken as full
+      for (int b = 0; b < nb; ++b)
+        if (std::find(from.begin(), from.end(), plan.block_owner[static_cast<size_t>(b)]) !=
+            from.end())
+          tokens += full_tokens;
+      const double missing = tokens - t.bytes / per_token;
+      if (missing > 0.5 && missing < full_tokens - 0.5)
+        return (full_tokens - std::round(missing)) * token_kv;
+      return 0;
+    }
+  }
+  return 0;
 }
 
 }  // namespace sparsp::replay::detail

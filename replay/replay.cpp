@@ -160,7 +160,7 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
     const RankRows& me = rr[static_cast<size_t>(r)];
     double worst = 0;
     int worst_h = -1, worst_block = -1;
-    std::string what;
+    std::string what, computed_on;
     int64_t checked = 0;
     for (int i : rq.check_blocks) {
       if (i >= rq.own_blocks) continue;
@@ -171,7 +171,9 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
         for (size_t t = 0; t < n; ++t) {
           // Partials of (q, h, t) from every rank that computed rows of q.
           std::vector<std::pair<double, const float*>> parts;
-          for (const RankRows& x : rr) {
+          std::set<int> at_ranks;  // ranks that computed them
+          for (int xr = 0; xr < ex.ranks; ++xr) {
+            const RankRows& x = rr[static_cast<size_t>(xr)];
             auto it = x.at.find(q);
             if (it == x.at.end()) continue;
             const size_t k = it->second.first + t;
@@ -180,6 +182,7 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
               if (h < w->head_begin || h >= w->head_end) continue;
               const size_t row = size_t(h - w->head_begin) * x.R + k;
               parts.push_back({x.rows.lse[wi][row], &x.rows.o[wi][row * size_t(D)]});
+              at_ranks.insert(xr);
             }
           }
           double m = -INFINITY;
@@ -215,6 +218,12 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
             what = lse_bad ? "log-sum-exp " + std::to_string(lse) + " vs reference " +
                                  std::to_string(lse_ref) + ", "
                            : "";
+            computed_on.clear();  // named where other ranks computed the rows (Ulysses)
+            if (at_ranks != std::set<int>{r})
+              for (int x : at_ranks)
+                computed_on +=
+                    (computed_on.empty() ? " (computed on gpu" : ", gpu") + std::to_string(x);
+            if (!computed_on.empty()) computed_on += ")";
           }
         }
     }
@@ -225,10 +234,11 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
       std::snprintf(buf, sizeof buf, "%.4g > tolerance %.4g", worst, tol);
       return Error{"replay: output check failed: layer " + std::to_string(L.layer) + " (step " +
                        std::to_string(L.step) + ") rank gpu" + std::to_string(r) + " query block " +
-                       std::to_string(worst_block) + " head " + std::to_string(worst_h) + ": " +
-                       what + "max |O - O_ref| " + buf + " (iteration " +
+                       std::to_string(worst_block) + " head " + std::to_string(worst_h) +
+                       computed_on + ": " + what + "max |O - O_ref| " + buf + " (iteration " +
                        std::to_string(iteration) +
-                       "; a missing, stale, corrupted or misrouted KV block)",
+                       "; a missing, stale, corrupted or misrouted KV block, or a "
+                       "Ulysses head group's Q)",
                    1};
     }
   }
@@ -450,8 +460,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
     if (!std::isfinite(out) || out < lo || out > hi) {
       char range[64];
       std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
-      return fail(ptr + "/" + key, std::string("must be a finite number in ") + range + ", got " +
-                                       v.dump());
+      return fail(ptr + "/" + key,
+                  std::string("must be a finite number in ") + range + ", got " + v.dump());
     }
     return true;
   };
@@ -485,7 +495,8 @@ Result<ReplayResult> parse_trace(const std::string& text, const std::string& src
   if (!root.is_object()) return input_error(src, "", "expected a JSON object");
   if (root.value("schema", "") != "sparsp.trace")
     return input_error(src, "/schema", "expected \"sparsp.trace\"");
-  if (root.value("schema_version", 0) != 1) return input_error(src, "/schema_version", "expected 1");
+  if (root.value("schema_version", 0) != 1)
+    return input_error(src, "/schema_version", "expected 1");
   try {
     keys(root, "",
          {"schema",

@@ -81,8 +81,10 @@ struct ReplayOptions {
                                ///< collective cannot be cancelled from the host); 0: off
   std::string plan_source = "<plan>";  ///< file name that plan-shape errors cite
   // Fault injection (tests of the integrity check):
-  std::string skip_transfer;  ///< id of a transfer not to execute
-  int corrupt_block = -1;     ///< overwrite a span of this block as it is received
+  std::string skip_transfer;   ///< id of a transfer not to execute
+  int corrupt_block = -1;      ///< overwrite a span of this block as it is received
+  bool corrupt_query = false;  ///< corrupt the block's delivered Q (one head of it, as a Ulysses
+                               ///< / USP all-to-all delivers it) instead of its K/V
 };
 
 /// The output check of a real-compute replay (`replay --json` "output_check").
@@ -113,11 +115,12 @@ struct ReplayResult {
   std::vector<int> devices;
   int warmup = 0, iterations = 0;
   std::vector<LayerReplay> layers;
-  double bytes_moved = 0;     ///< payload bytes moved, all layers and iterations
-  double bytes_verified = 0;  ///< received bytes checked against expected content
-  int64_t blocks_verified = 0;
-  double total_s = 0;  ///< sum over layer plans of makespan_s * repeat
-  bool compute_emulated = true;    ///< compute tasks ran (false: --no-compute; transfers only)
+  double bytes_moved = 0;        ///< payload bytes moved, all layers and iterations
+  double bytes_verified = 0;     ///< received bytes checked against expected content
+  int64_t blocks_verified = 0;   ///< received block regions checked (K/V slots; with real
+                                 ///< compute of a ulysses / usp plan also each delivered Q slice)
+  double total_s = 0;            ///< sum over layer plans of makespan_s * repeat
+  bool compute_emulated = true;  ///< compute tasks ran (false: --no-compute; transfers only)
   std::string compute = "emulated";  ///< "real" | "emulated" | "none"
   bool compute_recorded = true;      ///< the trace said how compute ran ("compute" key; false:
                                      ///< a trace written before it, `compute` inferred)
@@ -125,8 +128,8 @@ struct ReplayResult {
   OutputCheck output_check;
   bool nccl_p2p_disabled = false;  ///< NCCL carried SM-driven transfers with NCCL_P2P_DISABLE
                                    ///< set (its host-memory path); validate models them staged
-  double payload_scale = 1;  ///< ReplayOptions::payload_scale of the run (validate scales the
-                             ///< plan's bytes by it)
+  double payload_scale = 1;        ///< ReplayOptions::payload_scale of the run (validate scales the
+                                   ///< plan's bytes by it)
   // Identity of the plan replayed (trace "gpus", "model", "policy"; 0 / empty: not recorded).
   int gpus = 0;
   std::string model, policy;
@@ -163,7 +166,7 @@ struct ValidateOptions {
   /// from (the CLI passes --plan and --trace).
   std::string plan_source = "<plan>";
   std::string trace_source = "<trace>";
-  sim::SimOptions sim;        ///< simulator options
+  sim::SimOptions sim;  ///< simulator options
   int top_outliers = 10;
   /// The model follows how the trace was run (ReplayResult::compute_emulated,
   /// nccl_p2p_disabled); these force it for traces that do not record it.
@@ -198,10 +201,10 @@ struct ValidateReport {
   /// Where the modelled compute durations came from: "plan" (the plan's duration_s), or for a
   /// real-compute trace "measured_compute <pointer> (kernel sparsp)" of the topology.
   std::string compute_source = "plan";
-  double host_staged_achieved_Bps = 0;               ///< bytes / duration, best single staged
-                                                     ///< transfer (measured)
-  double host_staged_aggregate_Bps = 0;              ///< max over layer plans of all staged
-                                                     ///< bytes / time any staged transfer runs
+  double host_staged_achieved_Bps = 0;   ///< bytes / duration, best single staged
+                                         ///< transfer (measured)
+  double host_staged_aggregate_Bps = 0;  ///< max over layer plans of all staged
+                                         ///< bytes / time any staged transfer runs
   std::vector<LayerError> layers;
   std::vector<TransferError> outliers;  ///< largest errors first
   std::vector<LayerReplay> simulated;   ///< the simulation, per layer plan

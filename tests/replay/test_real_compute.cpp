@@ -37,31 +37,35 @@ int cli(const std::string& args, std::string* out = nullptr) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// A small DiT: 8 x 16 x 16 latent (2048 video tokens) + 40 text tokens at the end, 2 heads x
-// head_dim; STA over 64-token tiles (1 x 8 x 8), window 3 frames: 32 video blocks + 1 text block.
-fs::path write_model(const fs::path& dir, int head_dim, int frames = 8) {
-  const fs::path p =
-      dir / ("tiny-" + std::to_string(head_dim) + "-" + std::to_string(frames) + ".json");
+// A small DiT: 8 x 16 x 16 latent (2048 video tokens) + 40 text tokens at the end, `heads` (2)
+// heads x head_dim, `kv_heads` K/V heads (0: as many); STA over 64-token tiles (1 x 8 x 8),
+// window 3 frames: 32 video blocks + 1 text block.
+fs::path write_model(const fs::path& dir, int head_dim, int frames = 8, int heads = 2,
+                     int kv_heads = 0) {
+  const fs::path p = dir / ("tiny-" + std::to_string(head_dim) + "-" + std::to_string(frames) +
+                            "-" + std::to_string(heads) + "-" + std::to_string(kv_heads) + ".json");
   std::ofstream(p) << R"({"schema_version": 1, "name": "tiny-dit", "description": "test model",
     "latent": [)" << frames
-                   << R"(, 16, 16], "text_tokens": 40, "text_position": "end", "heads": 2,
+                   << R"(, 16, 16], "text_tokens": 40, "text_position": "end", "heads": )" << heads
+                   << (kv_heads > 0 ? R"(, "kv_heads": )" + std::to_string(kv_heads) : "") << R"(,
     "head_dim": )" << head_dim
                    << R"(, "layers": 2, "hidden": 128, "mlp_hidden": 512, "dtype_bytes": 2,
     "steps": 1, "source": {"latent": "test", "text_tokens": "test", "text_position": "test",
-    "heads": "test", "head_dim": "test", "layers": "test", "hidden": "test",
+    "heads": "test", "head_dim": "test", "layers": "test", "hidden": "test",)"
+                   << (kv_heads > 0 ? R"( "kv_heads": "test",)" : "") << R"(
     "mlp_hidden": "test", "dtype_bytes": "test", "steps": "test"}})";
   return p;
 }
 
 // Emits the plans of `policies` for the model into dir/plans; returns the plan paths by policy.
 std::map<std::string, fs::path> emit(const fs::path& dir, const fs::path& model,
-                                     const std::vector<std::string>& policies) {
+                                     const std::vector<std::string>& policies, int gpus = 2) {
   const fs::path plans = dir / "plans";
   fs::remove_all(plans);
   fs::create_directories(plans);
   std::string args = "simulate --model " + model.string() +
-                     " --pattern sta --block 64 --tile 1,8,8 --window 3,1,1 --gpus 2 "
-                     "--topology 8x-l40s-gen4-4switch --emit-plan " +
+                     " --pattern sta --block 64 --tile 1,8,8 --window 3,1,1 --gpus " +
+                     std::to_string(gpus) + " --topology 8x-l40s-gen4-4switch --emit-plan " +
                      plans.string();
   for (const auto& p : policies) args += " --policy " + p;
   std::string out;
@@ -247,6 +251,99 @@ TEST_CASE("host backend: a corrupted or missing KV block fails the output check 
   }
   // A block nobody receives cannot be corrupted: an input error, not a silent pass.
   CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 999", &out) == 2);
+}
+
+TEST_CASE("host backend: real attention of ulysses and usp plans (GQA too) passes its check") {
+  const fs::path dir = work_dir("ulysses");
+  // 4 query heads over 2 K/V heads (GQA) and plain 2-head attention; SP 2 and 4. Ulysses degree u
+  // = P (ulysses), 2 (usp at SP 4: ring degree 2; usp has no split of SP 2, so none there).
+  struct Case {
+    int heads, kv_heads, gpus;
+    std::vector<std::string> policies;
+  };
+  const std::vector<Case> cases = {
+      {4, 2, 2, {"head_parallel/ulysses/sync", "head_parallel/ulysses/ce_decoupled"}},
+      {4,
+       2,
+       4,
+       {"head_parallel/ulysses/sync", "head_parallel/ulysses/sm_overlap", "contiguous/usp/sync",
+        "contiguous/usp/ce_decoupled"}},
+      {2, 0, 2, {"head_parallel/ulysses/ce_decoupled"}},
+      {2, 0, 4, {"contiguous/usp/ce_decoupled"}},
+  };
+  for (const Case& c : cases) {
+    const auto plans = emit(dir / std::to_string(c.heads * 10 + c.gpus),
+                            write_model(dir, 64, 8, c.heads, c.kv_heads), c.policies, c.gpus);
+    for (const auto& [policy, path] : plans) {
+      CAPTURE(policy);
+      CAPTURE(c.gpus);
+      std::string out;
+      REQUIRE_MESSAGE(
+          cli("replay --plan " + path.string() + " --backend host --iterations 1 --json", &out) ==
+              0,
+          out);
+      const auto j = nlohmann::json::parse(out);
+      CHECK(j["compute"] == "real");
+      CHECK(j["output_check"]["passed"] == true);
+      // First, middle and last own query block of each rank (contiguous: 8 or 16 blocks each,
+      // so three distinct ones): 3 x P.
+      CHECK(j["output_check"]["checked_blocks"] == 3 * c.gpus);
+    }
+  }
+  // The all-to-all carries exactly the head group's Q, K and V (the replay refuses other byte
+  // counts, exit 2): GQA, 4 heads over 2 K/V heads, SP 4, Ulysses degree 4: each rank gets 4/4 =
+  // 1 query head and, K/V heads replicated to 4 (2 < u, yunchang-style repeat), 1 K and 1 V
+  // head; gpu0 owns 8 blocks of 64 tokens: 512 tokens x (1 + 2) heads x 64 x 2 bytes = 196608.
+  const auto u4 =
+      emit(dir / "bytes", write_model(dir, 64, 8, 4, 2), {"head_parallel/ulysses/sync"}, 4);
+  const std::string p = u4.at("head_parallel/ulysses/sync").string();
+  auto plan = sparsp::policy::load_plan(p);
+  REQUIRE(plan.ok());
+  bool seen = false;
+  for (const auto& t : plan->layers[0].work.transfers)
+    if (t.id.find(".a2a_qkv.0-1") != std::string::npos) {
+      CHECK(t.bytes == 196608);
+      seen = true;
+    }
+  CHECK(seen);
+  // --check-all: all 33 query blocks, each merged from the four head groups.
+  std::string out;
+  REQUIRE(cli("replay --plan " + p + " --backend host --iterations 1 --warmup 0 --check-all --json",
+              &out) == 0);
+  CHECK(nlohmann::json::parse(out)["output_check"]["checked_blocks"] == 33);
+}
+
+TEST_CASE("host backend: a corrupted Q or K/V block of a ulysses plan fails with exit 1") {
+  const fs::path dir = work_dir("ulysses_bad");
+  const auto plans = emit(dir, write_model(dir, 64, 8, 4, 2), {"head_parallel/ulysses/sync"}, 4);
+  const std::string p = plans.at("head_parallel/ulysses/sync").string();
+  // Block 5 belongs to gpu0. The first rank that receives it (gpu1, head group 1: query head 1,
+  // K/V head 1 / 2 = 0) gets its K/V head 0 and the Q of head 1; corrupting either spoils head 1
+  // of gpu0's query blocks, computed on gpu1.
+  std::string out;
+  CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 5", &out) == 1);
+  CHECK_MESSAGE(
+      out.find("output check failed: layer 0 (step 0) rank gpu0 query block ") != std::string::npos,
+      out);
+  CHECK_MESSAGE(out.find(" head 1 (computed on gpu1): ") != std::string::npos, out);
+  // The delivered Q of block 5: block 5's own rows go wrong.
+  CHECK(cli("replay --plan " + p + " --backend host --corrupt-block 5 --corrupt-query", &out) == 1);
+  CHECK_MESSAGE(out.find("output check failed: layer 0 (step 0) rank gpu0 query block 5 head 1 "
+                         "(computed on gpu1)") != std::string::npos,
+                out);
+  // An all-to-all not run: gpu1 lacks gpu0's Q, K and V of its head group.
+  CHECK(cli("replay --plan " + p + " --backend host --skip-transfer L0.m0.a2a_qkv.0-1", &out) == 1);
+  CHECK(out.find("output check failed") != std::string::npos);
+  // Emulated compute moves opaque bytes: no Q to corrupt (exit 2), but a skipped all-to-all is
+  // still caught byte by byte.
+  CHECK(cli("replay --plan " + p +
+                " --backend host --compute emulated --corrupt-block 5 "
+                "--corrupt-query",
+            &out) == 2);
+  CHECK(cli("replay --plan " + p +
+                " --backend host --compute emulated --skip-transfer L0.m0.a2a_qkv.0-1",
+            &out) == 1);
+  CHECK(out.find("integrity check failed") != std::string::npos);
 }
 
 TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2 in one line") {
