@@ -286,7 +286,8 @@ void add_study_commands(CLI::App& app, Context& ctx) {
     c->add_option("--shard", a->shard,
                   "run only shard K of N (1 <= K <= N): the points k with k % N == K - 1, for "
                   "job arrays; join the N outputs with `sparsp sweep merge`");
-    c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
+    c->add_option("--threads,-j", a->threads,
+                  "oneTBB worker threads per process (default: every core this process may use)")
         ->check(at_least(0));
     c->add_flag("--restart", a->restart, "discard earlier output instead of resuming");
     c->add_option("--progress", a->progress,
@@ -338,7 +339,8 @@ void add_study_commands(CLI::App& app, Context& ctx) {
         ->check(at_least(1));
     c->add_option("--seed", a->seed, "search seed (overrides the file)")->check(at_least(0));
     c->add_option("--top", a->top, "rows of the top-N table")->check(at_least(1));
-    c->add_option("--threads,-j", a->threads, "worker threads (default: all cores)")
+    c->add_option("--threads,-j", a->threads,
+                  "oneTBB worker threads per process (default: every core this process may use)")
         ->check(at_least(0));
     c->add_option("--max-memory-gib", a->max_memory_gib,
                   "refuse a configuration estimated to need more memory than this (GiB; default "

@@ -255,8 +255,11 @@ struct SweepSummary {
 /// Output format from the file name: ".csv" -> csv; ".jsonl", ".ndjson", ".json" -> jsonl.
 Result<OutputFormat> output_format_for(const std::string& path);
 
-/// Runs every point and streams one row per evaluator row (one per skipped point) to the output,
-/// in point order whatever the thread timing (reorder buffer), each point's rows flushed whole.
+/// Runs every point (of options.shard, when given) and streams one row per evaluator row (one
+/// per skipped point) to the output, in point order whatever the thread timing (an in-order
+/// oneTBB pipeline), each point's rows flushed whole. With options.ranks, every rank calls it
+/// (SweepRanks); rank 0 returns the summary, the others a summary of their own points, or an
+/// Error with an empty message for an error rank 0 reports.
 /// Columns: point, the axis names, status ("ok" | "skipped"), reason, the evaluator columns (one
 /// named like an axis is written "result.<name>").
 ///

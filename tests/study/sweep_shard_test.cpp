@@ -7,13 +7,14 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../cli/cli_support.hpp"
 #include "sparsp/sweep.hpp"
 
 using nlohmann::json;
@@ -54,18 +55,10 @@ SweepSpec spec_with(const std::string& zs = "[0.5, 2]") {
   return r.value();
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sparsp::test::slurp;
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("sparsp_sweep_shard_test_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return sparsp::test::fresh_dir("sparsp_sweep_shard_test_" + name);
 }
 
 SweepOptions opts(const fs::path& out, int threads = 2) {
