@@ -576,7 +576,10 @@ Result<SweepSummary> write_points(const SweepSpec& spec, const PointEvaluator& e
   namespace fs = std::filesystem;
   SweepSummary sum = pr.sum;
   std::FILE* f = std::fopen(pr.partial_path.c_str(), "ab");
-  if (!f) return Error{pr.partial_path + ": cannot open for writing", 2};
+  if (!f) {
+    if (ranks) ranks->abandon(2);  // the other ranks were told to run: end them
+    return Error{pr.partial_path + ": cannot open for writing", 2};
+  }
   const int64_t start = pr.resume.next_pos, size = ranks ? ranks->size() : 1;
   const int threads = worker_count(options.threads, (pr.seq.count - start + size - 1) / size);
   ProgressMeter progress(resolve_progress_mode(options.progress, options.progress_stream != nullptr,

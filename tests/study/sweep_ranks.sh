@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sweeps over machines (issue 20, item 4), through the real binary, against one process:
 #   shard: `--shard K/3` for K = 1..3 + `sparsp sweep merge` is byte-identical;
-#   mpi:   `mpirun --oversubscribe -n 2 sparsp sweep` is byte-identical (CSV and JSON Lines), and
+#   mpi:   `mpirun --oversubscribe -n 2 sparsp sweep` is byte-identical, and
 #          after rank 1 or rank 0 is killed (SIGKILL) mid-run, rerunning the same command resumes
 #          the .partial to the byte-identical file.
 # Usage: sweep_ranks.sh shard|mpi SPARSP SWEEP_JSON HAVE_MPI(ON|OFF). `mpi` exits 77 (CTest skip)
@@ -32,12 +32,10 @@ if [ "$MODE" = shard ]; then
   exit 0
 fi
 
-"$S" sweep -c "$SWEEP" -o "$D/ref.jsonl" -j 2 --progress off > /dev/null
-for ext in csv jsonl; do
-  "${MPIRUN[@]}" "$S" sweep -c "$SWEEP" -o "$D/mpi.$ext" -j 1 --progress off > /dev/null
-  cmp "$D/mpi.$ext" "$D/ref.$ext" || fail "mpirun -n 2 ($ext) differs from one process"
-done
-echo "ok: mpirun -n 2 byte-identical (csv, jsonl)"
+# (JSON Lines over ranks: tests/study/sweep_shard_test.cpp, in-process ranks.)
+"${MPIRUN[@]}" "$S" sweep -c "$SWEEP" -o "$D/mpi.csv" -j 1 --progress off > /dev/null
+cmp "$D/mpi.csv" "$D/ref.csv" || fail "mpirun -n 2 differs from one process"
+echo "ok: mpirun -n 2 byte-identical"
 
 # Kill one rank once rank 0 has written a few points (shard line-less CSV: header + >= 4 rows).
 for victim in 1 0; do

@@ -258,6 +258,7 @@ TEST_CASE("ranks: rank 0 writes every rank's points in order, byte-identical to 
   const fs::path d = temp_dir("ranks");
   const SweepSpec spec = spec_with();
   REQUIRE(run_sweep(spec, product_evaluator(), opts(d / "ref.csv")).ok());
+  REQUIRE(run_sweep(spec, product_evaluator(), opts(d / "ref.jsonl")).ok());
   for (int size : {2, 3, 5}) {
     CAPTURE(size);
     Mailboxes m;
@@ -268,6 +269,10 @@ TEST_CASE("ranks: rank 0 writes every rank's points in order, byte-identical to 
     CHECK(sum->evaluated_points == 14);
     CHECK(m.abandoned == 0);
     CHECK(slurp(out) == slurp(d / "ref.csv"));
+    Mailboxes mj;
+    const fs::path jsonl = d / ("r" + std::to_string(size) + ".jsonl");
+    REQUIRE(run_on_ranks(spec, opts(jsonl, 1), size, mj).ok());
+    CHECK(slurp(jsonl) == slurp(d / "ref.jsonl"));
   }
   // A shard on ranks: the shard's output of one process.
   SweepOptions one = opts(d / "s1.csv");
