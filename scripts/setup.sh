@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev doctest-dev
-  libmetis-dev libpugixml-dev libzip-dev libsimgrid-dev
+  libmetis-dev libpugixml-dev libzip-dev libsimgrid-dev libtbb-dev
+  libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   python3 python3-numpy python3-matplotlib python3-venv python3-pip python3-setuptools
 )

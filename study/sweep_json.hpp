@@ -1,5 +1,6 @@
 #pragma once
 // Private helpers shared by sweep_*.cpp and tune_*.cpp (JSON is kept out of public headers).
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,5 +17,14 @@ Result<SweepSpec> parse_sweep_object(const nlohmann::json& doc, const std::strin
 
 /// Position of the point with these axis coordinates in the sweep order.
 int64_t point_index(const SweepSpec& spec, const std::vector<int>& coords);
+
+/// FNV-1a 64 (stable across platforms and runs, unlike std::hash): content-named temporary files
+/// and the sweep fingerprint of shard outputs. Constants: the FNV-1a 64-bit offset basis and prime
+/// (Fowler, Noll, Vo; IETF draft-eastlake-fnv).
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
 
 }  // namespace sparsp::study::detail

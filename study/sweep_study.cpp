@@ -21,6 +21,7 @@
 #include "sparsp/pattern.hpp"
 #include "sparsp/sweep.hpp"
 #include "sparsp/topology.hpp"
+#include "sweep_json.hpp"
 #if __has_include("sparsp/study.hpp")
 #include "internal.hpp"
 #include "sparsp/study.hpp"
@@ -136,13 +137,6 @@ const std::vector<std::string>& study_columns() {
   return kColumns;
 }
 
-// FNV-1a 64 (stable across platforms, unlike std::hash), for content-named temporary files.
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Folder for documents of a point that the study loader only takes as files (an inline topology
 // or model object); created on first use in $TMPDIR (or /tmp where TMPDIR names no folder),
 // removed with the evaluator.
@@ -163,7 +157,7 @@ class ScratchDir {
     const std::string text = doc.dump(2) + "\n";
     char name[40];
     std::snprintf(name, sizeof name, "doc-%016llx.json",
-                  static_cast<unsigned long long>(fnv1a(text)));
+                  static_cast<unsigned long long>(detail::fnv1a(text)));
     std::error_code ec;
     const std::filesystem::path p = dir.value() / name;
     if (!std::filesystem::exists(p, ec)) {

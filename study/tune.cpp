@@ -13,8 +13,12 @@
 // Determinism: the only randomness is one std::mt19937_64 seeded from the file; picks use
 // `rng() % n` (not std::uniform_int_distribution, whose output differs between libraries);
 // parallel evaluation writes into fixed slots, so the result does not depend on `threads`.
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,8 +27,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "sparsp/policy.hpp"
@@ -204,7 +206,11 @@ bool better(const TuneEntry& a, const TuneEntry& b) {
 class Searcher {
  public:
   Searcher(const TuneSpec& spec, const ScoreFn& score, int threads)
-      : spec_(spec), score_(score), threads_(std::max(1, threads)) {}
+      // 0: every core this process may use (it used to be one worker, although `tune --help`
+      // says the default is all cores).
+      : spec_(spec),
+        score_(score),
+        threads_(threads > 0 ? threads : tbb::info::default_concurrency()) {}
 
   int64_t evaluations() const { return static_cast<int64_t>(cache_.size()); }
   bool budget_left() const { return evaluations() < spec_.budget; }
@@ -235,32 +241,22 @@ class Searcher {
     for (auto& e : todo) cache_.emplace(e.point.index, std::move(e));
   }
 
+  // Scores the entries of `todo` on threads_ oneTBB workers (each entry written by one task).
   void run_parallel(std::vector<TuneEntry>& todo) const {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i = next++; i < todo.size(); i = next++) {
-        if (todo[i].point.study_json.empty()) continue;
-        try {
-          todo[i].score = score_(todo[i].point);
-        } catch (const std::exception& e) {  // e.g. std::bad_alloc: the point fails, not tune
-          todo[i].score = Score{false, 0, std::string("evaluator failed: ") + e.what(), 1};
-        }
+    auto work = [&](size_t i) {
+      if (todo[i].point.study_json.empty()) return;
+      try {
+        todo[i].score = score_(todo[i].point);
+      } catch (const std::exception& e) {  // e.g. std::bad_alloc: the point fails, not tune
+        todo[i].score = Score{false, 0, std::string("evaluator failed: ") + e.what(), 1};
       }
     };
-    const int n = std::min<int>(threads_, static_cast<int>(todo.size()));
-    if (n <= 1) {
-      work();
-      return;
-    }
-    std::vector<std::jthread> pool;
-    for (int t = 0; t < std::min(n, 256); ++t) {
-      try {
-        pool.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // fewer threads than asked: the shared counter spreads the work over those started
-      }
-    }
-    if (pool.empty()) work();
+    const int n = std::clamp<int>(static_cast<int>(todo.size()), 1, std::min(threads_, 256));
+    tbb::global_control parallelism(
+        tbb::global_control::max_allowed_parallelism,
+        static_cast<size_t>(std::max(n, tbb::info::default_concurrency())));
+    tbb::task_arena arena(n);
+    arena.execute([&] { tbb::parallel_for(size_t{0}, todo.size(), work); });
   }
 
   const TuneEntry* get(const std::vector<int>& c) const {

@@ -17,12 +17,14 @@
 // and tune files: docs/STUDIES.md.
 //
 // Thread safety: load/parse/make_point are pure. run_sweep calls evaluator.evaluate concurrently
-// from `threads` workers; the evaluator must be thread-safe (const and reentrant).
+// from `threads` oneTBB workers; the evaluator must be thread-safe (const and reentrant).
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,10 +167,68 @@ class ProgressMeter {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+/// One shard of a sweep for job arrays (`sparsp sweep --shard K/N`, Slurm array jobs): shard
+/// `index` of `count` (1-based) holds the points k with k % count == index - 1, so that
+/// neighbouring points, which tend to cost alike, are spread over the shards.
+struct SweepShard {
+  int index = 1;
+  int count = 1;
+};
+
+/// Parses "K/N" (decimal, 1 <= K <= N <= 1,000,000). Errors (exit 2), naming `flag`:
+/// "<command line>:--shard: expected K/N with 1 <= K <= N, got '0/4'".
+Result<SweepShard> parse_shard(const std::string& text, const std::string& flag = "--shard");
+
+/// The rendered rows of one point, as a process that evaluated it sends them to rank 0.
+struct PointRows {
+  int64_t point = 0;     ///< point index in the sweep
+  int64_t rows = 0;      ///< lines in `text`
+  bool skipped = false;  ///< the point was skipped (one row with the reason)
+  std::string text;      ///< the point's output lines, each ending in '\n'
+};
+
+/// The processes one sweep runs on (MPI ranks, `mpirun -n N sparsp sweep`). Every rank calls
+/// run_sweep with the same spec and options. Rank 0 owns the output (lock, resume, writing);
+/// position i of the points left to run is evaluated by rank i % size() and its rows are sent
+/// to rank 0, which writes them in point order. An implementation over MPI is
+/// mpi_sweep_ranks(); tests plug in an in-process one.
+class SweepRanks {
+ public:
+  virtual ~SweepRanks() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Collective: every rank gets rank 0's `values` (same length on every rank).
+  virtual void broadcast(std::vector<int64_t>& values) = 0;
+  /// Rank != 0: sends one point's rows to rank 0; a rank sends its points in increasing order.
+  /// Errors (exit 1): the transport failed.
+  virtual Status send_to_root(const PointRows& rows) = 0;
+  /// Rank 0: the next PointRows rank `from` sent (waits for it). Errors (exit 1).
+  virtual Result<PointRows> receive_from(int from) = 0;
+  /// Rank 0: the run stopped before every point was written (write error, stop); the other
+  /// ranks, still evaluating, are ended (exit `exit_code`) when this object is destroyed, after
+  /// the caller has reported why.
+  virtual void abandon(int exit_code) = 0;
+};
+
+/// Whether this build runs sweeps over MPI (Open MPI found at configure time, SPARSP_ENABLE_MPI).
+bool mpi_available();
+/// Whether this process was started by an MPI launcher with more than one process
+/// (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1 in the environment); works in any build.
+bool mpi_launched();
+/// The ranks of MPI_COMM_WORLD: initialises MPI (thread level serialized) and finalises it when
+/// the returned object is destroyed (MPI_Abort instead after abandon()). Call once per process.
+/// Errors (exit 1): no MPI in this build, or MPI cannot start.
+Result<std::unique_ptr<SweepRanks>> mpi_sweep_ranks();
+
 struct SweepOptions {
   std::string output_path;  ///< final file; ".csv" or ".jsonl"/".json" picks format
-  int threads = 0;          ///< workers; 0 = std::thread::hardware_concurrency()
-  bool restart = false;     ///< ignore (overwrite) earlier output instead of resuming
+  int threads = 0;          ///< workers; 0 = every core this process may use (oneTBB default)
+  /// Write only this shard's points (`--shard K/N`); the file then starts with a shard line
+  /// (docs/STUDIES.md) that merge_sweep_shards checks. None: the whole sweep, no shard line.
+  std::optional<SweepShard> shard;
+  /// The ranks to spread the points over; nullptr: this process alone. Not owned.
+  SweepRanks* ranks = nullptr;
+  bool restart = false;  ///< ignore (overwrite) earlier output instead of resuming
   ProgressMode progress = ProgressMode::automatic;  ///< automatic: bar iff stderr is a terminal
   double progress_interval_s = 10.0;                ///< period of the plain progress lines
   std::ostream* progress_stream = nullptr;          ///< nullptr: std::cerr
@@ -195,8 +255,11 @@ struct SweepSummary {
 /// Output format from the file name: ".csv" -> csv; ".jsonl", ".ndjson", ".json" -> jsonl.
 Result<OutputFormat> output_format_for(const std::string& path);
 
-/// Runs every point and streams one row per evaluator row (one per skipped point) to the output,
-/// in point order whatever the thread timing (reorder buffer), each point's rows flushed whole.
+/// Runs every point (of options.shard, when given) and streams one row per evaluator row (one
+/// per skipped point) to the output, in point order whatever the thread timing (an in-order
+/// oneTBB pipeline), each point's rows flushed whole. With options.ranks, every rank calls it
+/// (SweepRanks); rank 0 returns the summary, the others a summary of their own points, or an
+/// Error with an empty message for an error rank 0 reports.
 /// Columns: point, the axis names, status ("ok" | "skipped"), reason, the evaluator columns (one
 /// named like an axis is written "result.<name>").
 ///
@@ -209,6 +272,23 @@ Result<OutputFormat> output_format_for(const std::string& path);
 /// Errors: unwritable output (exit 1), earlier output from a different sweep (exit 2).
 Result<SweepSummary> run_sweep(const SweepSpec& spec, const PointEvaluator& evaluator,
                                const SweepOptions& options);
+
+/// What merge_sweep_shards did.
+struct MergeSummary {
+  int64_t total_points = 0;
+  int64_t rows_written = 0;
+  int shards = 0;
+};
+
+/// `sparsp sweep merge`: joins the complete outputs of shards 1..N of one sweep (written with
+/// SweepOptions::shard) into `output_path`, byte-identical to the output of one process running
+/// the whole sweep. Written through a temporary file and a rename (sparsp/output_file.hpp).
+/// Errors (exit 2), naming the file and line: an input that is not a shard output, shards of
+/// different sweeps (fingerprint of the effective sweep, its row options, its point count),
+/// different shard counts, a shard given twice, a shard missing ("<command line>:merge: ..."),
+/// an incomplete shard (a point missing), the output's format (.csv / .jsonl) not the shards'.
+Result<MergeSummary> merge_sweep_shards(const std::vector<std::string>& inputs,
+                                        const std::string& output_path);
 
 /// Renders one output line (no newline) for point `point` and evaluator row `row`
 /// (empty row: skipped point). Exposed for tests and for `tune`'s table.
@@ -279,9 +359,10 @@ struct TuneResult {
 /// coordinate descent: start at the default (or a seeded random point), sweep each parameter in a
 /// seeded order with the others fixed, move to the best, repeat until a full pass does not
 /// improve, then restart from seeded random points while budget is left. Points of one line are
-/// evaluated in parallel on `threads` workers. Deterministic for a given seed whatever `threads`.
-/// Errors: no valid point found: exit 2 with the first point's input error when every failure
-/// came from the points' input (Score::exit_code 2), else exit 1 with the first run-time failure.
+/// evaluated in parallel on `threads` oneTBB workers (0: every core this process may use).
+/// Deterministic for a given seed whatever `threads`. Errors: no valid point found: exit 2 with the
+/// first point's input error when every failure came from the points' input (Score::exit_code 2),
+/// else exit 1 with the first run-time failure.
 Result<TuneResult> run_tune(const TuneSpec& spec, const ScoreFn& score, int threads);
 
 /// A ScoreFn from any evaluator: the value of `column` in row `row` of the point's outcome

@@ -47,12 +47,13 @@ TEST_CASE("tests/data/bad: every malformed file gives its one-line message and e
     CAPTURE(f[0]);
     REQUIRE(fs::exists(file));
     auto fill = [&](const std::string& s) {
-      return replace_all(replace_all(s, "@", file), "OUT", out.string());
+      return replace_all(replace_all(replace_all(s, "@", file), "OUT", out.string()), "DIR",
+                         dir.string());
     };
     const auto r = sparsp::test::run(fill(f[2]));
     CHECK(r.rc == std::stoi(f[1]));
     CHECK(r.err == "sparsp: " + fill(f[3]) + "\n");
     ++cases;
   }
-  CHECK(cases == 96);
+  CHECK(cases == 99);
 }

@@ -1,0 +1,218 @@
+// Shards of a sweep for job arrays: `--shard K/N` parsing and `sparsp sweep merge`, which joins
+// the shard outputs into the output one process would have written. Public surface:
+// include/sparsp/sweep.hpp; the shard line is written by sweep_run.cpp (shard_line).
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sparsp/output_file.hpp"
+#include "sparsp/sweep.hpp"
+
+namespace sparsp::study {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxShards = 1'000'000;
+
+// One shard output, read whole: its shard line's fields, its CSV header, and where each point's
+// rows are in `text`.
+struct ShardFile {
+  std::string path;
+  std::string text;
+  int index = 0, count = 0;
+  int64_t points = 0;
+  std::string sweep;   // fingerprint hash (hex)
+  std::string header;  // CSV header line with its newline ("" for JSON Lines)
+  std::vector<std::pair<size_t, size_t>> point_rows;  // [begin, end) of point i of the shard
+};
+
+// The shard line: "#sparsp-shard {...}" (CSV) or {"sparsp_shard":{...}} (JSON Lines).
+Status parse_shard_line(const std::string& line, OutputFormat format, ShardFile& f) {
+  const std::string not_shard =
+      "not the output of a shard (no shard line; write shards with `sparsp sweep --shard K/N`)";
+  json doc;
+  try {
+    if (format == OutputFormat::csv) {
+      const std::string lead = "#sparsp-shard ";
+      if (line.rfind(lead, 0) != 0) return input_error(f.path, "1", not_shard);
+      doc = json::parse(line.substr(lead.size()));
+    } else {
+      const json outer = json::parse(line);
+      if (!outer.is_object() || !outer.contains("sparsp_shard"))
+        return input_error(f.path, "1", not_shard);
+      doc = outer["sparsp_shard"];
+    }
+    f.index = doc.at("shard").get<int>();
+    f.count = doc.at("of").get<int>();
+    f.points = doc.at("points").get<int64_t>();
+    f.sweep = doc.at("sweep").get<std::string>();
+  } catch (const json::exception&) {
+    return input_error(f.path, "1", not_shard);
+  }
+  if (f.count < 1 || f.index < 1 || f.index > f.count || f.points < 0)
+    return input_error(f.path, "1",
+                       "shard line names shard " + std::to_string(f.index) + "/" +
+                           std::to_string(f.count) + " of " + std::to_string(f.points) + " points");
+  return Ok{};
+}
+
+// Point index at the start of a row, or -1.
+int64_t row_point(std::string_view line, OutputFormat format) {
+  size_t i = 0;
+  if (format == OutputFormat::jsonl) {
+    const std::string_view head = "{\"point\":";
+    if (line.substr(0, head.size()) != head) return -1;
+    i = head.size();
+  }
+  int64_t k = -1;
+  const auto [end, ec] = std::from_chars(line.data() + i, line.data() + line.size(), k);
+  return ec == std::errc() && end != line.data() + i ? k : -1;
+}
+
+// Reads one shard output: its shard line, header and the rows of each of its points, which
+// must be exactly points index-1, index-1+count, ... below `points`, in order.
+Result<ShardFile> read_shard(const std::string& path, OutputFormat format) {
+  ShardFile f;
+  f.path = path;
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  f.text = std::move(text.value());
+  const std::string& t = f.text;
+  if (!t.empty() && t.back() != '\n')
+    return input_error(path, "", "last line is cut (not a finished shard output)");
+  size_t pos = t.find('\n');
+  if (pos == std::string::npos) return input_error(path, "1", "empty (not a shard output)");
+  if (auto st = parse_shard_line(t.substr(0, pos), format, f); !st) return st.error();
+  ++pos;
+  int line_no = 1;
+  if (format == OutputFormat::csv) {
+    const size_t nl = t.find('\n', pos);
+    if (nl == std::string::npos) return input_error(path, "2", "no CSV header");
+    f.header = t.substr(pos, nl + 1 - pos);
+    pos = nl + 1;
+    ++line_no;
+  }
+  int64_t expected = f.index - 1, current = -1;
+  for (; pos < t.size(); pos = t.find('\n', pos) + 1) {
+    ++line_no;
+    const int64_t k = row_point(std::string_view(t).substr(pos, t.find('\n', pos) - pos), format);
+    if (k == current) continue;
+    if (k != expected || k >= f.points)
+      return input_error(path, std::to_string(line_no),
+                         k < 0 ? "not a row of a sweep (no point index)"
+                               : "point " + std::to_string(k) + " where point " +
+                                     std::to_string(expected) + " of shard " +
+                                     std::to_string(f.index) + "/" + std::to_string(f.count) +
+                                     " belongs");
+    if (!f.point_rows.empty()) f.point_rows.back().second = pos;
+    f.point_rows.push_back({pos, t.size()});
+    current = k;
+    expected += f.count;
+  }
+  if (expected < f.points)
+    return input_error(path, "",
+                       "shard " + std::to_string(f.index) + "/" + std::to_string(f.count) +
+                           " is incomplete: point " + std::to_string(expected) +
+                           " missing (rerun its sweep command to finish it)");
+  return f;
+}
+
+// All shards 1..N of one sweep, each once: indexed by shard number - 1.
+Result<std::vector<ShardFile>> collect_shards(const std::vector<std::string>& inputs,
+                                              OutputFormat format) {
+  std::vector<ShardFile> by_index;
+  std::map<int, std::string> seen;
+  ShardFile first;
+  for (const auto& path : inputs) {
+    auto f = read_shard(path, format);
+    if (!f) return f.error();
+    if (by_index.empty()) {
+      by_index.resize(static_cast<size_t>(f->count));
+      first = *f;  // what every other shard must match (its text is not needed)
+      first.text.clear();
+      first.point_rows.clear();
+    }
+    if (f->sweep != first.sweep || f->points != first.points)
+      return input_error(path, "1",
+                         "a shard of another sweep than " + first.path + " (sweep " + f->sweep +
+                             " of " + std::to_string(f->points) + " points, not " + first.sweep +
+                             " of " + std::to_string(first.points) + ")");
+    if (f->count != first.count || f->header != first.header)
+      return input_error(path, f->count != first.count ? "1" : "2",
+                         f->count != first.count
+                             ? "shard " + std::to_string(f->index) + "/" +
+                                   std::to_string(f->count) + ", but " + first.path + " is of " +
+                                   std::to_string(first.count) + " shards"
+                             : "other columns than " + first.path);
+    if (auto [it, fresh] = seen.emplace(f->index, path); !fresh)
+      return input_error(path, "1",
+                         "shard " + std::to_string(f->index) + "/" + std::to_string(f->count) +
+                             " given twice (also " + it->second + ")");
+    by_index[static_cast<size_t>(f->index - 1)] = std::move(f.value());
+  }
+  std::string missing;
+  for (size_t i = 0; i < by_index.size(); ++i)
+    if (!seen.count(static_cast<int>(i + 1)))
+      missing += (missing.empty() ? "" : ", ") + std::to_string(i + 1) + "/" +
+                 std::to_string(by_index.size());
+  if (!missing.empty())
+    return input_error("<command line>", "merge", "shard " + missing + " missing");
+  return by_index;
+}
+
+}  // namespace
+
+Result<SweepShard> parse_shard(const std::string& text, const std::string& flag) {
+  SweepShard s;
+  const size_t slash = text.find('/');
+  auto number = [](std::string_view v, int& out) {
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && end == v.data() + v.size() && !v.empty();
+  };
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), s.index) ||
+      !number(std::string_view(text).substr(slash + 1), s.count) || s.index < 1 ||
+      s.index > s.count || s.count > kMaxShards)
+    return input_error("<command line>", flag,
+                       "expected K/N with 1 <= K <= N <= 1000000, got '" + text + "'");
+  return s;
+}
+
+Result<MergeSummary> merge_sweep_shards(const std::vector<std::string>& inputs,
+                                        const std::string& output_path) {
+  auto format = output_format_for(output_path);
+  if (!format) return input_error("<command line>", "--output", format.error().message);
+  if (inputs.empty()) return input_error("<command line>", "merge", "no shard outputs given");
+  for (const auto& in : inputs) {
+    auto f = output_format_for(in);
+    if (!f || *f != *format)
+      return input_error(in, "",
+                         std::string("not a shard output of the output's format (") +
+                             (*format == OutputFormat::csv ? ".csv" : ".jsonl") + ")");
+  }
+  auto shards = collect_shards(inputs, *format);
+  if (!shards) return shards.error();
+  const auto& s = shards.value();
+  MergeSummary sum;
+  sum.shards = static_cast<int>(s.size());
+  sum.total_points = s[0].points;
+  std::string out = s[0].header;
+  for (int64_t k = 0; k < sum.total_points; ++k) {
+    const ShardFile& f = s[static_cast<size_t>(k % sum.shards)];
+    const auto [b, e] = f.point_rows[static_cast<size_t>(k / sum.shards)];
+    out.append(f.text, b, e - b);
+    for (size_t i = b; i < e; ++i) sum.rows_written += f.text[i] == '\n';
+  }
+  auto target = output_target(output_path);
+  if (!target) return target.error();
+  auto st =
+      target->in_place ? write_in_place(target->path, out) : write_text_atomic(target->path, out);
+  if (!st) return st.error();
+  return sum;
+}
+
+}  // namespace sparsp::study
