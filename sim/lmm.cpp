@@ -309,6 +309,20 @@ void System::solve() {
 #endif
 }
 
+// A round's bound step: when the lowest unfixed bound is <= level, every unfixed variable whose
+// bound is <= level takes its bound (true: the round is done). `next` walks bounded_.
+bool System::fix_bounds_up_to(double level, size_t& next) {
+  while (next < bounded_.size() && fixed_[bounded_[next]]) ++next;
+  if (next == bounded_.size() || bound_[bounded_[next]] > level) return false;
+  for (; next < bounded_.size(); ++next) {
+    const int v = bounded_[next];
+    if (fixed_[v]) continue;
+    if (bound_[v] > level) break;
+    fix(v, bound_[v]);
+  }
+  return true;
+}
+
 // Progressive filling, finding each round's level by a scan of the constraints (small components).
 void System::fill_by_scan(size_t next_bounded) {
   constexpr double kRelTol = 1e-12;
@@ -338,17 +352,7 @@ void System::fill_by_scan(size_t next_bounded) {
     if (keep == 0) break;
     ++rounds_;
     const double level = best_r / best_u;
-    while (next_bounded < bounded_.size() && fixed_[bounded_[next_bounded]]) ++next_bounded;
-    if (next_bounded < bounded_.size() && bound_[bounded_[next_bounded]] <= level) {
-      // Every unfixed variable whose bound is <= level takes its bound.
-      for (; next_bounded < bounded_.size(); ++next_bounded) {
-        const int v = bounded_[next_bounded];
-        if (fixed_[v]) continue;
-        if (bound_[v] > level) break;
-        fix(v, bound_[v]);
-      }
-      continue;
-    }
+    if (fix_bounds_up_to(level, next_bounded)) continue;
     // Every unfixed variable on a constraint saturated at `level` is fixed at `level`.
     const double threshold = level * (1 + kRelTol);
     for (int c : work_cons_) {
@@ -417,16 +421,7 @@ void System::fill_by_heap(size_t next_bounded) {
     }
     if (heap_.empty()) break;
     ++rounds_;
-    while (next_bounded < bounded_.size() && fixed_[bounded_[next_bounded]]) ++next_bounded;
-    if (next_bounded < bounded_.size() && bound_[bounded_[next_bounded]] <= level) {
-      for (; next_bounded < bounded_.size(); ++next_bounded) {
-        const int v = bounded_[next_bounded];
-        if (fixed_[v]) continue;
-        if (bound_[v] > level) break;
-        fix(v, bound_[v]);
-      }
-      continue;
-    }
+    if (fix_bounds_up_to(level, next_bounded)) continue;
     const double threshold = level * (1 + kRelTol);
     saturated_.clear();
     while (!heap_.empty() && heap_.front().level <= threshold) {

@@ -117,6 +117,7 @@ class System {
   void compact(int constraint);
   void swap_elems(int constraint, int p, int q);
   void merge_new_edges();
+  bool fix_bounds_up_to(double level, size_t& next_bounded);
   void fill_by_scan(size_t next_bounded);
   void fill_by_heap(size_t next_bounded);
   double level_of(int constraint);  // max(R, 0) / U, U recomputed when rounding drove it to <= 0

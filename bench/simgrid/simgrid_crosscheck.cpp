@@ -375,34 +375,25 @@ int crosscheck(int cases) {
         c, hosts, links, nflows, err, w, sp.finish[w], sg.finish[w]);
     if (!(err <= kTol)) ++failures;
   }
-  // The server networks of the benchmark, all flows at once (100 and 1000 flows, 8 and 64 GPUs).
-  for (int gpus : {8, 64})
-    for (int n : {100, 1000}) {
-      const syn::Net net = syn::pcie_server(gpus);
-      const auto flows = syn::random_flows(net, n, 42, 1e6, 64e6, 0);
-      const auto all = static_cast<int64_t>(flows.size());
-      const RunResult sg = in_child([&] { return simgrid_run(net, flows, 1, 0, all); });
-      const RunResult sp = sparsp_network(net, flows, 1, 0, all);
-      size_t w = 0;
-      const double err = max_rel_error(sp.finish, sg.finish, &w);
-      worst_all = std::max(worst_all, err);
-      std::printf("server %2d GPUs %4d flows (all at once)  max rel err %.2e\n", gpus, n, err);
-      if (!(err <= kTol)) ++failures;
-    }
-  {
-    // The 1,024-GPU rail cluster, 1,000 flows all at once: thousands of constraints in one
-    // component, so sparsp fills it by the heap (lmm.hpp).
-    const syn::Net net = syn::rail_cluster(128);
-    const auto flows = syn::random_flows(net, 1000, 42, 1e6, 64e6, 0);
+  // All flows at once on a benchmark network, against SimGrid.
+  auto all_at_once = [&](const syn::Net& net, int n, const char* label) {
+    const auto flows = syn::random_flows(net, n, 42, 1e6, 64e6, 0);
     const auto all = static_cast<int64_t>(flows.size());
     const RunResult sg = in_child([&] { return simgrid_run(net, flows, 1, 0, all); });
     const RunResult sp = sparsp_network(net, flows, 1, 0, all);
     size_t w = 0;
     const double err = max_rel_error(sp.finish, sg.finish, &w);
     worst_all = std::max(worst_all, err);
-    std::printf("cluster 1024 GPUs 1000 flows (all at once)  max rel err %.2e\n", err);
+    std::printf("%s %4d flows (all at once)  max rel err %.2e\n", label, n, err);
     if (!(err <= kTol)) ++failures;
-  }
+  };
+  // The server networks of the benchmark (100 and 1000 flows, 8 and 64 GPUs).
+  for (int gpus : {8, 64})
+    for (int n : {100, 1000})
+      all_at_once(syn::pcie_server(gpus), n, gpus == 8 ? "server  8 GPUs" : "server 64 GPUs");
+  // The 1,024-GPU rail cluster, 1,000 flows: thousands of constraints in one component, so
+  // sparsp fills it by the heap (lmm.hpp).
+  all_at_once(syn::rail_cluster(128), 1000, "cluster 1024 GPUs");
   std::printf(
       "cross-check: worst relative error %.3e over %d random cases (%lld flows), 4 server flow "
       "sets and 1 cluster flow set; tolerance %.0e; %s\n",
