@@ -8,11 +8,21 @@
 //                 concurrent; runs 20 N completions (at least 20,000). Rate = completions / wall.
 //  - simulate_100: the whole engine (events, copy engines, pipeline) on 100 transfers.
 // Rates are per CPU second (single-threaded; robust to other load on a shared machine).
+// Memory (operator new accounting): bytes_per_gpu (resources and registered routes, per GPU),
+// bytes_per_flow (flows started, with their classes and solver variables, per flow);
+// allocs_per_completion: heap allocations per completion in streaming after the first N
+// completions (0 = no per-event allocation on the hot path).
+// 1,024 GPUs: syn::rail_cluster(128) with 10k and 100k flows, timed over the first 1,000
+// completions (all at once) or 2,000 (streaming).
 // Run: build/release/bench/bench_engine --benchmark_counters_tabular=true
 // Figures: bench/RESULTS.md.
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 #include "../sim/engine.hpp"
@@ -20,6 +30,29 @@
 #include "../sim/synthetic.hpp"
 #include "sparsp/sim.hpp"
 #include "sparsp/topology.hpp"
+
+// Heap accounting for the memory counters: every operator new / delete of this process counts
+// (bytes as malloc_usable_size reports them; single-threaded benchmarks).
+namespace heap {
+std::atomic<int64_t> live_bytes{0}, allocations{0};
+}  // namespace heap
+
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (!p) throw std::bad_alloc();
+  heap::live_bytes += static_cast<int64_t>(malloc_usable_size(p));
+  ++heap::allocations;
+  return p;
+}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // this operator new is malloc
+void operator delete(void* p) noexcept {
+  if (!p) return;
+  heap::live_bytes -= static_cast<int64_t>(malloc_usable_size(p));
+  std::free(p);
+}
+#pragma GCC diagnostic pop
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 
 namespace {
 
@@ -29,63 +62,103 @@ namespace syn = sparsp::sim::synthetic;
 const syn::Net& net_for(int gpus) {
   static const syn::Net n8 = syn::pcie_server(8);
   static const syn::Net n64 = syn::pcie_server(64);
-  return gpus == 8 ? n8 : n64;
+  static const syn::Net n1024 = syn::rail_cluster(128);
+  return gpus == 8 ? n8 : gpus == 64 ? n64 : n1024;
 }
 
 struct Loaded {
   FlowNetwork net;
-  std::vector<int> route_ids;
+  std::vector<int> route_ids;  // [src * hosts + dst], -1 where not registered
 };
 
-void load(const syn::Net& n, Loaded& l) {
+/// Registers the resources and the routes the flow set uses (every pair of a server; the used
+/// pairs of a rail cluster, whose routes are computed on demand).
+void load(const syn::Net& n, const std::vector<syn::FlowSpec>& specs, Loaded& l) {
   for (double c : n.capacity_Bps) l.net.add_resource(c);
-  l.route_ids.assign(n.routes.size(), -1);
-  for (size_t r = 0; r < n.routes.size(); ++r)
-    if (!n.routes[r].empty()) l.route_ids[r] = l.net.add_route(n.routes[r]);
+  l.route_ids.assign(static_cast<size_t>(n.hosts) * n.hosts, -1);
+  auto reg = [&](int a, int b) {
+    int& id = l.route_ids[static_cast<size_t>(a) * n.hosts + b];
+    if (id < 0) id = l.net.add_route(n.route(a, b));
+  };
+  if (n.gpus_per_node == 0) {
+    for (int a = 0; a < n.hosts; ++a)
+      for (int b = 0; b < n.hosts; ++b)
+        if (a != b) reg(a, b);
+  } else {
+    for (const auto& f : specs) reg(f.src, f.dst);
+  }
+}
+
+/// Completions timed: every flow's (all at once) or 20 N, at least 20,000 (streaming) on the
+/// servers; on the 1,024-GPU cluster 1,000 (all at once) and 2,000 (streaming).
+int64_t timed_completions(int gpus, int flows, bool streaming) {
+  if (gpus >= 1024) return streaming ? 2000 : 1000;
+  return streaming ? std::max<int64_t>(20000, 20LL * flows) : flows;
 }
 
 void BM_AllAtOnce(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const int flows = static_cast<int>(state.range(1));
   const syn::Net& n = net_for(gpus);
+  const int64_t target = timed_completions(gpus, flows, false);
   const auto specs = syn::random_flows(n, flows, 42, 1e6, 64e6, 0);
   int64_t completions = 0;
   std::vector<FlowNetwork::Completion> done;
+  double per_gpu = 0, per_flow = 0;
   for (auto _ : state) {
+    state.PauseTiming();
     Loaded l;
-    load(n, l);
+    const int64_t before = heap::live_bytes;
+    load(n, specs, l);
+    const int64_t loaded = heap::live_bytes;
+    state.ResumeTiming();
     for (const auto& f : specs)
       l.net.start_flow(l.route_ids[static_cast<size_t>(f.src) * n.hosts + f.dst], f.bytes, 0, 0);
-    while (true) {
+    // Network and routes per GPU; flows (with their classes and solver variables) per flow.
+    per_gpu = static_cast<double>(loaded - before) / gpus;
+    per_flow = static_cast<double>(heap::live_bytes - loaded) / flows;
+    for (int64_t here = 0; here < target;) {
       const double t = l.net.next_completion();
       if (t == sparsp::sim::lmm::kInf) break;
       done.clear();
       l.net.advance(t, done);
       completions += static_cast<int64_t>(done.size());
+      here += static_cast<int64_t>(done.size());
     }
+    state.PauseTiming();  // the network's destruction is not timed
+    l = Loaded{};
+    state.ResumeTiming();
   }
   state.counters["completions_per_s"] =
       benchmark::Counter(static_cast<double>(completions), benchmark::Counter::kIsRate);
+  state.counters["bytes_per_gpu"] = per_gpu;
+  state.counters["bytes_per_flow"] = per_flow;
 }
 
 void BM_Streaming(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const int flows = static_cast<int>(state.range(1));
-  const int64_t target = std::max<int64_t>(20000, 20LL * flows);
+  const int64_t target = timed_completions(gpus, flows, true);
   const syn::Net& n = net_for(gpus);
   const auto specs = syn::random_flows(n, static_cast<int>(flows + target), 7, 1e6, 64e6, 0);
   int64_t completions = 0;
   std::vector<FlowNetwork::Completion> done;
   for (auto _ : state) {
+    state.PauseTiming();
     Loaded l;
-    load(n, l);
+    load(n, specs, l);
+    state.ResumeTiming();
     size_t next = 0;
     for (; next < static_cast<size_t>(flows); ++next) {
       const auto& f = specs[next];
       l.net.start_flow(l.route_ids[static_cast<size_t>(f.src) * n.hosts + f.dst], f.bytes, 0, 0);
     }
-    int64_t here = 0;
+    int64_t here = 0, allocs_at_warm = -1, warm_here = 0;
     while (here < target) {
+      if (allocs_at_warm < 0 && here >= flows) {  // warm: every flow of the start has been replaced
+        allocs_at_warm = heap::allocations;
+        warm_here = here;
+      }
       const double t = l.net.next_completion();
       done.clear();
       l.net.advance(t, done);
@@ -96,10 +169,17 @@ void BM_Streaming(benchmark::State& state) {
       }
     }
     completions += here;
+    if (allocs_at_warm >= 0)
+      state.counters["allocs_per_completion"] =
+          static_cast<double>(heap::allocations - allocs_at_warm) /
+          static_cast<double>(std::max<int64_t>(1, here - warm_here));
     state.counters["rounds_per_event"] =
         static_cast<double>(l.net.system().rounds_) / static_cast<double>(here);
     state.counters["bfs_per_event"] =
         static_cast<double>(l.net.system().bfs_) / static_cast<double>(here);
+    state.PauseTiming();  // the network's destruction is not timed
+    l = Loaded{};
+    state.ResumeTiming();
   }
   state.counters["completions_per_s"] =
       benchmark::Counter(static_cast<double>(completions), benchmark::Counter::kIsRate);
@@ -208,18 +288,22 @@ void BM_ChromeTrace(benchmark::State& state) {
   }
   state.counters["trace_events"] = static_cast<double>(points);
   state.counters["trace_MB"] = static_cast<double>(bytes) / 1e6;
-  state.counters["events_per_s"] = benchmark::Counter(
-      static_cast<double>(points) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(points) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 }  // namespace
 
 BENCHMARK(BM_AllAtOnce)
     ->ArgsProduct({{8, 64}, {100, 1000, 10000}})
+    ->Args({1024, 10000})
+    ->Args({1024, 100000})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Streaming)
     ->ArgsProduct({{8, 64}, {100, 1000, 10000}})
+    ->Args({1024, 10000})
+    ->Args({1024, 100000})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Engine100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Simulate100)->Unit(benchmark::kMicrosecond);

@@ -6,12 +6,20 @@
 #include <cmath>
 
 namespace sparsp::sim::lmm {
+namespace {
+// Min-heap order of constraint levels for std::*_heap: lowest level, then component order.
+constexpr auto level_after = [](const auto& a, const auto& b) {
+  if (a.level != b.level) return a.level > b.level;
+  return a.pos > b.pos;
+};
+}  // namespace
 
 int System::add_constraint(double capacity_Bps) {
   assert(capacity_Bps > 0);
   cap_.push_back(capacity_Bps);
   st_.emplace_back();
   cmark_.push_back(0);
+  cpos_.push_back(-1);
   nactive_.push_back(0);
   wsum_.push_back(0);
   ccomp_.push_back(-1);
@@ -290,6 +298,33 @@ void System::solve() {
   size_t next_bounded = 0;
 
   // 3. Progressive filling.
+  if (work_cons_.size() > heap_min_)
+    fill_by_heap(next_bounded);
+  else
+    fill_by_scan(next_bounded);
+#ifndef NDEBUG
+  for (int v : comp_vars_) assert(fixed_[v] && "variable left unfixed");
+  for (int c : comp_cons_)
+    assert(st_[c].load <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
+#endif
+}
+
+// A round's bound step: when the lowest unfixed bound is <= level, every unfixed variable whose
+// bound is <= level takes its bound (true: the round is done). `next` walks bounded_.
+bool System::fix_bounds_up_to(double level, size_t& next) {
+  while (next < bounded_.size() && fixed_[bounded_[next]]) ++next;
+  if (next == bounded_.size() || bound_[bounded_[next]] > level) return false;
+  for (; next < bounded_.size(); ++next) {
+    const int v = bounded_[next];
+    if (fixed_[v]) continue;
+    if (bound_[v] > level) break;
+    fix(v, bound_[v]);
+  }
+  return true;
+}
+
+// Progressive filling, finding each round's level by a scan of the constraints (small components).
+void System::fill_by_scan(size_t next_bounded) {
   constexpr double kRelTol = 1e-12;
   while (!work_cons_.empty()) {
     // Drop constraints whose variables are all fixed; find the lowest saturation level.
@@ -317,17 +352,7 @@ void System::solve() {
     if (keep == 0) break;
     ++rounds_;
     const double level = best_r / best_u;
-    while (next_bounded < bounded_.size() && fixed_[bounded_[next_bounded]]) ++next_bounded;
-    if (next_bounded < bounded_.size() && bound_[bounded_[next_bounded]] <= level) {
-      // Every unfixed variable whose bound is <= level takes its bound.
-      for (; next_bounded < bounded_.size(); ++next_bounded) {
-        const int v = bounded_[next_bounded];
-        if (fixed_[v]) continue;
-        if (bound_[v] > level) break;
-        fix(v, bound_[v]);
-      }
-      continue;
-    }
+    if (fix_bounds_up_to(level, next_bounded)) continue;
     // Every unfixed variable on a constraint saturated at `level` is fixed at `level`.
     const double threshold = level * (1 + kRelTol);
     for (int c : work_cons_) {
@@ -339,10 +364,93 @@ void System::solve() {
         if (!fixed_[el[k].var]) fix(el[k].var, level);
     }
   }
-#ifndef NDEBUG
-  for (int v : comp_vars_) assert(fixed_[v] && "variable left unfixed");
-  for (int c : comp_cons_) assert(st_[c].load <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
-#endif
+}
+
+double System::level_of(int c) {
+  Work& w = st_[c];
+  if (w.usage <= 0) {  // rounding residue: recompute from the unfixed elements
+    double u = 0;
+    for (int k = 0; k < nactive_[c]; ++k)
+      if (!fixed_[elems_[c][k].var]) u += elems_[c][k].weight;
+    w.usage = u;
+  }
+  return std::max(w.remaining, 0.0) / w.usage;
+}
+
+// Progressive filling, finding each round's level from a min-heap of the constraints' levels
+// (large components). Fixing variables at the current level L only raises the level of the
+// constraints they use ((R - w L) / (U - w) >= R / U when R / U >= L), so each constraint keeps
+// one heap entry whose key is a lower bound of its level, re-keyed lazily when it reaches the
+// top: constraints that never bind (a non-blocking spine) stay deep in the heap. Each round: the
+// lowest level; bounds at or below it first (as the scan); else every constraint within the
+// tolerance of it, in component order, fixes its unfixed variables.
+void System::fill_by_heap(size_t next_bounded) {
+  constexpr double kRelTol = 1e-12;
+  heap_.clear();
+  for (size_t i = 0; i < work_cons_.size(); ++i) {
+    const int c = work_cons_[i];
+    cpos_[c] = static_cast<int>(i);
+    heap_.push_back(Level{level_of(c), static_cast<int>(i), c});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), level_after);
+  auto pop = [&] {
+    const Level e = heap_.front();
+    std::pop_heap(heap_.begin(), heap_.end(), level_after);
+    heap_.pop_back();
+    return e;
+  };
+  auto push = [&](int c) {
+    heap_.push_back(Level{level_of(c), cpos_[c], c});
+    std::push_heap(heap_.begin(), heap_.end(), level_after);
+  };
+  while (true) {
+    // The lowest current level: re-key entries that went stale until the top is current.
+    double level = kInf;
+    while (!heap_.empty()) {
+      const Level& top = heap_.front();
+      if (st_[top.c].unfixed == 0) {
+        pop();
+        continue;
+      }
+      const double cur = level_of(top.c);
+      if (cur <= top.level) {
+        level = cur;
+        break;
+      }
+      push(pop().c);
+    }
+    if (heap_.empty()) break;
+    ++rounds_;
+    if (fix_bounds_up_to(level, next_bounded)) continue;
+    const double threshold = level * (1 + kRelTol);
+    saturated_.clear();
+    while (!heap_.empty() && heap_.front().level <= threshold) {
+      const Level e = pop();
+      if (st_[e.c].unfixed == 0) continue;
+      if (level_of(e.c) <= threshold)
+        saturated_.push_back(e.c);
+      else
+        push(e.c);
+    }
+    std::sort(saturated_.begin(), saturated_.end(),
+              [&](int x, int y) { return cpos_[x] < cpos_[y]; });
+    bool any = false;
+    for (size_t i = 0; i < saturated_.size(); ++i) {
+      const int c = saturated_[i];
+      const Work& w = st_[c];
+      if (w.unfixed == 0) continue;
+      // As the scan: skip one that the fixes before it moved off the level (rounding), unless
+      // nothing was fixed yet and it is the last candidate (progress is guaranteed).
+      if (std::max(w.remaining, 0.0) > threshold * w.usage && (any || i + 1 < saturated_.size())) {
+        push(c);
+        continue;
+      }
+      any = true;
+      const auto& el = elems_[c];
+      for (int k = 0; k < nactive_[c]; ++k)
+        if (!fixed_[el[k].var]) fix(el[k].var, level);
+    }
+  }
 }
 
 }  // namespace sparsp::sim::lmm

@@ -25,6 +25,16 @@
 // Variables on no constraint take their bound (or +inf). Cost per round: O(C') + O(elements
 // fixed); at most one round per distinct bottleneck level.
 //
+// Large components (more than kHeapConstraints constraints with unfixed variables, e.g. a
+// 1,024-GPU cluster, where every NIC saturates at its own level and a solve takes thousands of
+// rounds) find L* from a min-heap of the levels R_c / U_c instead of a scan of every constraint
+// per round (keys re-computed lazily: fixing at level L only raises other levels), about
+// O(elements + rounds log C') per solve instead of O(rounds x C'). Same rounds and same
+// fixing order (saturated constraints in component order), so the same allocation; the level is
+// taken as R_c / U_c of the heap's minimum rather than the scan's first minimum by
+// cross-multiplication, which can differ in the last bit when two levels tie (components below
+// the threshold, every server preset, keep the scan and its results bit for bit).
+//
 // ## Selective update
 // The max-min problem splits into independent problems on the connected components of the
 // bipartite constraint-variable graph (edges: elements of the variables). After a change (a class's
@@ -55,6 +65,11 @@ struct Use {
 
 class System {
  public:
+  /// Components with more constraints than this to fill use the heap (see the top).
+  static constexpr size_t kHeapConstraints = 512;
+  /// Changes that threshold (tests: 0 forces the heap, SIZE_MAX the scan).
+  void set_heap_threshold(size_t constraints) { heap_min_ = constraints; }
+
   /// Adds a constraint `sum <= capacity_Bps`. REQUIRES: capacity_Bps > 0. Returns its index.
   int add_constraint(double capacity_Bps);
   /// Changes a capacity (e.g. SMs taken away from a GPU's compute); marks it for re-solving.
@@ -102,6 +117,10 @@ class System {
   void compact(int constraint);
   void swap_elems(int constraint, int p, int q);
   void merge_new_edges();
+  bool fix_bounds_up_to(double level, size_t& next_bounded);
+  void fill_by_scan(size_t next_bounded);
+  void fill_by_heap(size_t next_bounded);
+  double level_of(int constraint);  // max(R, 0) / U, U recomputed when rounding drove it to <= 0
 
   // constraints
   struct Work {  // per-constraint solve state, packed: fix() touches one cache line per use
@@ -117,9 +136,9 @@ class System {
   std::vector<std::vector<Elem>> elems_;  // elements: nactive_ active (m > 0) ones first, then
                                           // dormant (m = 0) ones
   // variables
-  std::vector<int> off_;                  // uses of v: [off_[v], off_[v+1])
+  std::vector<int> off_;  // uses of v: [off_[v], off_[v+1])
   std::vector<Use> use_;
-  std::vector<int> pos_;                  // position of the element in its constraint's elems_
+  std::vector<int> pos_;  // position of the element in its constraint's elems_
   std::vector<double> bound_, value_;
   std::vector<int64_t> m_;
   std::vector<uint8_t> fixed_;
@@ -127,16 +146,25 @@ class System {
 
   // cached connected components (constraints, variables), rebuilt when an edge appears/goes
   std::vector<std::vector<int>> comp_c_, comp_act_;  // constraints; active variables
-  std::vector<int> vpos_;                             // variable -> index in its comp_act_ list
-  std::vector<int> pending_new_;                      // variables with new edges, not merged yet
+  std::vector<int> vpos_;                            // variable -> index in its comp_act_ list
+  std::vector<int> pending_new_;                     // variables with new edges, not merged yet
   std::vector<uint32_t> comp_mark_;
   bool structure_changed_ = true;
 
-  std::vector<int> touched_;        // constraints touched since the last solve
-  std::vector<int> touched_vars_;   // variables dropped to m = 0 or without constraints
+  std::vector<int> touched_;       // constraints touched since the last solve
+  std::vector<int> touched_vars_;  // variables dropped to m = 0 or without constraints
   std::vector<int> comp_vars_, comp_cons_;
   std::vector<int> work_cons_, bounded_;
   uint32_t epoch_ = 0;
+  // heap filling (fill_by_heap): one entry per constraint (key: a lower bound of its level) and
+  // each constraint's position in work_cons_ (component order, the ties' order)
+  struct Level {
+    double level;
+    int pos, c;
+  };
+  std::vector<Level> heap_;
+  size_t heap_min_ = kHeapConstraints;
+  std::vector<int> cpos_, saturated_;
 
  public:
   int64_t rounds_ = 0;  ///< statistics: progressive-filling rounds so far

@@ -72,6 +72,60 @@ Net pcie_server(int gpus) {
   return n;
 }
 
+Net rail_cluster(int nodes) {
+  constexpr int kPerNode = 8;
+  constexpr double kNvl = 450e9, kPcie = 64e9, kNic = 50e9;
+  Net n;
+  n.hosts = nodes * kPerNode;
+  n.gpus_per_node = kPerNode;
+  auto add = [&](std::string name, double cap) {
+    n.capacity_Bps.push_back(cap);
+    n.names.push_back(std::move(name));
+  };
+  // Per GPU g, constraints rail_gpu_base + 4 g + {0 NVLink out, 1 NVLink in, 2 PCIe up,
+  // 3 PCIe down}; its NIC rail_nic_base + 2 g + {0 tx, 1 rx}; leaf k rail_leaf_base + 2 k +
+  // {0 up to the spine, 1 down from it}.
+  n.rail_gpu_base = 0;
+  for (int g = 0; g < n.hosts; ++g) {
+    const std::string s = "gpu" + std::to_string(g);
+    add(s + ".nvl_out", kNvl);
+    add(s + ".nvl_in", kNvl);
+    add(s + ".pcie_up", kPcie);
+    add(s + ".pcie_down", kPcie);
+  }
+  n.rail_nic_base = static_cast<int>(n.capacity_Bps.size());
+  for (int g = 0; g < n.hosts; ++g) {
+    add("nic" + std::to_string(g) + ".tx", kNic);
+    add("nic" + std::to_string(g) + ".rx", kNic);
+  }
+  n.rail_leaf_base = static_cast<int>(n.capacity_Bps.size());
+  for (int k = 0; k < kPerNode; ++k) {
+    add("leaf" + std::to_string(k) + ".up", nodes * kNic);
+    add("leaf" + std::to_string(k) + ".down", nodes * kNic);
+  }
+  return n;
+}
+
+std::vector<lmm::Use> Net::route(int src, int dst) const {
+  if (gpus_per_node == 0) return routes[static_cast<size_t>(src) * hosts + dst];
+  std::vector<lmm::Use> u;
+  const int rs = src % gpus_per_node, rd = dst % gpus_per_node;
+  if (src / gpus_per_node == dst / gpus_per_node) {
+    u = {{rail_gpu_base + 4 * src, 1}, {rail_gpu_base + 4 * dst + 1, 1}};
+  } else {
+    u = {{rail_gpu_base + 4 * src + 2, 1},
+         {rail_gpu_base + 4 * dst + 3, 1},
+         {rail_nic_base + 2 * src, 1},
+         {rail_nic_base + 2 * dst + 1, 1}};
+    if (rs != rd) {
+      u.push_back({rail_leaf_base + 2 * rs, 1});
+      u.push_back({rail_leaf_base + 2 * rd + 1, 1});
+    }
+  }
+  std::sort(u.begin(), u.end(), [](auto& x, auto& y) { return x.constraint < y.constraint; });
+  return u;
+}
+
 Net random_split_duplex(uint64_t seed, int hosts, int links) {
   Net n;
   n.hosts = hosts;

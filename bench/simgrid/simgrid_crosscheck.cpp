@@ -17,15 +17,16 @@
 //
 // Usage: simgrid_crosscheck [--cases N]   cross-check, exit 1 if any relative error > 1e-6
 //        simgrid_crosscheck --bench       completions/s of SimGrid and sparsp on the benchmark
-//                                         flow sets (bench/bench_engine.cpp), as a table
+//                                         flow sets (bench/bench_engine.cpp), as a table;
+//                                         --gpus G: only the rows of that network
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <simgrid/s4u.hpp>
 #include <string>
@@ -61,9 +62,28 @@ struct RunResult {
 
 // ---- SimGrid side ------------------------------------------------------------------------------
 
-void build_platform(const syn::Net& net, std::vector<sg4::Host*>& hosts) {
+/// The ordered host pairs a flow set uses (all pairs for networks that store their routes; only
+/// the used ones for a rail cluster, whose 1,024^2 routes would not fit a full zone's table).
+std::vector<std::pair<int, int>> used_pairs(const syn::Net& net,
+                                            const std::vector<syn::FlowSpec>& flows) {
+  std::vector<std::pair<int, int>> pairs;
+  if (net.gpus_per_node == 0) {
+    for (int a = 0; a < net.hosts; ++a)
+      for (int b = 0; b < net.hosts; ++b)
+        if (a != b) pairs.emplace_back(a, b);
+    return pairs;
+  }
+  for (const auto& f : flows) pairs.emplace_back(f.src, f.dst);
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  return pairs;
+}
+
+void build_platform(const syn::Net& net, const std::vector<syn::FlowSpec>& flows,
+                    std::vector<sg4::Host*>& hosts) {
   auto* zone = sg4::create_full_zone("world");
-  for (int h = 0; h < net.hosts; ++h) hosts.push_back(zone->create_host("h" + std::to_string(h), 1e9));
+  for (int h = 0; h < net.hosts; ++h)
+    hosts.push_back(zone->create_host("h" + std::to_string(h), 1e9));
   std::vector<sg4::LinkInRoute> by_constraint;
   if (net.split_duplex_pairs) {
     for (size_t l = 0; l * 2 < net.capacity_Bps.size(); ++l) {
@@ -79,15 +99,12 @@ void build_platform(const syn::Net& net, std::vector<sg4::Host*>& hosts) {
       by_constraint.emplace_back(link);
     }
   }
-  for (int a = 0; a < net.hosts; ++a)
-    for (int b = 0; b < net.hosts; ++b) {
-      if (a == b) continue;
-      std::vector<sg4::LinkInRoute> links;
-      for (const auto& u : net.routes[static_cast<size_t>(a) * net.hosts + b])
-        links.push_back(by_constraint[u.constraint]);
-      zone->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, links,
-                      false);
-    }
+  for (const auto& [a, b] : used_pairs(net, flows)) {
+    std::vector<sg4::LinkInRoute> links;
+    for (const auto& u : net.route(a, b)) links.push_back(by_constraint[u.constraint]);
+    zone->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, links,
+                    false);
+  }
   zone->seal();
 }
 
@@ -109,7 +126,7 @@ RunResult simgrid_run(const syn::Net& net, const std::vector<syn::FlowSpec>& flo
   int argc = static_cast<int>(argv.size());
   sg4::Engine e(&argc, argv.data());
   std::vector<sg4::Host*> hosts;
-  build_platform(net, hosts);
+  build_platform(net, flows, hosts);
   RunResult r;
   r.finish.assign(flows.size(), -1);
   double t0 = 0;
@@ -131,7 +148,8 @@ RunResult simgrid_run(const syn::Net& net, const std::vector<syn::FlowSpec>& flo
       std::vector<sg4::CommPtr> comms;
       comms.reserve(flows.size());
       for (const auto& f : flows)
-        comms.push_back(sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
+        comms.push_back(
+            sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
       sg4::Comm::wait_all(comms);
       for (size_t i = 0; i < comms.size(); ++i) r.finish[i] = comms[i]->get_finish_time();
     });
@@ -145,7 +163,8 @@ RunResult simgrid_run(const syn::Net& net, const std::vector<syn::FlowSpec>& flo
       std::vector<sg4::CommPtr> comms;
       comms.reserve(flows.size());
       for (const auto& f : flows)
-        comms.push_back(sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
+        comms.push_back(
+            sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
       int64_t done = 0;
       while (done < target) {
         const auto k = static_cast<size_t>(sg4::Comm::wait_any(comms));
@@ -165,7 +184,8 @@ RunResult simgrid_run(const syn::Net& net, const std::vector<syn::FlowSpec>& flo
       size_t next = 0;
       for (; next < static_cast<size_t>(concurrent); ++next) {
         const auto& f = flows[next];
-        comms.push_back(sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
+        comms.push_back(
+            sg4::Comm::sendto_async(hosts[f.src], hosts[f.dst], static_cast<uint64_t>(f.bytes)));
       }
       int64_t done = 0;
       while (done < target) {
@@ -254,7 +274,7 @@ RunResult sparsp_engine(const syn::Net& net, const std::vector<syn::FlowSpec>& f
   p.capacity_Bps = net.capacity_Bps;
   for (const auto& f : flows) {
     sparsp::sim::Task t;
-    t.legs.push_back({net.routes[static_cast<size_t>(f.src) * net.hosts + f.dst], 0.0});
+    t.legs.push_back({net.route(f.src, f.dst), 0.0});
     t.bytes = f.bytes;
     t.release_s = f.start_s;
     p.tasks.push_back(std::move(t));
@@ -270,13 +290,14 @@ RunResult sparsp_engine(const syn::Net& net, const std::vector<syn::FlowSpec>& f
 
 struct Loaded {
   FlowNetwork net;
-  std::vector<int> route_ids;
+  std::vector<int> route_ids;  // [src * hosts + dst]
 };
-void load(const syn::Net& n, Loaded& l) {
+/// Registers the routes of the pairs the flow set uses (before timing starts).
+void load(const syn::Net& n, const std::vector<syn::FlowSpec>& flows, Loaded& l) {
   for (double c : n.capacity_Bps) l.net.add_resource(c);
-  l.route_ids.assign(n.routes.size(), -1);
-  for (size_t r = 0; r < n.routes.size(); ++r)
-    if (!n.routes[r].empty()) l.route_ids[r] = l.net.add_route(n.routes[r]);
+  l.route_ids.assign(static_cast<size_t>(n.hosts) * n.hosts, -1);
+  for (const auto& [a, b] : used_pairs(n, flows))
+    l.route_ids[static_cast<size_t>(a) * n.hosts + b] = l.net.add_route(n.route(a, b));
 }
 
 /// Same modes as simgrid_run 1 and 2, on the FlowNetwork (what bench_engine measures).
@@ -284,7 +305,7 @@ RunResult sparsp_network(const syn::Net& n, const std::vector<syn::FlowSpec>& fl
                          int concurrent, int64_t target) {
   RunResult r;
   Loaded l;
-  load(n, l);
+  load(n, flows, l);
   std::vector<FlowNetwork::Completion> done;
   auto start = [&](size_t i) {
     const auto& f = flows[i % flows.size()];
@@ -348,60 +369,95 @@ int crosscheck(int cases) {
     sg_wall += sg.wall_s;
     sp_wall += sp.wall_s;
     flows_all += nflows;
-    std::printf("case %2d: %2d hosts %2d split-duplex links %3d flows (staggered)  max rel err %.2e"
-                "  (flow %zu: sparsp %.9f s, SimGrid %.9f s)\n",
-                c, hosts, links, nflows, err, w, sp.finish[w], sg.finish[w]);
+    std::printf(
+        "case %2d: %2d hosts %2d split-duplex links %3d flows (staggered)  max rel err %.2e"
+        "  (flow %zu: sparsp %.9f s, SimGrid %.9f s)\n",
+        c, hosts, links, nflows, err, w, sp.finish[w], sg.finish[w]);
     if (!(err <= kTol)) ++failures;
   }
-  // The server networks of the benchmark, all flows at once (100 and 1000 flows, 8 and 64 GPUs).
+  // All flows at once on a benchmark network, against SimGrid.
+  auto all_at_once = [&](const syn::Net& net, int n, const char* label) {
+    const auto flows = syn::random_flows(net, n, 42, 1e6, 64e6, 0);
+    const auto all = static_cast<int64_t>(flows.size());
+    const RunResult sg = in_child([&] { return simgrid_run(net, flows, 1, 0, all); });
+    const RunResult sp = sparsp_network(net, flows, 1, 0, all);
+    size_t w = 0;
+    const double err = max_rel_error(sp.finish, sg.finish, &w);
+    worst_all = std::max(worst_all, err);
+    std::printf("%s %4d flows (all at once)  max rel err %.2e\n", label, n, err);
+    if (!(err <= kTol)) ++failures;
+  };
+  // The server networks of the benchmark (100 and 1000 flows, 8 and 64 GPUs).
   for (int gpus : {8, 64})
-    for (int n : {100, 1000}) {
-      const syn::Net net = syn::pcie_server(gpus);
-      const auto flows = syn::random_flows(net, n, 42, 1e6, 64e6, 0);
-      const auto all = static_cast<int64_t>(flows.size());
-      const RunResult sg = in_child([&] { return simgrid_run(net, flows, 1, 0, all); });
-      const RunResult sp = sparsp_network(net, flows, 1, 0, all);
-      size_t w = 0;
-      const double err = max_rel_error(sp.finish, sg.finish, &w);
-      worst_all = std::max(worst_all, err);
-      std::printf("server %2d GPUs %4d flows (all at once)  max rel err %.2e\n", gpus, n, err);
-      if (!(err <= kTol)) ++failures;
-    }
-  std::printf("cross-check: worst relative error %.3e over %d random cases (%lld flows) and 4 "
-              "server flow sets; tolerance %.0e; %s\n",
-              worst_all, cases, static_cast<long long>(flows_all), kTol,
-              failures ? "FAILED" : "passed");
+    for (int n : {100, 1000})
+      all_at_once(syn::pcie_server(gpus), n, gpus == 8 ? "server  8 GPUs" : "server 64 GPUs");
+  // The 1,024-GPU rail cluster, 1,000 flows: thousands of constraints in one component, so
+  // sparsp fills it by the heap (lmm.hpp).
+  all_at_once(syn::rail_cluster(128), 1000, "cluster 1024 GPUs");
+  std::printf(
+      "cross-check: worst relative error %.3e over %d random cases (%lld flows), 4 server flow "
+      "sets and 1 cluster flow set; tolerance %.0e; %s\n",
+      worst_all, cases, static_cast<long long>(flows_all), kTol, failures ? "FAILED" : "passed");
   std::printf("random cases wall time: SimGrid %.3f s, sparsp engine %.3f s (%.0fx)\n", sg_wall,
               sp_wall, sg_wall / std::max(sp_wall, 1e-9));
   return failures ? 1 : 0;
 }
 
-int bench() {
-  std::printf("| GPUs | concurrent flows | mode | completions timed (SimGrid / sparsp) | SimGrid completions/s "
-              "| sparsp completions/s | ratio |\n");
-  std::printf("|---:|---:|---|---:|---:|---:|---:|\n");
-  for (int mode : {1, 2})
+/// One row of the benchmark: which network, how many flows in flight, and how many completions
+/// each simulator is timed over (that count only bounds the run time; SimGrid gets fewer where
+/// it is slow).
+struct BenchRow {
+  int gpus;
+  int flows;
+  int mode;  // 1: all at once, 2: streaming
+  int64_t sp_target, sg_target;
+};
+
+std::vector<BenchRow> bench_rows() {
+  std::vector<BenchRow> rows;
+  for (int mode : {1, 2}) {
     for (int gpus : {8, 64})
       for (int n : {100, 1000, 10000}) {
-        const syn::Net net = syn::pcie_server(gpus);
-        // Same seeds and sizes as bench/bench_engine.cpp. The count of timed completions only
-        // bounds the run time; SimGrid gets fewer where it is slow. All at once: the first
-        // completions of the flow set (the first 100 for both when N = 10000, else all N);
-        // streaming: N in flight throughout.
-        const int64_t sp_target = mode == 1 ? (n >= 10000 ? 100 : n) : std::max<int64_t>(20000, 20LL * n);
-        const int64_t sg_target = mode == 1 ? sp_target : (n >= 10000 ? 100 : (n >= 1000 ? 1000 : 10000));
-        const auto flows =
-            mode == 1 ? syn::random_flows(net, n, 42, 1e6, 64e6, 0)
-                      : syn::random_flows(net, static_cast<int>(n + sp_target), 7, 1e6, 64e6, 0);
-        const RunResult sg = in_child([&] { return simgrid_run(net, flows, mode, n, sg_target); });
-        const RunResult sp = sparsp_network(net, flows, mode, n, sp_target);
-        const double sg_rate = static_cast<double>(sg.completions) / sg.wall_s;
-        const double sp_rate = static_cast<double>(sp.completions) / sp.wall_s;
-        std::printf("| %d | %d | %s | %lld / %lld | %.4g | %.4g | %.0fx |\n", gpus, n,
-                    mode == 1 ? "all at once" : "streaming", static_cast<long long>(sg.completions),
-                    static_cast<long long>(sp.completions), sg_rate, sp_rate, sp_rate / sg_rate);
-        std::fflush(stdout);
+        // Same seeds and sizes as bench/bench_engine.cpp. All at once: the first completions of
+        // the flow set (the first 100 for both when N = 10000, else all N); streaming: N in
+        // flight throughout.
+        const int64_t sp = mode == 1 ? (n >= 10000 ? 100 : n) : std::max<int64_t>(20000, 20LL * n);
+        const int64_t sg = mode == 1 ? sp : (n >= 10000 ? 100 : (n >= 1000 ? 1000 : 10000));
+        rows.push_back({gpus, n, mode, sp, sg});
       }
+    // The 1,024-GPU rail cluster (syn::rail_cluster(128)): 10k and 100k flows in flight. All at
+    // once: both timed over the same first completions (starting every flow included).
+    rows.push_back({1024, 10000, mode, mode == 1 ? 100 : 20000, mode == 1 ? 100 : 100});
+    rows.push_back({1024, 100000, mode, mode == 1 ? 20 : 2000, 20});
+  }
+  return rows;
+}
+
+int bench(int only_gpus) {
+  std::printf(
+      "| GPUs | concurrent flows | mode | completions timed (SimGrid / sparsp) | SimGrid "
+      "completions/s "
+      "| sparsp completions/s | ratio |\n");
+  std::printf("|---:|---:|---|---:|---:|---:|---:|\n");
+  const syn::Net n8 = syn::pcie_server(8), n64 = syn::pcie_server(64),
+                 n1024 = syn::rail_cluster(128);
+  for (const BenchRow& row : bench_rows()) {
+    if (only_gpus > 0 && row.gpus != only_gpus) continue;
+    const syn::Net& net = row.gpus == 8 ? n8 : row.gpus == 64 ? n64 : n1024;
+    const int n = row.flows;
+    const auto flows = row.mode == 1 ? syn::random_flows(net, n, 42, 1e6, 64e6, 0)
+                                     : syn::random_flows(net, static_cast<int>(n + row.sp_target),
+                                                         7, 1e6, 64e6, 0);
+    const RunResult sg =
+        in_child([&] { return simgrid_run(net, flows, row.mode, n, row.sg_target); });
+    const RunResult sp = sparsp_network(net, flows, row.mode, n, row.sp_target);
+    const double sg_rate = static_cast<double>(sg.completions) / sg.wall_s;
+    const double sp_rate = static_cast<double>(sp.completions) / sp.wall_s;
+    std::printf("| %d | %d | %s | %lld / %lld | %.4g | %.4g | %.0fx |\n", row.gpus, n,
+                row.mode == 1 ? "all at once" : "streaming", static_cast<long long>(sg.completions),
+                static_cast<long long>(sp.completions), sg_rate, sp_rate, sp_rate / sg_rate);
+    std::fflush(stdout);
+  }
   return 0;
 }
 
@@ -410,15 +466,18 @@ int bench() {
 int main(int argc, char** argv) {
   int cases = 12;
   bool do_bench = false;
+  int only_gpus = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cases") && i + 1 < argc) {
       cases = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--bench")) {
       do_bench = true;
+    } else if (!std::strcmp(argv[i], "--gpus") && i + 1 < argc) {
+      only_gpus = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: simgrid_crosscheck [--cases N] [--bench]\n");
+      std::fprintf(stderr, "usage: simgrid_crosscheck [--cases N] [--bench [--gpus 8|64|1024]]\n");
       return 2;
     }
   }
-  return do_bench ? bench() : crosscheck(cases);
+  return do_bench ? bench(only_gpus) : crosscheck(cases);
 }

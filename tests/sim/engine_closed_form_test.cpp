@@ -438,3 +438,43 @@ TEST_CASE("engine: release times and zero-byte transfers") {
   CHECK(o.tasks[1].end_s == doctest::Approx(1e-6));
   CHECK(o.tasks[2].end_s == doctest::Approx(3e-6));
 }
+
+TEST_CASE("lmm: a large component fills by the heap with the scan's allocation") {
+  // 600 links L_i of capacity (i + 1) GB/s, all joined by one spine S of 1e15 B/s (never binds),
+  // so one component of 601 constraints: above kHeapConstraints (512), filled by the heap.
+  // On L_i: class A_i of m_i = (i mod 3) + 1 flows; on every fifth link also one flow of class
+  // B_i capped at 0.25 GB/s. Closed form: B_i's fair share (i + 1) / (m_i + 1) >= 1 / 2 > 0.25,
+  // so B_i takes its cap and A_i = (i + 1 - 0.25 [if B_i]) / m_i GB/s per flow, e.g.
+  // L_0: (1 - 0.25) / 1 = 0.75; L_4: (5 - 0) / 2 = 2.5; L_5: (6 - 0.25) / 3 = 1.9167.
+  constexpr int kLinks = 600;
+  constexpr double G = 1e9;
+  for (size_t heap_min : {lmm::System::kHeapConstraints, static_cast<size_t>(-1)}) {
+    CAPTURE(heap_min);
+    lmm::System s;
+    s.set_heap_threshold(heap_min);
+    std::vector<int> link(kLinks), a(kLinks), b(kLinks, -1);
+    const int spine = s.add_constraint(1e15);
+    for (int i = 0; i < kLinks; ++i) link[i] = s.add_constraint((i + 1) * G);
+    for (int i = 0; i < kLinks; ++i) {
+      const std::vector<lmm::Use> u{{spine, 1}, {link[i], 1}};
+      a[i] = s.add_variable(u);
+      s.set_multiplicity(a[i], i % 3 + 1);
+      if (i % 5 == 0) {
+        b[i] = s.add_variable(u, 0.25 * G);
+        s.set_multiplicity(b[i], 1);
+      }
+    }
+    s.solve();
+    for (int i = 0; i < kLinks; ++i) {
+      const double rest = (i + 1) * G - (b[i] >= 0 ? 0.25 * G : 0.0);
+      CHECK(s.value(a[i]) == doctest::Approx(rest / (i % 3 + 1)).epsilon(1e-12));
+      if (b[i] >= 0) CHECK(s.value(b[i]) == doctest::Approx(0.25 * G).epsilon(1e-12));
+      CHECK(s.load(link[i]) == doctest::Approx((i + 1) * G).epsilon(1e-12));
+    }
+    // Half the flows leave link 4 (A_4: 2 -> 1 flow): it alone re-solves to 5 GB/s.
+    s.set_multiplicity(a[4], 1);
+    s.solve();
+    CHECK(s.value(a[4]) == doctest::Approx(5 * G).epsilon(1e-12));
+    CHECK(s.value(a[5]) == doctest::Approx((6 - 0.25) * G / 3).epsilon(1e-12));
+  }
+}
