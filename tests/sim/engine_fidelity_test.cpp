@@ -195,21 +195,28 @@ Table& table() {
 
 // Tolerances: 30% (35% for host-staged copies) where the model has every element the measurement
 // exercises. Known gaps get wide, stated tolerances so that the table in
-// tests/data/sim/fidelity.json stays honest and a regression still fails:
-//  - kSerialStaging (100%, 110%): the 2080 Ti case's staged copies run at ~half of H2D/D2H and
-//    bidirectional staged copies (both cases) barely beat one direction: the driver's staging
-//    path is serialized there; the model pipelines chunks through 2 staging buffers per copy.
+// tests/data/sim/fidelity.json stays honest and a regression still fails.
+//  - (was kSerialStaging, 100% and 110%: the 2080 Ti case's staged copies at ~half of H2D/D2H and
+//    bidirectional staged copies barely beating one direction. Since issue 17's host reads under
+//    writes (sim/README.md) a copy-engine read of host memory gets 0.49 of a Gen <= 4 link that
+//    also carries a write to the host: the 2080 Ti's staged copies read and write through one
+//    switch uplink, and a bidirectional staged copy reads and writes on both GPUs' links. Both
+//    cases' staged rows are now within kTolStaged, the driver path's within kDriver or
+//    kDriverBidir.)
 //  - (was kAggregate, 130%, for the all-to-all aggregates: since issue 17 the default engine's
 //    shared copy engines and peer-concurrency limit bring them within kTol.)
 // Driver staging (staging "driver", issue 17): P2P=Disabled rows asserted for the driver path.
-//  - kDriver (15%): unidirectional, H100 SXM and RTX 4090 (the per-chunk overhead is fitted to
-//    their means);
-//  - kDriverBidir (90%), kDriverSerial (110%): bidirectional rows and the 2080 Ti case, where
-//    the driver serializes more than the model does (sim/README.md "Driver staging").
-constexpr double kDriver = 0.15, kDriverBidir = 0.9, kDriverSerial = 1.1;
+//  - kDriver (15%): unidirectional (H100 SXM, RTX 4090, RTX 2080 Ti) and the 2080 Ti's
+//    bidirectional rows (the per-chunk overhead is fitted to the H100 and 4090 unidirectional
+//    means; the read fraction 0.49 comes from a published A100 measurement, not these rows);
+//  - kDriverBidir (25%): the RTX 4090's three bidirectional rows, -20%, -18% (two SYS pairs) and
+//    +16% (the PHB pair). The model gives every pair the same 24.4 GB/s; the machine gives the
+//    PHB pair 21.1 and the SYS pairs 30: a per-host-bridge effect the case does not describe
+//    (sim/README.md "Host reads under writes").
+constexpr double kDriver = 0.15, kDriverBidir = 0.25;
 constexpr size_t kRows = 394;
 
-constexpr double kTol = 0.30, kTolStaged = 0.35, kSerialStaging = 1.0, kSerialStagingBidir = 1.1;
+constexpr double kTol = 0.30, kTolStaged = 0.35;
 
 void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged
   const std::string c = "2x-gen3-switch-no-p2p";
@@ -217,15 +224,15 @@ void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-sta
   const json m = measured(c);
   auto& tab = table();
   const auto staged = topology::RouteMode::host_staged;
-  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kSerialStaging,
+  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
-  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStaging,
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
   tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
-             m["p2p_disabled_unidirectional_GBps"], kDriverSerial,
+             m["p2p_disabled_unidirectional_GBps"], kDriver,
              [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
   tab.matrix(c, "p2p_disabled_bidirectional (staging driver)", m["p2p_disabled_bidirectional_GBps"],
-             kDriverSerial, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
+             kDriver, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
   tab.add(c, "h2d (bandwidthTest)", m["h2d_GBps"].get<double>(), host_test_GBps(t, 0, true), kTol);
   tab.add(c, "d2h (bandwidthTest)", m["d2h_GBps"].get<double>(), host_test_GBps(t, 0, false), kTol);
 }
@@ -245,7 +252,7 @@ void fidelity_case_2() {  // fidelity: 6x RTX 4090, PHB/SYS, host-staged (import
   const auto staged = topology::RouteMode::host_staged;
   tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
-  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStagingBidir,
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
   tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
              m["p2p_disabled_unidirectional_GBps"], kDriver,
