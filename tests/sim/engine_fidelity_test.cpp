@@ -18,10 +18,11 @@
 // Set SPARSP_FIDELITY_OUT=<file> to write the table (tests/data/sim/fidelity.json is that output).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -415,4 +416,55 @@ TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
                  .dump(1)
       << "\n";
   }
+}
+
+// Public many-flow measurements outside shared/ (issue 17; topology/VALIDATION.md "Many flows
+// outside shared/"): the ASUS ESC8000A-E13P write-up (tests/data/sim/published/
+// 8x-rtxpro6000-turin-2chip-4vs: topology from what the source states, measured.json its
+// p2pmark figures), each row as `sim run` of its copy set, pulled 64 MB reads as p2pmark issues
+// them. Bar: median |error| <= 10%, max <= 20%. Not met (median 28%, max 266%): the 8-GPU rows
+// that cross sockets are over-predicted up to 3.7x. Reported: each row is held to a band around
+// today's prediction (a regression guard, not validation); the 4-GPU row and the neighbour
+// probes (+1, +7), which stay inside one socket or one switch pair, are asserted within 15%.
+TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, reported)") {
+  const std::string dir =
+      std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/8x-rtxpro6000-turin-2chip-4vs/";
+  auto tr = topology::Topology::from_json_file(dir + "topology.json");
+  REQUIRE_MESSAGE(tr.ok(), (tr.ok() ? "" : tr.error().message));
+  const auto& t = *tr;
+  const json m = json::parse(slurp(dir + "measured.json"));
+  const std::vector<int> g4{0, 1, 2, 3}, g8{0, 1, 2, 3, 4, 5, 6, 7};
+  struct Row {
+    std::string name;
+    double measured, predicted;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"4-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus4_numa0"].get<double>(),
+                  copy_set_GBps(t, all_pairs(g4, g4), 64e6, sim::Driver::dst)});
+  rows.push_back({"8-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus8"].get<double>(),
+                  copy_set_GBps(t, all_pairs(g8, g8), 64e6, sim::Driver::dst)});
+  for (int k = 1; k <= 7; ++k) {
+    std::vector<std::pair<int, int>> flows;  // GPU i reads from GPU (i + k) mod 8
+    for (int i = 0; i < 8; ++i) flows.emplace_back((i + k) % 8, i);
+    rows.push_back({"probe +" + std::to_string(k),
+                    m["p2pmark_probe_total_GBps"][std::to_string(k)].get<double>(),
+                    copy_set_GBps(t, flows, 64e6, sim::Driver::dst)});
+  }
+  std::vector<double> errs;
+  for (const Row& r : rows) {
+    const double e = (r.predicted - r.measured) / r.measured;
+    errs.push_back(std::abs(e));
+    MESSAGE(r.name << ": measured " << r.measured << " predicted " << r.predicted << " error "
+                   << e);
+    const bool checked =
+        r.name == "4-GPU all-to-all" || r.name == "probe +1" || r.name == "probe +7";
+    if (checked) CHECK(std::abs(e) <= 0.15);
+    CHECK(std::abs(e) <= 3.0);  // regression guard on the reported rows (worst today +266%)
+  }
+  std::sort(errs.begin(), errs.end());
+  const double median = 0.5 * (errs[(errs.size() - 1) / 2] + errs[errs.size() / 2]);
+  MESSAGE("ESC8000A-E13P many-flow rows: median |error| " << median << ", max " << errs.back()
+                                                          << " (bar: 0.10 / 0.20, not met)");
+  // 9 rows: median = the 5th smallest |error| (probe +2 or +6, ~28%).
+  CHECK(median > 0.10);  // flips when the cross-socket limit is modelled: then assert the bar
 }
