@@ -100,6 +100,7 @@ class Sim {
   void set_compute_capacity(int g);
   void release_ce(int gpu, int ce);
   void count_peers(int task, int sign);
+  void count_switches(int task, int sign);
   void push(double t, int task, int stage) { events_.push(Event{t, seq_++, task, stage}); }
   void run_kernel(int task);
 
@@ -127,6 +128,7 @@ class Sim {
   std::vector<int> ce_active_;  // per GPU per CE (shared mode): copies drawn on it
   std::vector<int> ce_active_base_;      // per GPU: offset into ce_active_
   std::vector<int> peer_in_, peer_out_;  // per GPU: copies received / sent (peer model)
+  std::vector<int> switch_on_;           // per switched resource: running tasks switching it on
   uint64_t ready_seq_ = 0;
   int done_ = 0;
 };
@@ -226,6 +228,7 @@ void Sim::start(int task, int pred) {
   take_sms(task, +1);
   count_ce(task, +1);
   count_peers(task, +1);
+  count_switches(task, +1);
   Pipe& pp = pipes_[task];
   const bool staged = k.legs.size() == 2;
   double chunk = k.chunk_bytes;
@@ -283,6 +286,16 @@ void Sim::count_peers(int task, int sign) {
   }
 }
 
+void Sim::count_switches(int task, int sign) {
+  for (int s : p_.tasks[task].switches) {
+    const bool was_on = switch_on_[s] > 0;
+    switch_on_[s] += sign;
+    const bool on = switch_on_[s] > 0;
+    if (on != was_on)
+      net_.set_capacity(p_.switched[s].resource, on ? p_.switched[s].on_Bps : kUnbounded_Bps);
+  }
+}
+
 void Sim::release_ce(int g, int ce) {
   auto& busy = ce_busy_[g];
   const int freed_by = busy[ce];
@@ -325,6 +338,7 @@ void Sim::finish(int task) {
     take_sms(task, -1);
     count_ce(task, -1);
     count_peers(task, -1);
+    count_switches(task, -1);
     if (k.ce_gpu >= 0 && o.copy_engine >= 0) {
       if (k.ce_shared)
         --ce_active_[ce_active_base_[k.ce_gpu] + o.copy_engine];
@@ -371,6 +385,8 @@ Outcome Sim::run() {
   peer_out_.assign(ngpu, 0);
   for (int g = 0; g < ngpu; ++g)
     if (p_.gpus[g].peer_resource >= 0) net_.set_capacity(p_.gpus[g].peer_resource, kUnbounded_Bps);
+  switch_on_.assign(p_.switched.size(), 0);
+  for (const SwitchedResource& s : p_.switched) net_.set_capacity(s.resource, kUnbounded_Bps);
   pipes_.assign(n, Pipe{});
   ready_s_.assign(n, 0);
   leg_route_.assign(static_cast<size_t>(n) * 2, -1);

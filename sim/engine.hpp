@@ -37,6 +37,9 @@
 // copies it sends (n_out) and receives (n_in) from start to end; the GPU's peer resource has
 // capacity peer_bidir_Bps / (1 + peer_cost * (m - 1)) with m = min(n_in, n_out) >= 2, and is
 // unbounded while m <= 1 (derivation and source: sim/README.md, "Many concurrent flows").
+// Switched resources (Problem::switched): a resource whose capacity is on_Bps while at least one
+// running task lists it in Task::switches (from start to end) and unbounded otherwise (host reads
+// under writes, sim/host_reads.hpp).
 // Streams are FIFO: a task starts after its stream predecessor ends.
 // SM-driven transfers take comm_sms SMs on each GPU in sm_gpus from start to end.
 #include <cstdint>
@@ -71,6 +74,7 @@ struct Task {
   int peer_gpus[2] = {-1, -1};  ///< (sender, receiver) counted for peer concurrency; -1 none
   bool pcie_peer = false;       ///< compile-time note: a direct GPU-to-GPU route over PCIe
   bool ce_shared = false;       ///< shares the copy engines (true) or holds one, FIFO (false)
+  std::vector<int> switches;    ///< Problem::switched indices it turns on while it runs
   // compute
   int gpu = -1;
   double work_s = 0;
@@ -95,8 +99,15 @@ struct GpuModel {
   double peer_cost = 0;       ///< capacity divisor growth per concurrent peer pair beyond one
 };
 
+/// A resource with capacity on_Bps while a task listing it in Task::switches runs, else unbounded.
+struct SwitchedResource {
+  int resource = -1;  ///< index in Problem::capacity_Bps
+  double on_Bps = 0;  ///< capacity while switched on
+};
+
 struct Problem {
   std::vector<double> capacity_Bps;  ///< one per resource
+  std::vector<SwitchedResource> switched;
   std::vector<GpuModel> gpus;
   std::vector<Task> tasks;
 };

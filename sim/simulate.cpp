@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "host_reads.hpp"
 #include "sparsp/sim.hpp"
 
 namespace sparsp::sim {
@@ -48,11 +49,15 @@ std::string fmt_g(double x) {
 // nt..nt+nc-1 (the Workload's order).
 struct Compile {
   Compile(const topology::Topology& t, const Workload& w, const SimOptions& o)
-      : topo(t), work(w), options(o) {}
+      : topo(t),
+        work(w),
+        options(o),
+        host_reads(t, o.host_read_under_write, o.host_read_under_write_max_gen) {}
 
   const topology::Topology& topo;
   const Workload& work;
   const SimOptions& options;
+  HostReadRule host_reads;  // copy-engine reads of host memory under writes (host_reads.hpp)
   const std::string& file = work.source;
   const int ngpu = topo.num_gpus();
   const size_t nt = work.transfers.size(), nc = work.compute.size();
@@ -374,6 +379,7 @@ Status compile_transfer(Compile& c, size_t i) {
   const int src_gpu = se < c.ngpu ? se : -1, dst_gpu = de < c.ngpu ? de : -1;
   c.owner_gpu[i] = src_gpu >= 0 ? src_gpu : dst_gpu;
   if (auto s = compile_engine(c, i, src_gpu, dst_gpu, k); !s) return s;
+  if (t.engine == Engine::ce) c.host_reads.apply(c.topo.route_ref(se, de, t.route).value(), k, c.p);
   if (auto s = resolve_deps(c, t.after, "transfers", i, k.deps); !s) return s;
   c.p.tasks.push_back(std::move(k));
   return Ok{};

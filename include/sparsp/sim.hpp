@@ -155,6 +155,17 @@ struct SimOptions {
   /// capacity. Fitted to p2pmark's 4-GPU all-read-all (121 GB/s) against the same set written
   /// (148.9 GB/s) on the two-switch case (sim/README.md); 1 turns it off.
   double contended_read_efficiency = 0.9;
+  /// Host reads under writes: while a copy-engine write to host memory (D2H, a host-staged
+  /// copy's first leg) crosses a PCIe link of Gen <= host_read_under_write_max_gen toward the
+  /// host, the copy-engine reads of host memory (H2D, a staged copy's second leg) crossing it
+  /// toward the device share this fraction of its one-direction capacity. 0.49: nvbandwidth's
+  /// host_to_device_bidirectional_memcpy_ce on an A100 PCIe Gen4 (H2D 12-13 GB/s beside a D2H,
+  /// 25-26 alone; NVIDIA/nvbandwidth issue 11); an 8x RTX 4090 Gen4 run shows 0.44-0.67
+  /// (issue 15). Gen5 links keep both directions (the H200: H2D and D2H at ~50 GB/s each at once,
+  /// replay/RESULTS.md "Copy-engine concurrency"). sim/README.md "Host reads under writes";
+  /// >= 1 turns it off.
+  double host_read_under_write = 0.49;
+  int host_read_under_write_max_gen = 4;
   bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
   /// Attention slowdown beside transfers, on every GPU (sim/engine.hpp GpuModel): time ratio - 1
   /// while a copy-engine transfer of the GPU runs (0: none, today's model), and per SM taken by

@@ -18,10 +18,11 @@
 // Set SPARSP_FIDELITY_OUT=<file> to write the table (tests/data/sim/fidelity.json is that output).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -195,21 +196,28 @@ Table& table() {
 
 // Tolerances: 30% (35% for host-staged copies) where the model has every element the measurement
 // exercises. Known gaps get wide, stated tolerances so that the table in
-// tests/data/sim/fidelity.json stays honest and a regression still fails:
-//  - kSerialStaging (100%, 110%): the 2080 Ti case's staged copies run at ~half of H2D/D2H and
-//    bidirectional staged copies (both cases) barely beat one direction: the driver's staging
-//    path is serialized there; the model pipelines chunks through 2 staging buffers per copy.
+// tests/data/sim/fidelity.json stays honest and a regression still fails.
+//  - (was kSerialStaging, 100% and 110%: the 2080 Ti case's staged copies at ~half of H2D/D2H and
+//    bidirectional staged copies barely beating one direction. Since issue 17's host reads under
+//    writes (sim/README.md) a copy-engine read of host memory gets 0.49 of a Gen <= 4 link that
+//    also carries a write to the host: the 2080 Ti's staged copies read and write through one
+//    switch uplink, and a bidirectional staged copy reads and writes on both GPUs' links. Both
+//    cases' staged rows are now within kTolStaged, the driver path's within kDriver or
+//    kDriverBidir.)
 //  - (was kAggregate, 130%, for the all-to-all aggregates: since issue 17 the default engine's
 //    shared copy engines and peer-concurrency limit bring them within kTol.)
 // Driver staging (staging "driver", issue 17): P2P=Disabled rows asserted for the driver path.
-//  - kDriver (15%): unidirectional, H100 SXM and RTX 4090 (the per-chunk overhead is fitted to
-//    their means);
-//  - kDriverBidir (90%), kDriverSerial (110%): bidirectional rows and the 2080 Ti case, where
-//    the driver serializes more than the model does (sim/README.md "Driver staging").
-constexpr double kDriver = 0.15, kDriverBidir = 0.9, kDriverSerial = 1.1;
+//  - kDriver (15%): unidirectional (H100 SXM, RTX 4090, RTX 2080 Ti) and the 2080 Ti's
+//    bidirectional rows (the per-chunk overhead is fitted to the H100 and 4090 unidirectional
+//    means; the read fraction 0.49 comes from a published A100 measurement, not these rows);
+//  - kDriverBidir (25%): the RTX 4090's three bidirectional rows, -20%, -18% (two SYS pairs) and
+//    +16% (the PHB pair). The model gives every pair the same 24.4 GB/s; the machine gives the
+//    PHB pair 21.1 and the SYS pairs 30: a per-host-bridge effect the case does not describe
+//    (sim/README.md "Host reads under writes").
+constexpr double kDriver = 0.15, kDriverBidir = 0.25;
 constexpr size_t kRows = 394;
 
-constexpr double kTol = 0.30, kTolStaged = 0.35, kSerialStaging = 1.0, kSerialStagingBidir = 1.1;
+constexpr double kTol = 0.30, kTolStaged = 0.35;
 
 void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-staged
   const std::string c = "2x-gen3-switch-no-p2p";
@@ -217,15 +225,15 @@ void fidelity_case_1() {  // fidelity: 2x RTX 2080 Ti, one Gen3 switch, host-sta
   const json m = measured(c);
   auto& tab = table();
   const auto staged = topology::RouteMode::host_staged;
-  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kSerialStaging,
+  tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
-  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStaging,
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
   tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
-             m["p2p_disabled_unidirectional_GBps"], kDriverSerial,
+             m["p2p_disabled_unidirectional_GBps"], kDriver,
              [&](int i, int j) { return driver_staged_GBps(t, i, j, false); });
   tab.matrix(c, "p2p_disabled_bidirectional (staging driver)", m["p2p_disabled_bidirectional_GBps"],
-             kDriverSerial, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
+             kDriver, [&](int i, int j) { return driver_staged_GBps(t, i, j, true); });
   tab.add(c, "h2d (bandwidthTest)", m["h2d_GBps"].get<double>(), host_test_GBps(t, 0, true), kTol);
   tab.add(c, "d2h (bandwidthTest)", m["d2h_GBps"].get<double>(), host_test_GBps(t, 0, false), kTol);
 }
@@ -245,7 +253,7 @@ void fidelity_case_2() {  // fidelity: 6x RTX 4090, PHB/SYS, host-staged (import
   const auto staged = topology::RouteMode::host_staged;
   tab.matrix(c, "p2p_disabled_unidirectional", m["p2p_disabled_unidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, false, staged); });
-  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kSerialStagingBidir,
+  tab.matrix(c, "p2p_disabled_bidirectional", m["p2p_disabled_bidirectional_GBps"], kTolStaged,
              [&](int i, int j) { return p2p_test_GBps(t, i, j, true, staged); });
   tab.matrix(c, "p2p_disabled_unidirectional (staging driver)",
              m["p2p_disabled_unidirectional_GBps"], kDriver,
@@ -408,4 +416,55 @@ TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
                  .dump(1)
       << "\n";
   }
+}
+
+// Public many-flow measurements outside shared/ (issue 17; topology/VALIDATION.md "Many flows
+// outside shared/"): the ASUS ESC8000A-E13P write-up (tests/data/sim/published/
+// 8x-rtxpro6000-turin-2chip-4vs: topology from what the source states, measured.json its
+// p2pmark figures), each row as `sim run` of its copy set, pulled 64 MB reads as p2pmark issues
+// them. Bar: median |error| <= 10%, max <= 20%. Not met (median 28%, max 266%): the 8-GPU rows
+// that cross sockets are over-predicted up to 3.7x. Reported: each row is held to a band around
+// today's prediction (a regression guard, not validation); the 4-GPU row and the neighbour
+// probes (+1, +7), which stay inside one socket or one switch pair, are asserted within 15%.
+TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, reported)") {
+  const std::string dir =
+      std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/8x-rtxpro6000-turin-2chip-4vs/";
+  auto tr = topology::Topology::from_json_file(dir + "topology.json");
+  REQUIRE_MESSAGE(tr.ok(), (tr.ok() ? "" : tr.error().message));
+  const auto& t = *tr;
+  const json m = json::parse(slurp(dir + "measured.json"));
+  const std::vector<int> g4{0, 1, 2, 3}, g8{0, 1, 2, 3, 4, 5, 6, 7};
+  struct Row {
+    std::string name;
+    double measured, predicted;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"4-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus4_numa0"].get<double>(),
+                  copy_set_GBps(t, all_pairs(g4, g4), 64e6, sim::Driver::dst)});
+  rows.push_back({"8-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus8"].get<double>(),
+                  copy_set_GBps(t, all_pairs(g8, g8), 64e6, sim::Driver::dst)});
+  for (int k = 1; k <= 7; ++k) {
+    std::vector<std::pair<int, int>> flows;  // GPU i reads from GPU (i + k) mod 8
+    for (int i = 0; i < 8; ++i) flows.emplace_back((i + k) % 8, i);
+    rows.push_back({"probe +" + std::to_string(k),
+                    m["p2pmark_probe_total_GBps"][std::to_string(k)].get<double>(),
+                    copy_set_GBps(t, flows, 64e6, sim::Driver::dst)});
+  }
+  std::vector<double> errs;
+  for (const Row& r : rows) {
+    const double e = (r.predicted - r.measured) / r.measured;
+    errs.push_back(std::abs(e));
+    MESSAGE(r.name << ": measured " << r.measured << " predicted " << r.predicted << " error "
+                   << e);
+    const bool checked =
+        r.name == "4-GPU all-to-all" || r.name == "probe +1" || r.name == "probe +7";
+    if (checked) CHECK(std::abs(e) <= 0.15);
+    CHECK(std::abs(e) <= 3.0);  // regression guard on the reported rows (worst today +266%)
+  }
+  std::sort(errs.begin(), errs.end());
+  const double median = 0.5 * (errs[(errs.size() - 1) / 2] + errs[errs.size() / 2]);
+  MESSAGE("ESC8000A-E13P many-flow rows: median |error| " << median << ", max " << errs.back()
+                                                          << " (bar: 0.10 / 0.20, not met)");
+  // 9 rows: median = the 5th smallest |error| (probe +2 or +6, ~28%).
+  CHECK(median > 0.10);  // flips when the cross-socket limit is modelled: then assert the bar
 }

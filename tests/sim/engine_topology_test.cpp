@@ -86,13 +86,19 @@ TEST_CASE("simulate: host-staged transfer, k chunks and first-chunk latency") {
   // T = launch + k (o + L + c/r) + (L + c/r).
   // 64 MiB -> k = 16: 2e-6 + 16 * 4.271804e-4 + 4.209304e-4 = 7.2578168e-3 s
   // (= the pipeline without overhead, 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3, + 16 * 6.25e-6).
+  // Host reads under writes off: both legs cross the uplink, so with it on leg 2 would read at
+  // 0.49 of it (the host-reads test below); this case checks the pipeline alone.
   const auto t = topo(switch_topology("rtx4090"));
+  sim::SimOptions plain;
+  plain.host_read_under_write = 1;
   auto r = run(t, R"({"schema_version": 1, "transfers": [
-      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})");
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})",
+               plain);
   CHECK(r.activities[0].end_s == doctest::Approx(7.2578168e-3).epsilon(1e-12));
   // One chunk (first-chunk latency): 2e-6 + 6.25e-6 + 2 * 4.209304e-4 = 8.501108e-4 s.
   r = run(t, R"({"schema_version": 1, "transfers": [
-      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 4194304}]})");
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 4194304}]})",
+          plain);
   CHECK(r.activities[0].end_s == doctest::Approx(8.501108e-4).epsilon(1e-12));
   // Chunk size and buffers from the workload: 1 buffer, 16 MiB chunks, 64 MiB -> k = 4 chunks
   // done strictly one after the other: launch + k (o + 2 (L + c/r)),
@@ -100,7 +106,8 @@ TEST_CASE("simulate: host-staged transfer, k chunks and first-chunk latency") {
   // = 1.34607728e-2 s.
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864, "chunk_bytes": 16777216,
-       "staging_buffers": 1}]})");
+       "staging_buffers": 1}]})",
+          plain);
   CHECK(r.activities[0].end_s == doctest::Approx(1.34607728e-2).epsilon(1e-12));
   // Overhead 0: the bare pipeline, 2e-6 + 17 * 4.209304e-4 = 7.1578168e-3 s (as above).
   {
@@ -108,7 +115,7 @@ TEST_CASE("simulate: host-staged transfer, k chunks and first-chunk latency") {
         {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 67108864}]})",
                                  "<w>");
     REQUIRE(w.ok());
-    sim::SimOptions o;
+    sim::SimOptions o = plain;
     o.staging_chunk_overhead_s = 0;
     auto r0 = sim::simulate(t, *w, o);
     REQUIRE(r0.ok());
@@ -340,4 +347,39 @@ TEST_CASE("simulate: push vs pull (driver src / dst)") {
           t,
           R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "staging": "fast"}]})") ==
       "w.json:/transfers/0/staging: expected \"pipelined\" or \"driver\", got \"fast\"");
+}
+
+TEST_CASE("simulate: host reads under writes (a copy-engine read of host memory beside a write)") {
+  // switch_topology: the uplink cpu0 -- sw0 carries 10 GB/s per direction (Gen 4). gpu1 writes
+  // 1 GB to host0 (D2H, up the uplink) while gpu0 reads 1 GB from host0 (H2D, down the uplink).
+  // Both start at 2 us launch + 1.5 us path = 3.5 us. The write runs at 10 GB/s and ends at
+  // 0.1 s + 3.5 us; meanwhile the read gets 0.49 x 10 = 4.9 GB/s (0.49e9 B by then), then the
+  // whole 10 GB/s for the other 0.51e9 B: 0.051 s more, end 0.151 s + 3.5 us.
+  const auto t = topo(switch_topology("L40S"));
+  const std::string w = R"({"schema_version": 1, "transfers": [
+      {"id": "w", "src": "gpu1", "dst": "host0", "bytes": 1e9},
+      {"id": "r", "src": "host0", "dst": "gpu0", "bytes": 1e9}]})";
+  auto r = run(t, w);
+  CHECK(r.activities[0].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1510035).epsilon(1e-12));
+  // Off (fraction 1): both at 10 GB/s, 0.1 s + 3.5 us.
+  sim::SimOptions off;
+  off.host_read_under_write = 1;
+  r = run(t, w, off);
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  // A Gen 5 uplink keeps both directions (host_read_under_write_max_gen 4): 0.1 s + 3.5 us.
+  std::string gen5 = switch_topology("L40S");
+  gen5.replace(gen5.find(R"("gen": 4, "width": 16, "capacity_GBps": 10)"), 10,
+               R"("gen": 5, )");  // uplink only
+  r = run(topo(gen5), w);
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  // The read alone: 10 GB/s, 0.1 s + 3.5 us (no write switches the limit on).
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "r", "src": "host0", "dst": "gpu0", "bytes": 1e9}]})");
+  CHECK(r.activities[0].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  // SM-driven copies are not copy-engine reads: engine "sm" both ways, 0.1 s + 3.5 us.
+  r = run(t, R"({"schema_version": 1, "transfers": [
+      {"id": "w", "src": "gpu1", "dst": "host0", "bytes": 1e9, "engine": "sm"},
+      {"id": "r", "src": "host0", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})");
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
 }
