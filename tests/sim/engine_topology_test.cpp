@@ -321,6 +321,9 @@ TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency; a to
   r = run(topo(costly), w);
   for (int k = 0; k < 4; ++k)
     CHECK(r.activities[k].end_s == doctest::Approx(0.800003).epsilon(1e-12));
+  // The key survives the JSON writer (topo show --json, calibrate's topology output).
+  CHECK(topo(topo(costly).to_json()).options().peer_concurrency_cost == 5.4);
+  CHECK(topo(switch_topology("L40S")).options().peer_concurrency_cost < 0);  // not given
   // Cost 0 in the topology turns the cap off (duplex bound 4 r <= 32: 0.125003 s).
   std::string off = switch_topology("L40S");
   off.insert(1, R"("peer_concurrency_cost": 0, )");
