@@ -106,11 +106,14 @@ void compile_machine(Compile& c) {
     GpuModel m{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),
                c.options.contention_ce_copy, c.options.contention_sm_copy_per_sm};
     const double bidir = gpu_pcie_bidir_Bps(c.topo, g);
-    if (c.options.peer_concurrency_cost > 0 && bidir > 0) {
+    // The machine's own cost (topology "peer_concurrency_cost") replaces the default.
+    const double topo_cost = c.topo.options().peer_concurrency_cost;
+    const double cost = topo_cost >= 0 ? topo_cost : c.options.peer_concurrency_cost;
+    if (cost > 0 && bidir > 0) {
       m.peer_resource = static_cast<int>(c.p.capacity_Bps.size());
       c.p.capacity_Bps.push_back(1e30);  // set by the engine as copies start and end
       m.peer_bidir_Bps = bidir;
-      m.peer_cost = c.options.peer_concurrency_cost;
+      m.peer_cost = cost;
     }
     const auto& dev = c.options.compute_device;
     if (static_cast<size_t>(g) < dev.size())
@@ -259,6 +262,21 @@ void apply_nccl(Compile& c, Task& k, int a, int b) {
   for (NetLeg& leg : k.legs) leg.uses.push_back(lmm::Use{it->second, host ? 0.5 : 1.0});
 }
 
+// Peer concurrency of a direct GPU-to-GPU PCIe transfer: its single leg uses both GPUs' peer
+// resources (those that exist) with coefficient `coef`, and the engine counts it at both ends.
+void add_peer_uses(Compile& c, Task& k, int src_gpu, int dst_gpu, double coef) {
+  bool any = false;
+  for (const int g : {src_gpu, dst_gpu})
+    if (c.p.gpus[g].peer_resource >= 0) {
+      k.legs[0].uses.push_back(lmm::Use{c.p.gpus[g].peer_resource, coef});
+      any = true;
+    }
+  if (any) {
+    k.peer_gpus[0] = src_gpu;
+    k.peer_gpus[1] = dst_gpu;
+  }
+}
+
 // The architecture row of NCCL's tuning tables for GPU g (Ampere / Ada when unknown).
 nccl::Arch nccl_arch(const topology::GpuSpec& gpu) {
   const std::string& a = gpu.architecture;
@@ -327,17 +345,8 @@ Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
       if (k.pcie_peer) {
         // Peer concurrency: counted at both ends; a pull costs 1 / read efficiency there.
         const bool pull = k.ce_gpu == dst_gpu;
-        const double coef = pull ? 1.0 / c.options.contended_read_efficiency : 1.0;
-        bool any = false;
-        for (const int g : {src_gpu, dst_gpu})
-          if (c.p.gpus[g].peer_resource >= 0) {
-            k.legs[0].uses.push_back(lmm::Use{c.p.gpus[g].peer_resource, coef});
-            any = true;
-          }
-        if (any) {
-          k.peer_gpus[0] = src_gpu;
-          k.peer_gpus[1] = dst_gpu;
-        }
+        add_peer_uses(c, k, src_gpu, dst_gpu,
+                      pull ? 1.0 / c.options.contended_read_efficiency : 1.0);
       }
       k.copy_engine = t.copy_engine;
       if (k.ce_gpu >= 0 && t.copy_engine >= c.p.gpus[k.ce_gpu].copy_engines)
@@ -358,6 +367,10 @@ Status compile_engine(Compile& c, size_t i, int src_gpu, int dst_gpu, Task& k) {
       if (src_gpu >= 0 && dst_gpu >= 0 && src_gpu != dst_gpu) {
         apply_nccl(c, k, src_gpu, dst_gpu);
         if (t.collective.set) apply_collective(c, i, src_gpu, dst_gpu, k);
+        // NCCL's P2P transport on a direct PCIe route: SM stores into the peer's memory are
+        // PCIe peer writes like a copy engine's push, so they count in the peer concurrency of
+        // both GPUs (sim/README.md "NCCL P2P through the CPU"). Host-staged (SHM) routes do not.
+        if (k.pcie_peer && k.legs.size() == 1) add_peer_uses(c, k, src_gpu, dst_gpu, 1.0);
       }
       break;
     case Engine::host:

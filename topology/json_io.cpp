@@ -852,10 +852,10 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
         r.fail(Ptr("/cluster"), "a cluster's server is one server, not a cluster");
       return parse_cluster(root, file, where);
     }
-    r.allow_keys(
-        root, Ptr(),
-        {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides", "nccl",
-         "nodes", "links", "template", "source_notes", "measured_compute", "chips", "cluster"});
+    r.allow_keys(root, Ptr(),
+                 {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
+                  "nccl", "nodes", "links", "template", "source_notes", "measured_compute", "chips",
+                  "cluster", "peer_concurrency_cost"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -888,6 +888,11 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
       p.options.p2p_cross_socket = r.boolean(root, Ptr(), "p2p_cross_socket", true);
     }
     parse_chips(r, root, p);
+    if (const auto cost = r.opt_number(root, Ptr(), "peer_concurrency_cost")) {
+      if (!(*cost >= 0 && *cost <= 100))
+        r.fail(Ptr("/peer_concurrency_cost"), "must be a number in [0, 100]");
+      p.options.peer_concurrency_cost = *cost;
+    }
     if (const json* ov = r.find(root, "p2p_overrides")) {
       const Ptr at("/p2p_overrides");
       if (!ov->is_array()) r.fail(at, std::string("expected an array, got ") + ov->type_name());
@@ -1274,6 +1279,8 @@ std::string Topology::to_json() const {
   if (!impl_->options.notes.empty()) root["source_notes"] = impl_->options.notes;
   root["p2p"] = impl_->options.p2p;
   root["p2p_cross_socket"] = impl_->options.p2p_cross_socket;
+  if (impl_->options.peer_concurrency_cost >= 0)
+    root["peer_concurrency_cost"] = impl_->options.peer_concurrency_cost;
   ojson overrides = ojson::array();
   for (const auto& [pair, allowed] : impl_->options.p2p_overrides) {
     overrides.push_back(ojson{

@@ -307,6 +307,13 @@ class Topology {
     /// (chip id, bytes/s for peer traffic between its partitions, both directions summed). A
     /// chip not listed has an unlimited fabric.
     std::vector<std::pair<std::string, double>> chip_fabric_Bps;
+    /// Peer-concurrency cost of this machine's PCIe fabric (JSON "peer_concurrency_cost", a
+    /// number in [0, 100]): replaces sim::SimOptions::peer_concurrency_cost for every GPU of this
+    /// topology (a GPU sending and receiving m >= 2 PCIe peer streams at once moves at most
+    /// 2 x duplex x link / (1 + cost (m - 1)) in and out together). < 0: not given (the
+    /// simulator's default). Source: the file's own (e.g. a published all-to-all through a CPU
+    /// root complex; sim/README.md "NCCL P2P through the CPU").
+    double peer_concurrency_cost = -1;
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,

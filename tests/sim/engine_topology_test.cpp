@@ -308,6 +308,37 @@ TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several
   CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
 }
 
+TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency; a topology sets its cost") {
+  // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
+  // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
+  // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.
+  const std::string w = R"({"schema_version": 1, "transfers": [
+      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
+      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
+      {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"},
+      {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})";
+  auto r = run(topo(switch_topology("L40S")), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
+  // The machine's own cost replaces the default: "peer_concurrency_cost": 5.4 (the 8x L20 file's,
+  // fitted to NVIDIA/nccl issue 1603) -> 4 r <= 32 / (1 + 5.4) = 5 GB/s -> r = 1.25 GB/s, end
+  // 1e9 / 1.25e9 + 3e-6 = 0.800003 s.
+  std::string costly = switch_topology("L40S");
+  costly.insert(1, R"("peer_concurrency_cost": 5.4, )");
+  r = run(topo(costly), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.800003).epsilon(1e-12));
+  // The key survives the JSON writer (topo show --json, calibrate's topology output).
+  CHECK(topo(topo(costly).to_json()).options().peer_concurrency_cost == 5.4);
+  CHECK(topo(switch_topology("L40S")).options().peer_concurrency_cost < 0);  // not given
+  // Cost 0 in the topology turns the cap off (duplex bound 4 r <= 32: 0.125003 s).
+  std::string off = switch_topology("L40S");
+  off.insert(1, R"("peer_concurrency_cost": 0, )");
+  r = run(topo(off), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
+}
+
 TEST_CASE("simulate: push vs pull (driver src / dst)") {
   const auto t = topo(switch_topology("L40S"));
   // Pull: gpu1's engine drives gpu0 -> gpu1 (drawn under gpu1, on its CE).
