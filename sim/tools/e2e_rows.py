@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
 """Re-runs the out-of-sample end-to-end rows of sim/RESULTS.md (issue 14, branch e2e14b).
 
-Usage: /usr/bin/python3 sim/tools/e2e_rows.py [path/to/sparsp]  (from the repository root)
+Usage: /usr/bin/python3 sim/tools/e2e_rows.py [path/to/sparsp] [--json OUT]  (repository root)
 Prints one markdown row per published figure: the command's prediction, the published value
-(../shared/e2e/02, 06, 22) and the signed error. Nothing here is fitted.
+(../shared/e2e/02, 06, 22) and the signed error; then the Wan ratios across GPU counts and the
+acceptance summary. --json OUT also writes every row with its command. Nothing here is fitted.
+A simulate that fails ends the script with one line naming the command (exit 2).
 """
 import json
 import subprocess
 import sys
 
-SPARSP = sys.argv[1] if len(sys.argv) > 1 else "build/release/sparsp"
+ARGS = [a for a in sys.argv[1:]]
+JSON_OUT = None
+if "--json" in ARGS:
+    i = ARGS.index("--json")
+    if i + 1 >= len(ARGS):
+        print("e2e_rows: --json: expected a file name", file=sys.stderr)
+        sys.exit(2)
+    JSON_OUT = ARGS[i + 1]
+    del ARGS[i:i + 2]
+SPARSP = ARGS[0] if ARGS else "build/release/sparsp"
 RING = "contiguous/ring/sm_overlap"
 ULY = "head_parallel/ulysses/sync"
 
@@ -112,8 +123,16 @@ def run(topo, n, model, pol, kern):
     cmd = [SPARSP, "simulate", "--topology", topo, "--gpus", str(n), "--model", model,
            "--pattern", "dense", "--policy", pol, "--kernel", kern, "--steps", "1", "--layers",
            "1", "--json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    p = json.loads(out)["policies"][0]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        print(f"e2e_rows: {SPARSP}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        print(f"e2e_rows: {' '.join(cmd[1:])}: exit {r.returncode}: {last}", file=sys.stderr)
+        sys.exit(2)
+    p = json.loads(r.stdout)["policies"][0]
     return p, " ".join(cmd[1:-1])
 
 
@@ -135,13 +154,16 @@ def main():
         nm = ",".join(p.get("not_modelled", []))
         results.append((table, label, gpus, v, pub, err, nm, cmd))
         print(f"| {table} | {label} | {gpus} | {v:.4g} | {pub:g} | {err * 100:+.1f}% | {nm} |")
-    json.dump([dict(zip(("table", "config", "gpus", "predicted", "published", "error",
-                         "not_modelled", "command"), r)) for r in results],
-              open("/tmp/e2e14b_rows.json", "w"), indent=1)
+    rows = [dict(zip(("table", "config", "gpus", "predicted", "published", "error",
+                      "not_modelled", "command"), r)) for r in results]
+    if JSON_OUT:
+        with open(JSON_OUT, "w") as f:
+            json.dump(rows, f, indent=1)
+    print()
+    summary(rows)
 
 
-if __name__ == "__main__" and len(sys.argv) <= 2:
-    main()
+
 
 
 # The 14 rows of the table above this one in sim/RESULTS.md (signed error, %), and which of them
@@ -158,9 +180,8 @@ def stats(name, errs):
           f"{sum(x > 0.10 for x in e)} |")
 
 
-def summary(path="/tmp/e2e14b_rows.json"):
-    """Acceptance figures over the rows written by main(), and Wan ratios across GPU counts."""
-    rows = json.load(open(path))
+def summary(rows):
+    """Wan ratios across GPU counts and the acceptance figures over the rows of main()."""
     by = {}
     for r in rows:
         by.setdefault(r["table"], {})[r["config"]] = r
@@ -176,6 +197,7 @@ def summary(path="/tmp/e2e14b_rows.json"):
             ratios.append(pr / pu - 1)
             print(f"| {table} | {a} -> {b} GPUs | {pr:.2f}x | {pu:.2f}x | {ratios[-1] * 100:+.1f}% |")
     new = [r["error"] for r in rows]
+    print()
     print("| rows | n | median abs error | max | over 25% | over 10% |")
     stats("new rows", new)
     stats("new rows + Wan ratios", new + ratios)
@@ -195,5 +217,5 @@ def summary(path="/tmp/e2e14b_rows.json"):
     stats("of the new: xDiT CogVideoX1.5 161 frames (e2e)", c15)
 
 
-if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[2] == "summary":
-    summary()
+if __name__ == "__main__":
+    main()

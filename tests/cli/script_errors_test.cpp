@@ -78,3 +78,23 @@ TEST_CASE("x2_table.py: a missing or empty results folder exits 2 with one line"
                                 ": No such file or directory\n");
   fs::remove_all(d);
 }
+
+TEST_CASE("e2e_rows.py: a missing sparsp binary or a bare --json exits 2 with one line") {
+  if (sh("python3 -c 'import json' > /dev/null 2>&1") != 0) {
+    MESSAGE("no python3: skipped");
+    return;
+  }
+  const fs::path d = fs::temp_directory_path() / "sparsp_script_errors_e2e";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string script = std::string(SPARSP_SOURCE_DIR) + "/sim/tools/e2e_rows.py";
+  auto rows = [&](const std::string& args) {
+    return sh("cd " + std::string(SPARSP_SOURCE_DIR) + " && python3 " + script + " " + args +
+              " > /dev/null 2> " + (d / "err").string());
+  };
+  CHECK(rows("/nonexistent/sparsp") == 2);  // was a traceback (FileNotFoundError)
+  CHECK(slurp(d / "err") == "e2e_rows: /nonexistent/sparsp: No such file or directory\n");
+  CHECK(rows("--json") == 2);
+  CHECK(slurp(d / "err") == "e2e_rows: --json: expected a file name\n");
+  fs::remove_all(d);
+}
