@@ -1,6 +1,6 @@
-// scripts/plot.py and replay/tools/x2_table.py on bad input: one line "plot: <file>: <what>" /
-// "x2_table: <file>: <what>" on stderr and exit 2, no Python traceback. plot.py cases are skipped
-// where /usr/bin/python3 with matplotlib is missing.
+// scripts/plot.py, replay/tools/x2_table.py and sim/tools/e2e_rows.py on bad input: one line "plot:
+// <file>: <what>" / "x2_table: <file>: <what>" on stderr and exit 2, no Python traceback. plot.py
+// cases are skipped where /usr/bin/python3 with matplotlib is missing.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -54,13 +54,11 @@ TEST_CASE("plot.py: missing or malformed input exits 2 with one line") {
 }
 
 TEST_CASE("x2_table.py: a missing or empty results folder exits 2 with one line") {
-  if (sh("python3 -c 'import json' > /dev/null 2>&1") != 0) {
+  if (!have_python()) {
     MESSAGE("no python3: skipped");
     return;
   }
-  const fs::path d = fs::temp_directory_path() / "sparsp_script_errors_x2";
-  fs::remove_all(d);
-  fs::create_directories(d);
+  const fs::path d = fresh_script_dir("sparsp_script_errors_x2");
   const std::string script = std::string(SPARSP_SOURCE_DIR) + "/replay/tools/x2_table.py";
   auto table = [&](const std::string& dir) {
     return sh("python3 " + script + " " + dir + " > /dev/null 2> " + (d / "err").string());
@@ -76,5 +74,23 @@ TEST_CASE("x2_table.py: a missing or empty results folder exits 2 with one line"
   CHECK(table(empty.string()) == 2);
   CHECK(slurp(d / "err") == "x2_table: " + (empty / "traces/a.summary.json").string() +
                                 ": No such file or directory\n");
+  fs::remove_all(d);
+}
+
+TEST_CASE("e2e_rows.py: a missing sparsp binary or a bare --json exits 2 with one line") {
+  if (!have_python()) {
+    MESSAGE("no python3: skipped");
+    return;
+  }
+  const fs::path d = fresh_script_dir("sparsp_script_errors_e2e");
+  const std::string script = std::string(SPARSP_SOURCE_DIR) + "/sim/tools/e2e_rows.py";
+  auto rows = [&](const std::string& args) {
+    return sh("cd " + std::string(SPARSP_SOURCE_DIR) + " && python3 " + script + " " + args +
+              " > /dev/null 2> " + (d / "err").string());
+  };
+  CHECK(rows("/nonexistent/sparsp") == 2);  // was a traceback (FileNotFoundError)
+  CHECK(slurp(d / "err") == "e2e_rows: /nonexistent/sparsp: No such file or directory\n");
+  CHECK(rows("--json") == 2);
+  CHECK(slurp(d / "err") == "e2e_rows: --json: expected a file name\n");
   fs::remove_all(d);
 }

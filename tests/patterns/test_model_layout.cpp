@@ -56,7 +56,7 @@ TEST_CASE("every preset number has a source") {
       CHECK(j["source"].contains(key));
     }
   }
-  CHECK(preset_names().size() == 5);
+  CHECK(preset_names().size() == 6);
 }
 
 TEST_CASE("model from a path; errors name the file and the field") {

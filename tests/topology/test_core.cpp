@@ -89,10 +89,11 @@ TEST_CASE("GPU model table lookups") {
 
 TEST_CASE("every preset loads by name, and its canonical JSON round-trips") {
   const auto names = preset_names();
-  CHECK(names == std::vector<std::string>{"1x-h200-pcie", "2x-h200-nvlink",
-                                          "2x-h200-nvlink-calibrated", "4x-a100-pcie-phb",
-                                          "8x-gen5-2switch-per-socket", "8x-h100-sxm-nvswitch",
-                                          "8x-l40s-gen4-4switch", "8x-rtx4090-epyc-nop2p"});
+  CHECK(names == std::vector<std::string>{
+                     "1x-h200-pcie", "2x-h200-nvlink", "2x-h200-nvlink-calibrated",
+                     "4x-a100-pcie-phb", "8x-a100-sxm-nvswitch", "8x-gen5-2switch-per-socket",
+                     "8x-h100-sxm-nvswitch", "8x-h20-nvswitch", "8x-l40-gen4-4switch",
+                     "8x-l40s-gen4-4switch", "8x-rtx4090-epyc-nop2p"});
   for (const auto& n : names) {
     CAPTURE(n);
     Topology t = must_load(n);
