@@ -202,7 +202,7 @@ Result<ExecPlan> lower(const policy::Plan& plan, const ReplayOptions& opt) {
     std::vector<char> structured(trs.size(), 0);
     if (ex.real && ulysses_plan(plan))
       for (size_t i = 0; i < trs.size(); ++i) {
-        const int s = holder_of(trs[i].src, ex.ranks), d = holder_of(trs[i].dst, ex.ranks);
+        const int s = holder_of(trs[i].src, plan), d = holder_of(trs[i].dst, plan);
         if (!trs[i].kv_blocks.empty() || s >= ex.ranks || d >= ex.ranks) continue;
         if (trs[i].id.find(".a2a_qkv.") != std::string::npos)
           structured[i] = 1;

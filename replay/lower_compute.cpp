@@ -116,7 +116,7 @@ Result<std::vector<UlyssesRank>> ulysses_ranks(const policy::Plan& plan, size_t 
   for (size_t ci = 0; ci < cps.size(); ++ci) {
     const auto& c = cps[ci];
     if (c.what.kind != sim::TaskKind::attention) continue;
-    const int r = holder_of(c.gpu, plan.gpus);
+    const int r = holder_of(c.gpu, plan);
     if (r < 0 || r >= plan.gpus) continue;
     UlyssesRank u;
     u.head_begin = c.what.head_end > c.what.head_begin ? c.what.head_begin : 0;
@@ -390,12 +390,12 @@ Status lower_ulysses_transfers(const policy::Plan& plan, const ReplayOptions& op
   const auto shard_of = [&](size_t i, auto&& self) -> const std::vector<int>& {
     if (!shard[i].empty()) return shard[i];
     const auto& t = L.work.transfers[i];
-    const int src = holder_of(t.src, P);
+    const int src = holder_of(t.src, plan);
     for (const auto& id : t.after) {
       const auto it = index_of.find(id);
       if (it == index_of.end() || it->second >= static_cast<int>(structured.size())) continue;
       const size_t j = static_cast<size_t>(it->second);
-      if (structured[j] == 2 && holder_of(L.work.transfers[j].dst, P) == src)
+      if (structured[j] == 2 && holder_of(L.work.transfers[j].dst, plan) == src)
         return shard[i] = self(j, self);
     }
     return shard[i] = (*uly)[static_cast<size_t>(src)].q_ranks;
@@ -477,7 +477,7 @@ double ulysses_last_block_bytes(const policy::Plan& plan) {
     const auto uly = ulysses_ranks(plan, li);
     if (!uly) return 0;
     for (const auto& t : plan.layers[li].work.transfers) {
-      const int s = holder_of(t.src, plan.gpus), d = holder_of(t.dst, plan.gpus);
+      const int s = holder_of(t.src, plan), d = holder_of(t.dst, plan);
       if (!t.kv_blocks.empty() || s != owner || d < 0 || d >= plan.gpus) continue;
       const bool a2a = t.id.find(".a2a_qkv.") != std::string::npos;
       const bool ring = t.id.find(".ring.") != std::string::npos &&
