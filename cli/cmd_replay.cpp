@@ -125,7 +125,7 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
               "all-to-all of a ulysses or usp plan delivers it (--compute real); the output "
               "check then fails, exit 1")
       ->group("Fault injection");
-  r->callback([ra, &ctx] {
+  r->callback([ra, r, &ctx] {
     auto devs = parse_devices(ra->devices);
     if (!devs) {
       ctx.exit_code = report(devs.error());
@@ -152,7 +152,10 @@ void add_replay_commands(CLI::App& app, Context& ctx) {
                        2});
       return;
     }
-    if (ra->opt.corrupt_block < -1) {
+    // -1 is the option's "off" default; given on the command line it is refused like any other
+    // negative id (break-it 2026-12-03: `--corrupt-block -1` ran and corrupted nothing, exit 0).
+    if (ra->opt.corrupt_block < -1 ||
+        (ra->opt.corrupt_block == -1 && r->count("--corrupt-block") > 0)) {
       ctx.exit_code =
           report(Error{"replay: --corrupt-block " + std::to_string(ra->opt.corrupt_block) +
                            ": expected a block id (>= 0)",

@@ -222,7 +222,7 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
             if (at_ranks != std::set<int>{r})
               for (int x : at_ranks)
                 computed_on +=
-                    (computed_on.empty() ? " (computed on gpu" : ", gpu") + std::to_string(x);
+                    (computed_on.empty() ? " (computed on " : ", ") + plan.gpu_endpoint(x);
             if (!computed_on.empty()) computed_on += ")";
           }
         }
@@ -233,7 +233,7 @@ Status check_outputs(const policy::Plan& plan, const detail::ExecPlan& ex,
       char buf[96];
       std::snprintf(buf, sizeof buf, "%.4g > tolerance %.4g", worst, tol);
       return Error{"replay: output check failed: layer " + std::to_string(L.layer) + " (step " +
-                       std::to_string(L.step) + ") rank gpu" + std::to_string(r) + " query block " +
+                       std::to_string(L.step) + ") rank " + plan.gpu_endpoint(r) + " query block " +
                        std::to_string(worst_block) + " head " + std::to_string(worst_h) +
                        computed_on + ": " + what + "max |O - O_ref| " + buf + " (iteration " +
                        std::to_string(iteration) +

@@ -366,9 +366,13 @@ std::string format_published(const PublishedCheck& c) {
     o << f.name << " (" << f.path << ")\n  source: " << f.url << ", " << f.table
       << "\n  metric: " << f.metric << "\n";
     for (const auto& s : f.sizes) {
-      // A size named by its GPU count ("2 GPUs") is not told twice ("size 2 GPUs, 2 GPUs").
+      // A size whose name ends in its GPU count ("2 GPUs", "1280x720, 2 GPUs") is not told it
+      // twice ("size 2 GPUs, 2 GPUs").
       const std::string gpus_text = std::to_string(s.gpus) + " GPUs";
-      o << "  size " << s.name << (s.name == gpus_text ? "" : ", " + gpus_text) << ": Kendall tau "
+      const bool told =
+          s.name.size() >= gpus_text.size() &&
+          s.name.compare(s.name.size() - gpus_text.size(), gpus_text.size(), gpus_text) == 0;
+      o << "  size " << s.name << (told ? "" : ", " + gpus_text) << ": Kendall tau "
         << (std::isfinite(s.tau.tau) ? fmt("%.3f", s.tau.tau) : std::string("-")) << " ("
         << s.tau.concordant << " concordant, " << s.tau.discordant << " discordant of "
         << s.tau.pairs << " pairs)\n";

@@ -1,6 +1,7 @@
 // Shards of a sweep for job arrays: `--shard K/N` parsing and `sparsp sweep merge`, which joins
 // the shard outputs into the output one process would have written. Public surface:
 // include/sparsp/sweep.hpp; the shard line is written by sweep_run.cpp (shard_line).
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "partial_lock.hpp"
 #include "sparsp/output_file.hpp"
 #include "sparsp/sweep.hpp"
 
@@ -61,6 +63,37 @@ Status parse_shard_line(const std::string& line, OutputFormat format, ShardFile&
   return Ok{};
 }
 
+// End of the record starting at `pos` (one past its newline): CSV fields in double quotes may
+// hold newlines (a topology name with one is written as a quoted field); JSON Lines records are
+// one line. npos when the record is not finished.
+size_t record_end(const std::string& t, size_t pos, OutputFormat format) {
+  if (format == OutputFormat::jsonl) {
+    const size_t nl = t.find('\n', pos);
+    return nl == std::string::npos ? nl : nl + 1;
+  }
+  bool quoted = false;
+  for (size_t i = pos; i < t.size(); ++i) {
+    if (t[i] == '"')
+      quoted = !quoted;  // "" inside a quoted field toggles twice
+    else if (t[i] == '\n' && !quoted)
+      return i + 1;
+  }
+  return std::string::npos;
+}
+
+// Fields of one CSV record (commas outside double quotes, plus one).
+size_t csv_fields(std::string_view rec) {
+  size_t n = 1;
+  bool quoted = false;
+  for (char c : rec) {
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      ++n;
+  }
+  return n;
+}
+
 // Point index at the start of a row, or -1.
 int64_t row_point(std::string_view line, OutputFormat format) {
   size_t i = 0;
@@ -97,22 +130,50 @@ Result<ShardFile> read_shard(const std::string& path, OutputFormat format) {
     pos = nl + 1;
     ++line_no;
   }
-  int64_t expected = f.index - 1, current = -1;
-  for (; pos < t.size(); pos = t.find('\n', pos) + 1) {
+  // Every row is checked whole: a well-formed record (CSV: the header's field count; JSON Lines:
+  // one JSON object), a point index that follows the shard's order, and no row given twice
+  // within its point (break-it 2026-12-03: cut, duplicated and damaged rows were merged, exit 0).
+  const size_t header_fields = format == OutputFormat::csv ? csv_fields(f.header) : 0;
+  int64_t expected = f.index - 1;
+  bool in_point = false;
+  int64_t current = 0;
+  std::vector<std::string_view> point_records;
+  while (pos < t.size()) {
     ++line_no;
-    const int64_t k = row_point(std::string_view(t).substr(pos, t.find('\n', pos) - pos), format);
-    if (k == current) continue;
-    if (k != expected || k >= f.points)
+    const size_t end = record_end(t, pos, format);
+    if (end == std::string::npos)
+      return input_error(path, std::to_string(line_no), "row is cut (an unclosed quote)");
+    const std::string_view rec = std::string_view(t).substr(pos, end - 1 - pos);
+    const int64_t k = row_point(rec, format);
+    if (k < 0)
+      return input_error(path, std::to_string(line_no), "not a row of a sweep (no point index)");
+    if (format == OutputFormat::csv ? csv_fields(rec) != header_fields
+                                    : !json::accept(rec) || rec.back() != '}')
       return input_error(path, std::to_string(line_no),
-                         k < 0 ? "not a row of a sweep (no point index)"
-                               : "point " + std::to_string(k) + " where point " +
-                                     std::to_string(expected) + " of shard " +
-                                     std::to_string(f.index) + "/" + std::to_string(f.count) +
-                                     " belongs");
-    if (!f.point_rows.empty()) f.point_rows.back().second = pos;
-    f.point_rows.push_back({pos, t.size()});
-    current = k;
-    expected += f.count;
+                         format == OutputFormat::csv
+                             ? "row has " + std::to_string(csv_fields(rec)) +
+                                   " fields, the header " + std::to_string(header_fields)
+                             : std::string("row is not one JSON object"));
+    if (!in_point || k != current) {
+      if (k != expected || k >= f.points)
+        return input_error(path, std::to_string(line_no),
+                           "point " + std::to_string(k) + " where point " +
+                               std::to_string(expected) + " of shard " + std::to_string(f.index) +
+                               "/" + std::to_string(f.count) + " belongs");
+      if (!f.point_rows.empty()) f.point_rows.back().second = pos;
+      f.point_rows.push_back({pos, t.size()});
+      point_records.clear();
+      current = k;
+      in_point = true;
+      expected += f.count;
+    }
+    for (const auto& other : point_records)
+      if (other == rec)
+        return input_error(path, std::to_string(line_no),
+                           "row given twice in point " + std::to_string(k));
+    point_records.push_back(rec);
+    line_no += static_cast<int>(std::count(rec.begin(), rec.end(), '\n'));
+    pos = end;
   }
   if (expected < f.points)
     return input_error(path, "",
@@ -209,6 +270,11 @@ Result<MergeSummary> merge_sweep_shards(const std::vector<std::string>& inputs,
   }
   auto target = output_target(output_path);
   if (!target) return target.error();
+  // The lock a sweep holds on this output: a sweep still writing it, or another merge, refuses
+  // this one (break-it 2026-12-03: a merge wrote over a running sweep's output, exit 0).
+  PartialLock lock;
+  if (!target->in_place)
+    if (auto l = lock.acquire(target->path + ".partial", output_path); !l) return l.error();
   auto st =
       target->in_place ? write_in_place(target->path, out) : write_text_atomic(target->path, out);
   if (!st) return st.error();

@@ -1,5 +1,6 @@
 // The `simulate` study runner as the evaluator of sweep and tune points, and small helpers.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,25 +99,36 @@ Status write_text_atomic(const std::string& path_given, const std::string& text)
   if (!target) return target.error();
   if (target->in_place) return write_in_place(target->path, text);
   const std::string& path = target->path;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path_given + ": cannot write (" + tmp + ")", 2};
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);  // no .tmp left behind after an error
-      return Error{path_given + ": write failed", 1};
-    }
-  }
+  // A temporary of its own beside the output (mkstemp: O_EXCL, unique), so that two writers
+  // never share one and a user's "<out>.tmp" is never taken (break-it 2026-12-03: a fixed
+  // "<out>.tmp" was consumed, and two merges raced on it).
+  std::string tmp = path + ".XXXXXX.tmp";
+  const int fd = ::mkstemps(tmp.data(), 4);
+  if (fd < 0)
+    return input_error(path_given, "", std::string("cannot write: ") + std::strerror(errno));
   std::error_code ec;
+  auto fail = [&](Error e) {
+    ::close(fd);
+    std::filesystem::remove(tmp, ec);  // no temporary left behind after an error
+    return e;
+  };
+  if (::fchmod(fd, 0644) != 0)
+    return fail(Error{path_given + ": cannot write: " + std::strerror(errno), 1});
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(Error{path_given + ": write failed: " + std::strerror(errno), 1});
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    std::filesystem::remove(tmp, ec);
+    return Error{path_given + ": write failed: " + std::strerror(errno), 1};
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    return Error{path_given + ": cannot rename from " + tmp + ": " + why, 2};
+    return Error{path_given + ": cannot rename the finished temporary into place: " + why, 1};
   }
   return Ok{};
 }

@@ -390,8 +390,10 @@ Result<PointEvaluator> study_point_evaluator(double max_memory_bytes = 0);
 Result<ScoreFn> study_score(const std::string& objective, const std::string& policy_pointer,
                             double max_memory_bytes = 0);
 
-/// Writes `text` to `path` through a temporary file in the same folder and a rename, so the
-/// path never holds partial content. Errors (exit 1): cannot write.
+/// Writes `text` to `path` through a temporary file of its own in the same folder
+/// (`<path>.XXXXXX.tmp`, created exclusively) and a rename, so the path never holds partial
+/// content and no temporary is left behind. Errors: the temporary cannot be created (exit 2,
+/// "<path>: cannot write: <why>"); writing or renaming it fails (exit 1).
 Status write_text_atomic(const std::string& path, const std::string& text);
 
 /// Checks, before a long run, that `path` can be written the way write_text_atomic writes it:

@@ -363,6 +363,9 @@ TEST_CASE("replay --compute: bad combinations and plans it cannot compute exit 2
   one_line_2("replay --plan " + p + " --backend host --compute emulated --check-all",
              "--check-all");
   one_line_2("replay --plan " + p + " --backend host --corrupt-block -5", "--corrupt-block -5");
+  // -1 is the option's "off" default, but given by hand it is refused like -5 (it used to run and
+  // corrupt nothing, exit 0).
+  one_line_2("replay --plan " + p + " --backend host --corrupt-block -1", "--corrupt-block -1");
   one_line_2("replay --plan " + p + " --backend host --compute real --payload-scale 0.5",
              "--payload-scale below 1");
   one_line_2("replay --plan " + p + " --backend host --compute real --no-compute", "--no-compute");

@@ -2,7 +2,11 @@
 // their merge, and ranks (the MPI path) through an in-process SweepRanks over threads. Each
 // result is byte-compared with the one-process output of the same closed-form fake evaluator.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -252,6 +256,64 @@ TEST_CASE("merge refuses other sweeps, missing, repeated and incomplete shards")
   CHECK(err({cut, a2}) ==
         cut + ": shard 1/2 is incomplete: point 2 missing (rerun its sweep command to finish it)");
   CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("merge checks every row whole, and refuses an output another writer holds") {
+  // Break-it pass 2026-12-03: a shard with a row repeated, cut short, or whose first row's
+  // point index did not parse was merged with exit 0; a merge overwrote a running sweep's output.
+  const fs::path d = temp_dir("merge_rows");
+  auto shard = [&](int k, const std::string& name) {
+    SweepOptions o = opts(d / name);
+    o.shard = SweepShard{k, 2};
+    REQUIRE(run_sweep(spec_with(), product_evaluator(), o).ok());
+    return (d / name).string();
+  };
+  const std::string a1 = shard(1, "a1.csv"), a2 = shard(2, "a2.csv");
+  const std::string out = (d / "out.csv").string();
+  // a1.csv: line 1 the shard line, line 2 the header, line 3 point 0's row, line 4 point 2's.
+  const std::string text = slurp(a1);
+  const size_t row3 = text.find('\n', text.find('\n') + 1) + 1;  // start of line 3
+  const size_t row4 = text.find('\n', row3) + 1;
+  auto with = [&](const std::string& name, const std::string& body) {
+    std::ofstream(d / name, std::ios::binary) << body;
+    auto r = merge_sweep_shards({(d / name).string(), a2}, out);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().exit_code == 2);
+    return r.error().message;
+  };
+  const std::string p = (d / "x.csv").string();
+  // Point 0's row given twice.
+  CHECK(with("x.csv", text.substr(0, row4) + text.substr(row3)) ==
+        p + ":4: row given twice in point 0");
+  // The first row's point index unparsable: it used to be skipped silently.
+  CHECK(with("x.csv", text.substr(0, row3) + "x" + text.substr(row3)) ==
+        p + ":3: not a row of a sweep (no point index)");
+  // A row with a field cut off (the header has one more).
+  const std::string line3 = text.substr(row3, row4 - row3 - 1);
+  const size_t fields = static_cast<size_t>(std::count(line3.begin(), line3.end(), ',')) + 1;
+  CHECK(with("x.csv",
+             text.substr(0, row3) + line3.substr(0, line3.rfind(',')) + "\n" + text.substr(row4)) ==
+        p + ":3: row has " + std::to_string(fields - 1) + " fields, the header " +
+            std::to_string(fields));
+  // An unclosed quote runs to the end of the file.
+  CHECK(with("x.csv", text + "4,\"open\n") ==
+        p + ":" + std::to_string(std::count(text.begin(), text.end(), '\n') + 1) +
+            ": row is cut (an unclosed quote)");
+  // Another writer holds the output's lock (as a running sweep does): refused, nothing written.
+  const int fd = ::open((out + ".partial").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  auto busy = merge_sweep_shards({a1, a2}, out);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().message ==
+        out + ": in use by another sweep (" + out +
+            ".partial is locked); wait for it to finish or use another output");
+  ::close(fd);
+  CHECK_FALSE(fs::exists(out));
+  // Free again: the merge writes, and leaves no temporary beside the output.
+  REQUIRE(merge_sweep_shards({a1, a2}, out).ok());
+  for (const auto& e : fs::directory_iterator(d))
+    CHECK(e.path().string().find(".tmp") == std::string::npos);
 }
 
 TEST_CASE("ranks: rank 0 writes every rank's points in order, byte-identical to one process") {
