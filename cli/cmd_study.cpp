@@ -27,7 +27,8 @@ struct SweepArgs {
   double progress_interval_s = 10.0;
   double max_memory_gib = 0;  // 0: the study default (16 GiB)
   bool json = false;
-  std::string shard;  // "K/N", "" = the whole sweep
+  std::string shard;         // "K/N"
+  bool shard_given = false;  // --shard was on the command line (an empty value is refused)
 };
 
 struct MergeArgs {
@@ -71,7 +72,7 @@ Status load_sweep_inputs(const SweepArgs& a, study::SweepRanks* ranks,
   if (st && !spec) st = spec.error();
   if (st) evaluator = study::study_point_evaluator(a.max_memory_gib * (1ull << 30));
   if (st && !evaluator) st = evaluator.error();
-  if (st && !a.shard.empty()) {
+  if (st && (a.shard_given || !a.shard.empty())) {
     auto sh = study::parse_shard(a.shard);
     if (sh)
       shard = sh.value();
@@ -165,9 +166,13 @@ int run_sweep_command(const SweepArgs& a) {
 }
 
 int run_merge_command(const MergeArgs& a) {
-  for (const auto& in : a.inputs)
-    if (auto st = distinct_files({{"merge", in}, {"--output", a.output}}); !st)
+  for (const auto& in : a.inputs) {
+    // A missing input is named as missing, before its format is judged.
+    if (std::error_code ec; !std::filesystem::exists(in, ec))
+      return report(input_error(in, "", "cannot open file: no such file"));
+    if (auto st = distinct_files({{"a shard output", in}, {"--output", a.output}}); !st)
       return report(st.error());
+  }
   auto sum = study::merge_sweep_shards(a.inputs, a.output);
   if (!sum) return report(sum.error());
   if (a.json) {
@@ -311,7 +316,8 @@ void add_study_commands(CLI::App& app, Context& ctx) {
     merge->add_option("--output,-o", m->output, "merged results file: .csv or .jsonl")->required();
     merge->add_flag("--json", m->json, "print the merge summary as JSON");
     merge->callback([m, &ctx] { ctx.exit_code = run_merge_command(*m); });
-    c->callback([a, merge, &ctx] {
+    c->callback([a, merge, c, &ctx] {
+      a->shard_given = c->count("--shard") > 0;
       if (!merge->parsed()) ctx.exit_code = run_sweep_command(*a);
     });
   }
