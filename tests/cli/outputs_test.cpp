@@ -60,7 +60,7 @@ TEST_CASE("an output that is a device is written in place, never replaced") {
   CHECK(S_ISCHR(st.st_mode));
 }
 
-TEST_CASE("an output that is a symbolic link writes its target; the link stays") {
+TEST_CASE("an output that is a symbolic link writes its target, the link stays") {
   const fs::path d = fresh_dir("sparsp_outputs_link");
   fs::create_directory(d / "sub");
   fs::create_symlink("sub/real.json", d / "link.json");  // dangling: names the file to create

@@ -414,7 +414,7 @@ TEST_CASE("defect 19: simulate --csv has the JSON's fields per row (name, params
   CHECK(p["units"] == 2);  // 1 step x 2 layers
 }
 
-TEST_CASE("defect 22: simulate --list --json is JSON; --list with another option is refused") {
+TEST_CASE("defect 22: simulate --list --json is JSON, --list with another option is refused") {
   Run r = run("simulate --list --json");
   REQUIRE(r.rc == 0);
   const json j = json::parse(r.out);  // was plain text

@@ -34,7 +34,7 @@ TEST_CASE("causal: lower triangle with the diagonal, density (n + 1) / (2n)") {
   }
 }
 
-TEST_CASE("a 2^20-token latent loads; the limit is stated") {
+TEST_CASE("a 2^20-token latent loads, the limit is stated") {
   const std::string base = R"({"name": "llm", "heads": 8, "head_dim": 64, "layers": 1, "latent": )";
   auto m = parse_model(base + "[1, 1, 1048576]}", "m.json");
   REQUIRE(m.ok());

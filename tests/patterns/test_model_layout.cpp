@@ -59,7 +59,7 @@ TEST_CASE("every preset number has a source") {
   CHECK(preset_names().size() == 6);
 }
 
-TEST_CASE("model from a path; errors name the file and the field") {
+TEST_CASE("model from a path, errors name the file and the field") {
   const std::string tiny = std::string(SPARSP_TEST_DATA_DIR) + "/patterns/tiny_model.json";
   auto m = load_model(tiny);
   REQUIRE(m.ok());

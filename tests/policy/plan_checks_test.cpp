@@ -110,7 +110,7 @@ TEST_CASE("plan: errors in the embedded topology name the plan file and /topolog
   CHECK_MESSAGE(starts(e, "p.json:/topology/nccl/p2p_Bps"), e);
 }
 
-TEST_CASE("plan: kv_block_bytes > 0 with blocks; at least one layer plan; bounded durations") {
+TEST_CASE("plan: kv_block_bytes > 0 with blocks, at least one layer plan, bounded durations") {
   auto j = good_plan();
   j["kv_block_bytes"] = 0;
   CHECK(starts(plan_error(j), "p.json:/kv_block_bytes: expected > 0 when num_blocks > 0"));
@@ -130,7 +130,7 @@ TEST_CASE("plan: kv_block_bytes > 0 with blocks; at least one layer plan; bounde
   CHECK(starts(plan_error(j), "p.json:/layers/0/compute/0/flops: expected FLOP in 0..1e24"));
 }
 
-TEST_CASE("rank topology: NCCL's default P2P level (P2P up to PXB, SHM beyond; NVLink always)") {
+TEST_CASE("rank topology: NCCL's default P2P level (P2P up to PXB, SHM beyond, NVLink always)") {
   // NCCL 2.30.7 src/graph/paths.cc ncclTopoCheckP2p: p2pLevel = PATH_PXB unless an AMD CPU with
   // <= 2 GPUs. 8x-l40s-gen4-4switch (topo matrix): GPU0-GPU1 PIX -> P2P; GPU0-GPU2 NODE and
   // GPU0-GPU4 SYS -> SHM, though the topology allows peer access on all three pairs.

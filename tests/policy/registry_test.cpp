@@ -32,7 +32,7 @@ TEST_CASE("registry: all six placements and seven schemes, in listing order") {
         std::vector<std::string>{"sync", "sm_overlap", "ce_decoupled"});
 }
 
-TEST_CASE("registry: unknown names are errors naming them; the policy check lists the known ones") {
+TEST_CASE("registry: unknown names are errors naming them, the policy check lists the known ones") {
   const auto flat = policy::RankTopology::flat(2, true);
   policy::BlockGraph g;
   g.num_blocks = 2;

@@ -97,7 +97,7 @@ TEST_CASE("ulysses with grouped-query attention: K and V volumes scale by kv_hea
   }
 }
 
-TEST_CASE("ulysses: kv_heads below the degree replicate; neither dividing is an error") {
+TEST_CASE("ulysses: kv_heads below the degree replicate, neither dividing is an error") {
   // H = 4, kv_heads 2, P = u = 4: 2 < 4 divides 4, so each K/V head is replicated twice and
   // each rank receives one: the volume is the MHA one, 3145728 B (policy_volume_test).
   TestPattern pat(16, 128, 4, 64, [](int, int, int) { return true; });

@@ -64,7 +64,7 @@ TEST_CASE("two GPUs on NVLink: one nvlink link from the measured peer figures") 
   CHECK(rep.bidir_bandwidth_Bps[0][1] == doctest::Approx(784e9));
 }
 
-TEST_CASE("without NV#, a peer path faster than any PCIe link is NVLink; slower is PCIe P2P") {
+TEST_CASE("without NV#, a peer path faster than any PCIe link is NVLink, slower is PCIe P2P") {
   const std::vector gpus{h200(55e9, 54e9), h200(54e9, 55e9)};
   // 300 GB/s > 1.25 x 55 GB/s: NVLink, count = round(300 / (25 x 0.88)) = round(13.6) = 14.
   auto fast = peer(0, 1, 300e9, 4e-6, 0);

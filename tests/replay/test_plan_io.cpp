@@ -98,7 +98,7 @@ TEST_CASE("plan errors name the file and JSON pointer") {
   REQUIRE(!r.ok());
 }
 
-TEST_CASE("every committed plan loads; a hand-made plan names the scheme custom") {
+TEST_CASE("every committed plan loads, a hand-made plan names the scheme custom") {
   // replay/RESULTS.md replays these; once the loader required registered scheme names, the
   // hand-made ones ("handmade") were refused with exit 2 until they were renamed "custom".
   namespace fs = std::filesystem;
@@ -143,7 +143,7 @@ TEST_CASE("a plan's layer plans are distinct (step, layer) pairs") {
   CHECK(r.error().message == "p.json:/layers/1: (step 0, layer 0) repeats /layers/0");
 }
 
-TEST_CASE("plan schema 2: compute kinds round-trip; schema 1 plans load as attention") {
+TEST_CASE("plan schema 2: compute kinds round-trip, schema 1 plans load as attention") {
   policy::Plan p = small_plan();
   CHECK(p.schema_version == 2);
   auto& c = p.layers[0].work.compute[0];

@@ -148,7 +148,7 @@ TEST_CASE("simulate: peer traffic through a root complex pays its coefficient") 
     if (s.name == "cpu0.rc") CHECK(s.bytes == doctest::Approx(1.2e9));  // coefficient-weighted
 }
 
-TEST_CASE("simulate: SM-driven transfer slows compute on its GPUs; DAG and critical path") {
+TEST_CASE("simulate: SM-driven transfer slows compute on its GPUs, DAG and critical path") {
   // L40S: 142 SMs (topology preset table). c0 (1 ms of work on gpu0) runs alongside an SM-driven
   // transfer taking 32 SMs: 10 MB at 20 GB/s = 0.5 ms + 1 us latency + 2 us launch = 0.503 ms.
   // Compute runs at (142 - 32) / 142 while the transfer runs, then at full speed:
@@ -308,7 +308,7 @@ TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several
   CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
 }
 
-TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency; a topology sets its cost") {
+TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a topology sets its cost") {
   // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
   // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
   // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.

@@ -82,7 +82,7 @@ TEST_CASE("tune: policy parameter values out of range are input errors at their 
   CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
 }
 
-TEST_CASE("tune CLI: -o writes only -o; a bad objective names the file") {
+TEST_CASE("tune CLI: -o writes only -o, a bad objective names the file") {
   const fs::path d = fs::temp_directory_path() / "sparsp_input_checks_tune";
   fs::remove_all(d);
   fs::create_directories(d);

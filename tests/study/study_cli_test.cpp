@@ -174,7 +174,7 @@ TEST_CASE("unwritable --trace / --emit-plan folders are refused before the study
   CHECK(std::filesystem::is_empty(dir / "ok"));
 }
 
-TEST_CASE("simulate progress: none unless asked or on a terminal; output unchanged") {
+TEST_CASE("simulate progress: none unless asked or on a terminal, output unchanged") {
   // Default study (two servers), top-k pattern (dynamic: every (step, layer) is simulated),
   // 2 steps x 2 layers -> 2 x 2 x 2 = 8 (topology, step, layer) units.
   const std::string args = "simulate --pattern topk --steps 2 --layers 2 --json";
@@ -206,9 +206,10 @@ TEST_CASE("simulate progress: none unless asked or on a terminal; output unchang
   }
 }
 
-TEST_CASE("emitted plans re-time byte-identically; traces are written") {
+TEST_CASE("emitted plans re-time byte-identically, traces are written") {
   const auto dir = std::filesystem::temp_directory_path() / "sparsp_study_cli_plans";
   std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);  // --emit-plan and --trace refuse a missing parent
   auto r = sparsp(
       "simulate --topology 8x-l40s-gen4-4switch --gpus 4 --policy "
       "dependency_aware/demand_direct/ce_decoupled:route=host_staged,staging_buffers=3 --json "

@@ -34,7 +34,7 @@ void add(study::Study& s, const char* text) {
 }
 }  // namespace
 
-TEST_CASE("every scheme x runtime runs on STA; static patterns are simulated once") {
+TEST_CASE("every scheme x runtime runs on STA, static patterns are simulated once") {
   auto s = base("hunyuanvideo-sta", "sta", 4);
   s.pattern.block_tokens = 384;
   s.pattern.tile = {6, 8, 8};
@@ -262,7 +262,7 @@ TEST_CASE("a study skips Ulysses when its degree and kv_heads do not divide one 
   CHECK(r->skipped[0].reason == "kv_heads (6) and the Ulysses degree 8 do not divide one another");
 }
 
-TEST_CASE("the baseline's own reason; a study that would fail on a later topology fails first") {
+TEST_CASE("the baseline's own reason, a study that would fail on a later topology fails first") {
   // 7 ranks of Wan2.1-14B (40 heads): Ulysses is left out (40 % 7 != 0) and so is USP (default
   // degree 7/2 = 3 -> 2 -> 1, none divides 7). The error gives USP's reason, not Ulysses'.
   auto s = one_unit("wan2.1-14b-720p", "sta", 7);

@@ -113,7 +113,7 @@ TEST_CASE("sweep rows equal the individual simulate runs") {
   CHECK(slurp(d / "r1.jsonl") == slurp(d / "r.jsonl"));
 }
 
-TEST_CASE("sweep: bad input exits 2 with the JSON pointer; invalid points are skipped") {
+TEST_CASE("sweep: bad input exits 2 with the JSON pointer, invalid points are skipped") {
   const fs::path d = temp_dir("bad");
   std::ofstream(d / "bad.json") << R"({"study": {"schema_version": 1, "topologies": ["x"],
       "pattern": {"kind": "sta"}, "policies": ["contiguous/ring/sync"]},

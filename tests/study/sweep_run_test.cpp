@@ -188,7 +188,7 @@ TEST_CASE("resumption after a kill at any byte gives the uninterrupted file") {
   }
 }
 
-TEST_CASE("a stopped run resumes where it stopped; a finished one is not re-run") {
+TEST_CASE("a stopped run resumes where it stopped, a finished one is not re-run") {
   const fs::path d = temp_dir("stop");
   const SweepSpec spec = small_spec();
   REQUIRE(run_sweep(spec, fake_evaluator(), opts(d / "ref.csv", 1)).ok());

@@ -152,7 +152,7 @@ TEST_CASE("bad sweep input names the JSON pointer") {
       "s.json:/study: /nonexistent/study.json: cannot open file");
 }
 
-TEST_CASE("a referenced topology file is inlined to sweep its template; sparsity = 1 - density") {
+TEST_CASE("a referenced topology file is inlined to sweep its template, sparsity = 1 - density") {
   auto r = sparsp::study::load_sweep(SPARSP_TEST_DATA_DIR "/sweep/gps.json");
   REQUIRE(r.ok());
   CHECK(r->base_dir == SPARSP_TEST_DATA_DIR "/sweep");
@@ -167,7 +167,7 @@ TEST_CASE("a referenced topology file is inlined to sweep its template; sparsity
   CHECK(make_point(*r, 3)->settings[1].value_json == "0.75");
 }
 
-TEST_CASE("policy strings become objects to sweep their parameters; topology -> topologies") {
+TEST_CASE("policy strings become objects to sweep their parameters, topology -> topologies") {
   auto r = parse_sweep(R"({"study": {"topology": "no-such-preset", "pattern": {"kind": "sta"},
       "policies": ["contiguous/ring/sm_overlap:skip_empty=1", "balanced/demand_direct/sync"]},
       "axes": [{"name": "comm_sms", "values": [8, 16]}, {"name": "topology", "values": ["a", "b"]}]})",

@@ -182,7 +182,7 @@ TEST_CASE("an oversubscribed spine: a flow between leaves gets the leaf uplink's
   CHECK(x.legs[0].latency_s == doctest::Approx(4e-6 + 0.4e-6));
 }
 
-TEST_CASE("1,024-GPU cluster: routes are computed on demand; memory follows the pairs asked") {
+TEST_CASE("1,024-GPU cluster: routes are computed on demand, memory follows the pairs asked") {
   // 128 nodes x 8 H100: 1,024 GPUs. Nothing is precomputed; a ring asks 1,024 routes and holds
   // exactly those (a precomputed table would hold 3 x (1024 + 256)^2 = 4.9M).
   std::string text = R"({"schema_version": 1, "name": "k", "cluster": {"version": 1,

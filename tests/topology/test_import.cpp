@@ -78,7 +78,7 @@ const char* kLegend =
 }  // namespace
 
 TEST_CASE(
-    "nvidia-smi import -> matrix round-trips every real case exactly; counts match the facts") {
+    "nvidia-smi import -> matrix round-trips every real case exactly, counts match the facts") {
   int cases = 0;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(kData + "/cases")) dirs.push_back(e.path());
