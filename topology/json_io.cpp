@@ -1262,9 +1262,9 @@ Result<Topology> Topology::load(const std::string& name_or_path) {
     std::string names;
     for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
     for (const auto& n : cluster_preset_names()) names += ", " + n;
-    return Error{
-        name_or_path + ": no such preset (presets: " + names + "; or give a path to a .json file)",
-        2};
+    // input_error: the name is the user's, and its control bytes must not reach the terminal.
+    return input_error(name_or_path, "",
+                       "no such preset (presets: " + names + "; or give a path to a .json file)");
   }
   return from_json_file(name_or_path);
 }

@@ -232,3 +232,11 @@ TEST_CASE("pattern stats warns when a mask has no active pair") {
   CHECK(d.rc == 0);
   CHECK(d.err.empty());
 }
+
+TEST_CASE("a preset name's control bytes are written as \\xNN") {
+  // Break-it pass 2026-12-03: `--topology` with an ESC sequence reached the terminal raw.
+  const auto r = sparsp::test::run("topo show \"$(printf 'x\\033[31my')\"");
+  CHECK(r.rc == 2);
+  CHECK(r.err.rfind("sparsp: x\\x1b[31my: no such preset (presets: ", 0) == 0);
+  CHECK(r.err.find('\x1b') == std::string::npos);
+}
