@@ -33,33 +33,45 @@ struct ShardFile {
   std::vector<std::pair<size_t, size_t>> point_rows;  // [begin, end) of point i of the shard
 };
 
-// The shard line: "#sparsp-shard {...}" (CSV) or {"sparsp_shard":{...}} (JSON Lines).
+// The shard line: "#sparsp-shard {...}" (CSV) or {"sparsp_shard":{...}} (JSON Lines), parsed
+// strictly (parse_json: duplicate keys, syntax and number errors name the line; break-it
+// 2026-12-03: a duplicate key was taken, last one winning, and 2^64 points printed as negative).
 Status parse_shard_line(const std::string& line, OutputFormat format, ShardFile& f) {
   const std::string not_shard =
       "not the output of a shard (no shard line; write shards with `sparsp sweep --shard K/N`)";
-  json doc;
-  try {
-    if (format == OutputFormat::csv) {
-      const std::string lead = "#sparsp-shard ";
-      if (line.rfind(lead, 0) != 0) return input_error(f.path, "1", not_shard);
-      doc = json::parse(line.substr(lead.size()));
-    } else {
-      const json outer = json::parse(line);
-      if (!outer.is_object() || !outer.contains("sparsp_shard"))
-        return input_error(f.path, "1", not_shard);
-      doc = outer["sparsp_shard"];
-    }
-    f.index = doc.at("shard").get<int>();
-    f.count = doc.at("of").get<int>();
-    f.points = doc.at("points").get<int64_t>();
-    f.sweep = doc.at("sweep").get<std::string>();
-  } catch (const json::exception&) {
+  const std::string lead = "#sparsp-shard ";
+  const bool csv = format == OutputFormat::csv;
+  if (csv ? line.rfind(lead, 0) != 0 : line.rfind("{\"sparsp_shard\":", 0) != 0)
     return input_error(f.path, "1", not_shard);
-  }
-  if (f.count < 1 || f.index < 1 || f.index > f.count || f.points < 0)
+  auto parsed = parse_json<json>(csv ? std::string_view(line).substr(lead.size()) : line, f.path);
+  if (!parsed) return parsed.error();
+  const json& doc = csv ? parsed.value() : parsed.value()["sparsp_shard"];
+  auto bad = [&](const std::string& what) {
     return input_error(f.path, "1",
-                       "shard line names shard " + std::to_string(f.index) + "/" +
-                           std::to_string(f.count) + " of " + std::to_string(f.points) + " points");
+                       "shard line: " + what + " (write shards with `sparsp sweep --shard K/N`)");
+  };
+  if (!doc.is_object()) return bad("expected an object");
+  for (auto it = doc.begin(); it != doc.end(); ++it)
+    if (it.key() != "shard" && it.key() != "of" && it.key() != "points" && it.key() != "sweep")
+      return bad("unknown key '" + it.key() + "'");
+  auto integer = [&](const char* key, int64_t lo, int64_t hi, int64_t& out) -> bool {
+    const auto it = doc.find(key);
+    if (it == doc.end() || !it->is_number_integer()) return false;
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) return false;
+    out = it->get<int64_t>();
+    return out >= lo && out <= hi;
+  };
+  int64_t index = 0, count = 0;
+  if (!integer("of", 1, kMaxShards, count)) return bad("/of: expected an integer in 1..1000000");
+  if (!integer("shard", 1, count, index))
+    return bad("/shard: expected an integer in 1.." + std::to_string(count));
+  if (!integer("points", 0, int64_t{1} << 53, f.points))
+    return bad("/points: expected an integer in 0..2^53");
+  const auto sw = doc.find("sweep");
+  if (sw == doc.end() || !sw->is_string()) return bad("/sweep: expected a string");
+  f.index = static_cast<int>(index);
+  f.count = static_cast<int>(count);
+  f.sweep = sw->get<std::string>();
   return Ok{};
 }
 

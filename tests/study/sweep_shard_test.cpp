@@ -299,6 +299,18 @@ TEST_CASE("merge checks every row whole, and refuses an output another writer ho
   CHECK(with("x.csv", text + "4,\"open\n") ==
         p + ":" + std::to_string(std::count(text.begin(), text.end(), '\n') + 1) +
             ": row is cut (an unclosed quote)");
+  // The shard line is strict JSON: a key given twice, or points past 2^53.
+  const std::string line1 = text.substr(0, text.find('\n'));
+  std::string dup = line1;
+  dup.insert(dup.find("\"of\""), "\"of\":7,");
+  CHECK(with("x.csv", dup + text.substr(line1.size())) ==
+        p + ":/of: duplicate key \"of\" (each key may appear once)");
+  std::string big = line1;
+  const size_t at = big.find("\"points\":") + 9;
+  big.replace(at, big.find(',', at) - at, "18446744073709551617");
+  CHECK(with("x.csv", big + text.substr(line1.size())) ==
+        p + ":1: shard line: /points: expected an integer in 0..2^53 (write shards with `sparsp "
+            "sweep --shard K/N`)");
   // Another writer holds the output's lock (as a running sweep does): refused, nothing written.
   const int fd = ::open((out + ".partial").c_str(), O_RDWR | O_CREAT, 0644);
   REQUIRE(fd >= 0);
