@@ -276,6 +276,11 @@ Result<PublishedFile> check_file(const std::string& path, const RunOptions& run_
         return input_error(path, mp, "expected exactly one of time_s and throughput_per_s");
       auto v = get_positive(path, has_t ? mrow["time_s"] : mrow["throughput_per_s"],
                             mp + (has_t ? "/time_s" : "/throughput_per_s"));
+      // A published time or rate is within 1e-9..1e9 (s or 1/s): beyond it the figure is a typo,
+      // and its error column would not fit the table (break-it 2026-12-03: time_s 1e308).
+      if (v && (*v < 1e-9 || *v > 1e9))
+        return input_error(path, mp + (has_t ? "/time_s" : "/throughput_per_s"),
+                           "expected a number in 1e-9..1e9, got " + json(*v).dump());
       if (!v) return v.error();
       PublishedRow row;
       row.policy = *pol;

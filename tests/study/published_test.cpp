@@ -121,6 +121,23 @@ TEST_CASE("format_published: a size named by its GPU count is not told twice") {
   CHECK(out.find("2 GPUs, 2 GPUs") == std::string::npos);
 }
 
+TEST_CASE("a published time outside 1e-9..1e9 s is refused at its pointer") {
+  // Break-it pass 2026-12-03: time_s 1e308 printed a 300-digit error column that overran the
+  // table line. The tiny file's first measured time (0.003 s) set to 1e308.
+  std::string text;
+  {
+    std::ifstream in(tiny_file());
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.replace(text.find("0.003"), 5, "1e308");
+  const fs::path p = fs::temp_directory_path() / "sparsp_tiny_huge.published.json";
+  std::ofstream(p) << text;
+  auto c = sparsp::study::check_published({p.string()});
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message ==
+        p.string() + ":/sizes/0/measured/0/time_s: expected a number in 1e-9..1e9, got 1e+308");
+}
+
 TEST_CASE("check-published CLI: --json, --require-tau, --require-median-error") {
   const std::string file = tiny_file();
   auto r = sparsp::test::run("check-published --json " + file);
