@@ -71,6 +71,16 @@ std::string tiny_file() {
   return p.string();
 }
 
+// tiny_file() with its first `from` replaced by `to`, written as <temp>/sparsp_tiny_<name>.
+std::string tiny_file_with(const std::string& from, const std::string& to,
+                           const std::string& name) {
+  std::string text = sparsp::test::slurp(tiny_file());
+  text.replace(text.find(from), from.size(), to);
+  const fs::path p = fs::temp_directory_path() / ("sparsp_tiny_" + name + ".published.json");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
 }  // namespace
 
 TEST_CASE("check_published: a tiny file with known taus and errors") {
@@ -105,15 +115,8 @@ TEST_CASE("check_published: a tiny file with known taus and errors") {
 TEST_CASE("format_published: a size named by its GPU count is not told twice") {
   // Break-it pass (2026-12-02): "size 2 GPUs, 2 GPUs: Kendall tau ...". The tiny file's first
   // size renamed "2 GPUs" (the setup's count) prints once; "disagree" still gets ", 2 GPUs".
-  std::string text;
-  {
-    std::ifstream in(tiny_file());
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  text.replace(text.find("\"agree\""), 7, "\"2 GPUs\"");
-  const fs::path p = fs::temp_directory_path() / "sparsp_tiny_gpus.published.json";
-  std::ofstream(p) << text;
-  auto c = sparsp::study::check_published({p.string()});
+  const std::string p = tiny_file_with("\"agree\"", "\"2 GPUs\"", "gpus");
+  auto c = sparsp::study::check_published({p});
   REQUIRE(c);
   const std::string out = sparsp::study::format_published(*c);
   CHECK(out.find("  size 2 GPUs: Kendall tau 0.667") != std::string::npos);
@@ -124,18 +127,11 @@ TEST_CASE("format_published: a size named by its GPU count is not told twice") {
 TEST_CASE("a published time outside 1e-9..1e9 s is refused at its pointer") {
   // Break-it pass 2026-12-03: time_s 1e308 printed a 300-digit error column that overran the
   // table line. The tiny file's first measured time (0.003 s) set to 1e308.
-  std::string text;
-  {
-    std::ifstream in(tiny_file());
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  text.replace(text.find("0.003"), 5, "1e308");
-  const fs::path p = fs::temp_directory_path() / "sparsp_tiny_huge.published.json";
-  std::ofstream(p) << text;
-  auto c = sparsp::study::check_published({p.string()});
+  const std::string p = tiny_file_with("0.003", "1e308", "huge");
+  auto c = sparsp::study::check_published({p});
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message ==
-        p.string() + ":/sizes/0/measured/0/time_s: expected a number in 1e-9..1e9, got 1e+308");
+        p + ":/sizes/0/measured/0/time_s: expected a number in 1e-9..1e9, got 1e+308");
 }
 
 TEST_CASE("check-published CLI: --json, --require-tau, --require-median-error") {
