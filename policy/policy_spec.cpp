@@ -21,14 +21,23 @@ std::string names(const std::vector<PolicyInfo>& list) {
   for (const auto& p : list) s += (s.empty() ? "" : ", ") + p.name;
   return s;
 }
-const char* const kKnownParams[] = {"skip_empty",  "ulysses_degree", "host_staged", "comm_sms",
-                                    "chunk_bytes", "tolerance",      "locality",    "ce_only",
-                                    "split_text",  "staging_buffers"};
+const char* const kKnownParams[] = {"skip_empty",
+                                    "ulysses_degree",
+                                    "host_staged",
+                                    "comm_sms",
+                                    "chunk_bytes",
+                                    "tolerance",
+                                    "locality",
+                                    "ce_only",
+                                    "split_text",
+                                    "staging_buffers",
+                                    "merge_bytes_per_element"};
 // Boolean parameters: 0 or 1 (2 or 0.5 is a typo, not "on").
 const char* const kBooleanParams[] = {"skip_empty", "host_staged", "ce_only", "split_text"};
 // Which part reads each parameter that not every policy reads (the others, host_staged,
 // chunk_bytes and staging_buffers, apply to the host-staged transfers of any policy). Kept in
-// step with the readers: scheme_ring.cpp (skip_empty), scheme_demand_*.cpp (split_text),
+// step with the readers: scheme_ring.cpp (skip_empty; merge_bytes_per_element, also read by
+// scheme_usp.cpp), scheme_demand_*.cpp (split_text),
 // scheme_usp.cpp (ulysses_degree), placement_balanced.cpp and placement_dependency_aware.cpp
 // (tolerance, locality), runtime.cpp (comm_sms and ce_only: SM-driven copies only).
 struct ParamReaders {
@@ -38,6 +47,7 @@ struct ParamReaders {
 };
 const ParamReaders kParamReaders[] = {
     {"skip_empty", "scheme", {"ring"}},
+    {"merge_bytes_per_element", "scheme", {"ring", "usp"}},
     {"split_text", "scheme", {"demand_alltoall", "demand_direct", "demand_hierarchical"}},
     {"ulysses_degree", "scheme", {"usp"}},
     {"tolerance", "placement", {"balanced", "dependency_aware"}},
@@ -69,6 +79,15 @@ Status check_policy_param(const std::string& k, double v) {
     std::ostringstream o;
     o << "policy parameter 'chunk_bytes' must be in [" << kMinChunkBytes << ", " << kMaxChunkBytes
       << "] bytes, got " << v;
+    return Error{o.str()};
+  }
+  // The ring merge's bytes per output element (scheme_parts.hpp kRingMergeBytesPerElement): 0
+  // turns the merge off; 1e4 is far above any elementwise chain (eager PyTorch: 48).
+  if (k == "merge_bytes_per_element" && !(v >= 0 && v <= 1e4)) {
+    std::ostringstream o;
+    o << "policy parameter 'merge_bytes_per_element' must be in [0, 10000] bytes per output "
+         "element, got "
+      << v;
     return Error{o.str()};
   }
   if (k == "tolerance" && !(v >= 1.0 && std::isfinite(v))) {

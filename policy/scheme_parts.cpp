@@ -87,11 +87,12 @@ void add_text_partials(CommPlan& plan, const Demand& d, const std::vector<int>& 
 // owner+s (after the step s-1 message; step 1 after `first_after`), which then computes
 // `flops_at[owner+s]` on it. `ring[q]` is the rank at position q. Zero-FLOP pieces are skipped
 // unless `keep_empty_tasks`. Returns the task index of each step (index s; -1 where none).
-std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
-                                const RingShard& shard, const std::vector<double>& flops_at,
-                                bool keep_empty_tasks, bool staged) {
+RingStage add_ring_stage(CommPlan& plan, const std::vector<int>& ring, const RingShard& shard,
+                         const std::vector<double>& flops_at, bool keep_empty_tasks, bool staged) {
   const int n = static_cast<int>(ring.size());
-  std::vector<int> tasks(static_cast<size_t>(shard.last_step) + 1, -1);
+  RingStage out;
+  out.tasks.assign(static_cast<size_t>(shard.last_step) + 1, -1);
+  out.merges.assign(static_cast<size_t>(shard.last_step) + 1, -1);
   int prev = -1;
   for (int s = 1; s <= shard.last_step; ++s) {
     const int to = (shard.owner + s) % n;
@@ -114,10 +115,40 @@ std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
       AttentionTask t{dst, f, s, {prev}, "ring"};
       t.what = shard.what;
       if (t.what.kv_ranks.empty()) t.what.kv_ranks = {ring[static_cast<size_t>(shard.owner)]};
-      tasks[static_cast<size_t>(s)] = add_task(plan, std::move(t));
+      const int ti = add_task(plan, std::move(t));
+      out.tasks[static_cast<size_t>(s)] = ti;
+      const double elements = static_cast<size_t>(to) < shard.merge_elements_at.size()
+                                  ? shard.merge_elements_at[static_cast<size_t>(to)]
+                                  : 0.0;
+      const double merge_bytes = shard.merge_bytes_per_element * elements;
+      if (merge_bytes > 0) {
+        AttentionTask c{dst, 0, s, {}, "ring_merge"};
+        c.after_tasks = {ti};
+        c.what.kind = sim::TaskKind::copy;
+        c.what.bytes = merge_bytes;
+        out.merges[static_cast<size_t>(s)] = add_task(plan, std::move(c));
+      }
     }
   }
-  return tasks;
+  return out;
+}
+
+void chain_ring_merges(CommPlan& plan) {
+  std::map<int, std::vector<int>> of_rank;  // rank -> its merge tasks
+  for (size_t i = 0; i < plan.tasks.size(); ++i)
+    if (plan.tasks[i].tag == "ring_merge")
+      of_rank[plan.tasks[i].rank].push_back(static_cast<int>(i));
+  for (auto& [rank, v] : of_rank) {
+    std::stable_sort(v.begin(), v.end(), [&](int a, int b) {
+      return plan.tasks[static_cast<size_t>(a)].phase < plan.tasks[static_cast<size_t>(b)].phase;
+    });
+    for (size_t k = 1; k < v.size(); ++k)
+      plan.tasks[static_cast<size_t>(v[k])].after_tasks.push_back(v[k - 1]);
+  }
+}
+
+double ring_merge_bytes_per_element(const Params& p) {
+  return param(p, "merge_bytes_per_element", kRingMergeBytesPerElement);
 }
 
 // Control for dynamic patterns: every owner sends its pooled K block summaries (one head_dim
@@ -168,7 +199,8 @@ int ulysses_kv_heads(int heads, int kv_heads, int u) {
   return u % kvh == 0 ? u : -1;
 }
 
-Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag) {
+Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag,
+                              double merge_bytes_per_element) {
   const int P = in.placement->ranks;
   const int H = in.model->heads;
   if (u < 1 || P % u != 0)
@@ -286,19 +318,29 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       shard.what.kv_ranks = group_ranks(o);
       shard.what.head_begin = i * (H / u);
       shard.what.head_end = (i + 1) * (H / u);
+      shard.merge_bytes_per_element = merge_bytes_per_element;
       std::vector<double> flops_at(static_cast<size_t>(r));
-      for (int j = 0; j < r; ++j) flops_at[static_cast<size_t>(j)] = F(i, j, o);
-      const auto steps =
+      for (int j = 0; j < r; ++j) {
+        flops_at[static_cast<size_t>(j)] = F(i, j, o);
+        shard.merge_elements_at.push_back(group_tokens[static_cast<size_t>(j)] * hpg *
+                                          in.model->head_dim);
+      }
+      const auto stage =
           add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/true, staged);
       for (int s = 1; s < r; ++s) {
         const int x = ring[static_cast<size_t>((o + s) % r)];
-        auto& t = plan.tasks[static_cast<size_t>(steps[static_cast<size_t>(s)])];
+        const int ti = stage.tasks[static_cast<size_t>(s)];
+        auto& t = plan.tasks[static_cast<size_t>(ti)];
         t.what.q_ranks = group_ranks(x / u);
         if (post_in[static_cast<size_t>(x)] >= 0) t.after_tasks = {post_in[static_cast<size_t>(x)]};
-        tasks_of[static_cast<size_t>(x)].push_back(steps[static_cast<size_t>(s)]);
+        tasks_of[static_cast<size_t>(x)].push_back(ti);
+        // The output transposes read the merged output.
+        if (const int mi = stage.merges[static_cast<size_t>(s)]; mi >= 0)
+          tasks_of[static_cast<size_t>(x)].push_back(mi);
       }
     }
   }
+  chain_ring_merges(plan);
   // Transpose before the all-to-all out (all_to_all_4D, scatter_idx 1: transpose(0, 3)
   // .transpose(0, 1).contiguous()) of the output of rank (j, i)'s heads over shard j.
   std::vector<int> pre_out(static_cast<size_t>(P), -1);

@@ -39,15 +39,47 @@ struct RingShard {
   std::vector<int32_t> kv_blocks;  // blocks carried (empty where not tracked block by block)
   std::vector<int> first_after;    // messages the step-1 send waits for
   sim::TaskCompute what;           // coverage of the step tasks (kv_ranks empty: the owner's)
+  // The merge of each step's partial output into the rank's float32 accumulator by log-sum-exp
+  // (ring-flash-attention / yunchang `update_out_and_lse`): bytes per output element merged
+  // (kRingMergeBytesPerElement unless the policy's merge_bytes_per_element; 0: no merge tasks),
+  // and the output elements merged at each ring position (query tokens x heads x head_dim of
+  // that rank's piece; empty: none).
+  double merge_bytes_per_element = 0;
+  std::vector<double> merge_elements_at;
+};
+
+// The task indices one shard's trip adds, per step s (index s; -1 where none): the attention
+// piece and the merge after it.
+struct RingStage {
+  std::vector<int> tasks;
+  std::vector<int> merges;
 };
 
 // At step s = 1..last_step the rank at ring position owner+s-1 forwards the shard to the one at
 // owner+s (after the step s-1 message; step 1 after `first_after`), which then computes
-// `flops_at[owner+s]` on it. `ring[q]` is the rank at position q. Zero-FLOP pieces are skipped
-// unless `keep_empty_tasks`. Returns the task index of each step (index s; -1 where none).
-std::vector<int> add_ring_stage(CommPlan& plan, const std::vector<int>& ring,
-                                const RingShard& shard, const std::vector<double>& flops_at,
-                                bool keep_empty_tasks, bool staged);
+// `flops_at[owner+s]` on it and, where shard.merge_bytes_per_element x merge_elements_at[owner+s]
+// > 0, merges that partial output (a memory-bound `copy` task of that many bytes, tag
+// "ring_merge", after the piece). `ring[q]` is the rank at position q. Zero-FLOP pieces (and
+// their merges) are skipped unless `keep_empty_tasks`.
+RingStage add_ring_stage(CommPlan& plan, const std::vector<int>& ring, const RingShard& shard,
+                         const std::vector<double>& flops_at, bool keep_empty_tasks, bool staged);
+
+// The ring merge's bytes per output element, the default of the policy parameter
+// merge_bytes_per_element: 18.4, the torch.jit.script merge (out - sigmoid(block_lse - lse) *
+// (out - block_out), float32 out and lse, bf16 block_out) timed on an H200 at HunyuanVideo
+// shapes, 0.766 ms for 57,600 tokens x 24 heads x 128 (ring degree 2; 18.35 at degree 4), times
+// the H200's measured float32 copy bandwidth (4,244 GB/s read + written) over the elements
+// (python/examples/ring_merge_cost.py, sim/results/ring-merge-h200.json, sim/RESULTS.md "the ring
+// merge of partial outputs"). Measured on the H200 only; other GPUs get it through their memory
+// bandwidth (ComputeModel::copy_time_s). Eager PyTorch: 48.2.
+constexpr double kRingMergeBytesPerElement = 18.4;
+
+// Chains each rank's ring-merge tasks in step order (each after the rank's previous merge: one
+// float32 accumulator, updated in place step after step).
+void chain_ring_merges(CommPlan& plan);
+
+// The policy's merge_bytes_per_element (default kRingMergeBytesPerElement).
+double ring_merge_bytes_per_element(const Params& p);
 
 // Index bytes per requested (block) entry: one int32.
 constexpr double kIndexBytes = 4.0;
@@ -77,6 +109,10 @@ int ulysses_kv_heads(int heads, int kv_heads, int u);
 // over the rank's sequence group and 1/u of the heads; around the output all-to-all the output
 // (H heads) likewise. xDiT's USP (xfuser/core/long_ctx_attention/hybrid/attn_layer.py) calls the
 // same yunchang SeqAllToAll4D.
-Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag);
+// Ring merges: after each ring step's piece, rank (j, i) merges its partial output for the
+// sequence group's tokens and its H / u heads (merge_bytes_per_element x group tokens x H / u x
+// head_dim bytes, add_ring_stage), as yunchang's ring (xDiT's USP) does.
+Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag,
+                              double merge_bytes_per_element);
 
 }  // namespace sparsp::policy::detail

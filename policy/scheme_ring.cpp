@@ -12,6 +12,9 @@ namespace sparsp::policy::detail {
 namespace {
 
 // skip_empty: owner o's shard stops at the last rank along the ring that needs any of it.
+// merge_bytes_per_element: each step's partial output (the rank's tokens x heads x head_dim) is
+// merged into the float32 accumulator by LSE after the step's piece (a `copy` task of that many
+// bytes per element; default kRingMergeBytesPerElement, 0: none).
 Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
   const Demand d = compute_demand(in);
   const int P = d.ranks;
@@ -21,6 +24,11 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
   add_local_tasks(plan, d);
   std::vector<int> ring(static_cast<size_t>(P));
   std::iota(ring.begin(), ring.end(), 0);
+  std::vector<double> elements(static_cast<size_t>(P), 0.0);  // output elements per rank
+  for (int k = 0; k < in.layout->num_blocks; ++k)
+    elements[static_cast<size_t>(in.placement->block_owner[static_cast<size_t>(k)])] +=
+        static_cast<double>(in.layout->tokens_in_block[static_cast<size_t>(k)]) * in.model->heads *
+        in.model->head_dim;
   for (int o = 0; o < P; ++o) {
     RingShard shard;
     shard.owner = o;
@@ -30,6 +38,8 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
         shard.kv_blocks.push_back(k);
       }
     shard.last_step = P - 1;
+    shard.merge_bytes_per_element = ring_merge_bytes_per_element(p);
+    shard.merge_elements_at = elements;
     if (skip) {
       shard.last_step = 0;
       for (int s = 1; s < P; ++s)
@@ -40,12 +50,14 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
       flops_at[static_cast<size_t>(x)] = d.flops[static_cast<size_t>(x) * P + o];
     add_ring_stage(plan, ring, shard, flops_at, /*keep_empty_tasks=*/false, staged);
   }
+  chain_ring_merges(plan);
   return plan;
 }
 
 const RegisterScheme kRegistered{
     {"ring",
-     "ring attention: P-1 shard-forwarding steps overlapped with attention (skip_empty=1 "
+     "ring attention: P-1 shard-forwarding steps overlapped with attention, each step's "
+     "partial output merged by LSE (merge_bytes_per_element, default 18.4; skip_empty=1 "
      "stops a shard after the last rank needing it)",
      0, scheme_ring}};
 

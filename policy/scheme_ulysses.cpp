@@ -11,7 +11,8 @@ namespace sparsp::policy::detail {
 namespace {
 
 Result<CommPlan> scheme_ulysses(const LayerInput& in, const Params& p) {
-  return ulysses_plan(in, in.placement->ranks, param(p, "host_staged", 0) != 0, "a2a");
+  // Ulysses degree P: ring degree 1, no ring steps, so nothing to merge.
+  return ulysses_plan(in, in.placement->ranks, param(p, "host_staged", 0) != 0, "a2a", 0);
 }
 
 const RegisterScheme kRegistered{

@@ -22,12 +22,15 @@ namespace {
 Result<CommPlan> scheme_usp(const LayerInput& in, const Params& p) {
   const int u = static_cast<int>(
       param(p, "ulysses_degree", default_ulysses_degree(in.placement->ranks, in.model->heads)));
-  return ulysses_plan(in, u, param(p, "host_staged", 0) != 0, "a2a");
+  return ulysses_plan(in, u, param(p, "host_staged", 0) != 0, "a2a",
+                      ring_merge_bytes_per_element(p));
 }
 
 const RegisterScheme kRegistered{
-    {"usp", "USP (xDiT): Ulysses degree x ring degree = P (ulysses_degree, default P/2)", 3,
-     scheme_usp}};
+    {"usp",
+     "USP (xDiT): Ulysses degree x ring degree = P (ulysses_degree, default P/2); each ring "
+     "step's partial output merged by LSE (merge_bytes_per_element, default 18.4)",
+     3, scheme_usp}};
 
 }  // namespace
 }  // namespace detail

@@ -76,6 +76,8 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
       {"ulysses_degree", "/policies/0/params/ulysses_degree", "usp: Ulysses degree"},
       {"comm_sms", "/policies/0/params/comm_sms", "sm_overlap: SMs of the comm kernels"},
       {"skip_empty", "/policies/0/params/skip_empty", "ring: skip GPUs needing nothing (0/1)"},
+      {"merge_bytes_per_element", "/policies/0/params/merge_bytes_per_element",
+       "ring / usp: bytes per output element of each ring step's LSE merge (default 18.4)"},
       {"host_staged", "/policies/0/params/host_staged", "force host-staged transfers (0/1)"},
       {"attention_efficiency", "/compute/attention_efficiency",
        "fraction of peak bf16 FLOP/s reached by attention"},

@@ -138,9 +138,16 @@ TEST_CASE("every scheme's attention tasks name the KV they read") {
   auto w = policy::make_workload("sync", *ring, rt, cm, {}, 0);
   REQUIRE(w.ok());
   // Causal, contiguous: rank 0 reads only its own KV (one piece, not partial); rank 3 computes
-  // its local piece and the shards of ranks 0, 1, 2 (four pieces, all partial).
-  int pieces0 = 0, pieces3 = 0;
+  // its local piece and the shards of ranks 0, 1, 2 (four pieces, all partial), and merges each
+  // ring step's piece (3 copy tasks; ring_merge_test.cpp has their bytes).
+  int pieces0 = 0, pieces3 = 0, merges3 = 0;
   for (const auto& c : w->compute) {
+    if (c.what.kind == sim::TaskKind::copy) {
+      CHECK(c.id.find(".ring_merge.") != std::string::npos);
+      CHECK(c.gpu != "gpu0");
+      if (c.gpu == "gpu3") ++merges3;
+      continue;
+    }
     CHECK(c.what.kind == sim::TaskKind::attention);
     if (c.gpu == "gpu0") {
       ++pieces0;
@@ -153,6 +160,7 @@ TEST_CASE("every scheme's attention tasks name the KV they read") {
   }
   CHECK(pieces0 == 1);
   CHECK(pieces3 == 4);
+  CHECK(merges3 == 3);
 }
 
 TEST_CASE("zigzag: rank r holds chunks r and 2P-1-r") {
