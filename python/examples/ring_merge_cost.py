@@ -23,6 +23,25 @@ import json
 import sys
 
 
+def time_ms(fn, iters, warmup=3):
+    """Median over 5 runs of the mean time of `iters` calls of fn, in ms (CUDA events)."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(5):
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / iters)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=115200, help="sequence length (all ranks)")
@@ -48,22 +67,6 @@ def main():
         return out, lse
 
     merge_jit = torch.jit.script(merge)
-
-    def time_ms(fn, iters):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(5):
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / iters)
-        times.sort()
-        return times[len(times) // 2]
 
     rows = []
     for p in [int(x) for x in a.ranks.split(",")]:

@@ -15,8 +15,12 @@ Usage: OUT=DIR python3 ring_step_pieces.py   (writes DIR/ring-step-pieces-h200.j
 """
 import json
 import os
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ring_merge_cost import time_ms  # noqa: E402
 
 F = torch.ops.aten._scaled_dot_product_flash_attention
 d = 'cuda'
@@ -27,21 +31,8 @@ f32 = torch.float32
 
 
 def t(f, n=50):
-    for _ in range(5):
-        f()
-    torch.cuda.synchronize()
-    s = torch.cuda.Event(enable_timing=True)
-    e = torch.cuda.Event(enable_timing=True)
-    r = []
-    for _ in range(5):
-        s.record()
-        for _ in range(n):
-            f()
-        e.record()
-        e.synchronize()
-        r.append(s.elapsed_time(e) / n)
-    r.sort()
-    return r[2]
+    # ring_merge_cost.time_ms with 5 warm-up calls, as the run of 2026-12-03 did.
+    return time_ms(f, n, warmup=5)
 
 
 @torch.jit.script
