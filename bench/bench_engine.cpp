@@ -74,7 +74,8 @@ struct Loaded {
 /// Registers the resources and the routes the flow set uses (every pair of a server; the used
 /// pairs of a rail cluster, whose routes are computed on demand).
 void load(const syn::Net& n, const std::vector<syn::FlowSpec>& specs, Loaded& l) {
-  for (double c : n.capacity_Bps) l.net.add_resource(c);
+  for (size_t c = 0; c < n.capacity_Bps.size(); ++c)
+    l.net.add_resource(n.capacity_Bps[c], c >= n.never_binds.size() || !n.never_binds[c]);
   l.route_ids.assign(static_cast<size_t>(n.hosts) * n.hosts, -1);
   auto reg = [&](int a, int b) {
     int& id = l.route_ids[static_cast<size_t>(a) * n.hosts + b];
@@ -192,6 +193,7 @@ void BM_Engine100(benchmark::State& state) {
   const auto specs = syn::random_flows(n, 100, 3, 1e6, 64e6, 0);
   sparsp::sim::Problem p;
   p.capacity_Bps = n.capacity_Bps;
+  p.never_binds = n.never_binds;
   p.gpus.assign(8, sparsp::sim::GpuModel{2, 128});
   for (size_t i = 0; i < specs.size(); ++i) {
     sparsp::sim::Task t;

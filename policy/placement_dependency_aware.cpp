@@ -1,5 +1,11 @@
 // Placement `dependency_aware`: METIS k-way partition of the block dependency graph, parts mapped
 // to GPUs by recursive bisection of the switch/socket tree.
+//
+// More ranks than blocks (P > n, e.g. HunyuanVideo STA at block 384, 301 blocks, on 1,024 GPUs):
+// some ranks must own no block, and METIS cannot partition into more parts than vertices (its
+// recursive bisection then meets empty graphs and prints "Cannot bisect a graph with 0
+// vertices!" to stdout). The rule: METIS is not called, and the blocks are placed as `balanced`
+// places them (under this placement's name), as where the graph has no dependency at all.
 #include <metis.h>
 
 #include <algorithm>
@@ -142,6 +148,12 @@ Result<Placement> place_dependency_aware(const PlacementContext& c) {
     xadj.push_back(static_cast<idx_t>(adj.size()));
   }
   if (adj.empty()) return make_placement("balanced", c);
+  if (P > n) {  // more ranks than blocks: see the top
+    auto pb = make_placement("balanced", c);
+    if (!pb) return pb.error();
+    pl.block_owner = pb->block_owner;
+    return pl;
+  }
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
   // Attention work as the one balance constraint first; where that leaves the tokens (the
   // per-token GEMM/MLP work) over kTokenTolerance on some GPU, tokens as a second constraint.

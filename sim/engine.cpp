@@ -357,7 +357,8 @@ Outcome Sim::run() {
   const int nres = static_cast<int>(p_.capacity_Bps.size());
   const int ngpu = static_cast<int>(p_.gpus.size());
   out_.tasks.assign(n, TaskOutcome{});
-  for (double c : p_.capacity_Bps) net_.add_resource(c);
+  for (size_t r = 0; r < p_.capacity_Bps.size(); ++r)
+    net_.add_resource(p_.capacity_Bps[r], r >= p_.never_binds.size() || !p_.never_binds[r]);
   net_.record_timeline(record_);
   compute_res_.resize(ngpu);
   device_of_.resize(ngpu);

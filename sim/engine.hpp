@@ -107,6 +107,9 @@ struct SwitchedResource {
 
 struct Problem {
   std::vector<double> capacity_Bps;  ///< one per resource
+  /// Per resource (empty: none): 1 where it can never be a bottleneck (a non-blocking spine,
+  /// lmm.hpp "Constraints that never bind"); same results, smaller sharing problems.
+  std::vector<uint8_t> never_binds;
   std::vector<SwitchedResource> switched;
   std::vector<GpuModel> gpus;
   std::vector<Task> tasks;

@@ -14,9 +14,11 @@ constexpr auto level_after = [](const auto& a, const auto& b) {
 };
 }  // namespace
 
-int System::add_constraint(double capacity_Bps) {
+int System::add_constraint(double capacity_Bps, bool binds) {
   assert(capacity_Bps > 0);
   cap_.push_back(capacity_Bps);
+  binds_.push_back(binds ? 1 : 0);
+  nb_count_.push_back(0);
   st_.emplace_back();
   cmark_.push_back(0);
   cpos_.push_back(-1);
@@ -32,17 +34,24 @@ void System::set_capacity(int constraint, double capacity_Bps) {
   assert(capacity_Bps > 0);
   if (cap_[constraint] == capacity_Bps) return;
   cap_[constraint] = capacity_Bps;
-  touch(constraint);
+  if (binds_[constraint]) touch(constraint);
 }
 
 int System::add_variable(std::span<const Use> uses, double bound) {
   if (off_.empty()) off_.push_back(0);
-  for (const Use& u : uses) {
-    assert(u.constraint >= 0 && u.constraint < num_constraints() && u.coefficient > 0);
-    use_.push_back(u);
-    pos_.push_back(-1);
-  }
+  int binding = 0;
+  for (int pass = 1; pass >= 0; --pass)  // binding constraints first, then those that never bind
+    for (const Use& u : uses) {
+      assert(u.constraint >= 0 && u.constraint < num_constraints() && u.coefficient > 0);
+      if (binds_[u.constraint] != pass) continue;
+      use_.push_back(u);
+      pos_.push_back(-1);
+      binding += pass;
+    }
+  assert((binding > 0 || uses.empty()) && "a variable needs a constraint that binds");
+  bend_.push_back(off_.back() + binding);
   off_.push_back(static_cast<int>(use_.size()));
+  nb_flow_.push_back(0);
   bound_.push_back(bound > 0 ? bound : kInf);
   value_.push_back(0);
   m_.push_back(0);
@@ -58,7 +67,7 @@ void System::swap_elems(int c, int p, int q) {
   std::swap(el[p], el[q]);
   for (int k : {p, q}) {
     const int v = el[k].var;
-    for (int j = off_[v]; j < off_[v + 1]; ++j)
+    for (int j = off_[v]; j < bend_[v]; ++j)
       if (use_[j].constraint == c) {
         pos_[j] = k;
         break;
@@ -73,7 +82,7 @@ void System::set_multiplicity(int var, int64_t m) {
   m_[var] = m;
   const double md = static_cast<double>(m);
   const bool on = old == 0 && m > 0, off = old > 0 && m == 0;
-  const int b = off_[var], e = off_[var + 1];
+  const int b = off_[var], e = bend_[var];
   bool new_edge = false;
   for (int i = b; i < e; ++i) {
     const int c = use_[i].constraint;
@@ -123,7 +132,7 @@ void System::compact(int c) {
   auto& el = elems_[c];
   for (size_t k = static_cast<size_t>(nactive_[c]); k < el.size(); ++k) {
     const int v = el[k].var;
-    for (int j = off_[v]; j < off_[v + 1]; ++j)
+    for (int j = off_[v]; j < bend_[v]; ++j)
       if (use_[j].constraint == c) {
         pos_[j] = -1;
         break;
@@ -165,7 +174,7 @@ void System::rebuild_components() {
           vpos_[v] = static_cast<int>(act.size());
           act.push_back(v);
         }
-        for (int i = off_[v], e = off_[v + 1]; i < e; ++i) {
+        for (int i = off_[v], e = bend_[v]; i < e; ++i) {
           const int d = use_[i].constraint;
           if (cmark_[d] != mark) {
             cmark_[d] = mark;
@@ -187,7 +196,7 @@ void System::merge_new_edges() {
   // the largest (ties: lower id). In a server everything is one component already, so this is
   // usually just adding the variable to the active list. O(merged lists), no graph traversal.
   for (int v : pending_new_) {
-    const int b = off_[v], e = off_[v + 1];
+    const int b = off_[v], e = bend_[v];
     int target = -1;
     for (int i = b; i < e; ++i) {
       const int id = ccomp_[use_[i].constraint];
@@ -221,7 +230,7 @@ void System::fix(int var, double x) {
   fixed_[var] = 1;
   value_[var] = x;
   const double m = static_cast<double>(m_[var]);
-  for (int i = off_[var], e = off_[var + 1]; i < e; ++i) {
+  for (int i = off_[var], e = bend_[var]; i < e; ++i) {
     Work& c = st_[use_[i].constraint];
     const double w = m * use_[i].coefficient;
     const double used = w * x;
@@ -282,7 +291,7 @@ void System::solve() {
     if (m_[v] == 0) {
       value_[v] = 0;
       fixed_[v] = 1;
-    } else if (off_[v] == off_[v + 1]) {
+    } else if (off_[v] == bend_[v]) {
       value_[v] = bound_[v];  // kInf when unbounded: the caller completes such flows at once
       fixed_[v] = 1;
     } else if (bound_[v] < kInf) {
@@ -307,6 +316,35 @@ void System::solve() {
   for (int c : comp_cons_)
     assert(st_[c].load <= cap_[c] * (1 + 1e-9) && "constraint above capacity");
 #endif
+  account_never_binding();
+}
+
+// The loads of the constraints that never bind follow the rates just solved: each variable of
+// the re-solved components moves its contribution m_v a_vc x_v; a constraint that no variable
+// loads any more is set to exactly 0 (no rounding residue). They join changed_constraints().
+void System::account_never_binding() {
+  const uint32_t ep = ++epoch_;
+  const size_t n = comp_vars_.size();
+  for (size_t i = 0; i < n; ++i) {
+    const int v = comp_vars_[i];
+    const int b = bend_[v], e = off_[v + 1];
+    if (b == e) continue;
+    const double now = m_[v] > 0 ? static_cast<double>(m_[v]) * value_[v] : 0.0;
+    const double was = nb_flow_[v];
+    if (now == was) continue;
+    nb_flow_[v] = now;
+    const int dcount = (now != 0) - (was != 0);
+    for (int j = b; j < e; ++j) {
+      const int c = use_[j].constraint;
+      Work& w = st_[c];
+      nb_count_[c] += dcount;
+      w.load = nb_count_[c] == 0 ? 0.0 : w.load + use_[j].coefficient * (now - was);
+      if (cmark_[c] != ep) {
+        cmark_[c] = ep;
+        comp_cons_.push_back(c);
+      }
+    }
+  }
 }
 
 // A round's bound step: when the lowest unfixed bound is <= level, every unfixed variable whose

@@ -46,6 +46,15 @@
 // classes that empty and refill, as they do all the time in a server, cost no graph work. Only a
 // compaction of dormant edges triggers a full rebuild.
 //
+// ## Constraints that never bind
+// A constraint added with `binds = false` is one the caller knows can never be the bottleneck:
+// every variable using it also uses constraints whose capacities sum to at most its own, with no
+// smaller coefficients (a non-blocking spine: a leaf's uplink has the capacity of the NIC links
+// below it, and every flow through it crosses one of them). Removing such a constraint from the
+// problem leaves the max-min allocation unchanged, so the solver keeps it out of the components
+// (it joins nothing: a cluster splits into small independent problems) and out of the filling;
+// its load is kept up to date from the rates of the variables using it, for the statistics.
+//
 // Determinism: all loops run over index-ordered arrays whose order depends only on the sequence of
 // calls, never on addresses; same calls, same results bit for bit.
 #include <cstdint>
@@ -71,13 +80,19 @@ class System {
   void set_heap_threshold(size_t constraints) { heap_min_ = constraints; }
 
   /// Adds a constraint `sum <= capacity_Bps`. REQUIRES: capacity_Bps > 0. Returns its index.
-  int add_constraint(double capacity_Bps);
+  /// `binds = false`: the caller guarantees it can never bind (see "Constraints that never bind"
+  /// at the top); it is then only accounted (load()), never solved over.
+  int add_constraint(double capacity_Bps, bool binds = true);
   /// Changes a capacity (e.g. SMs taken away from a GPU's compute); marks it for re-solving.
+  /// On a constraint that never binds only the stored capacity changes (REQUIRES: it still
+  /// cannot bind).
   void set_capacity(int constraint, double capacity_Bps);
   double capacity(int constraint) const { return cap_[constraint]; }
 
   /// Adds a variable (a class of identical flows) with multiplicity 0. `uses` must name distinct
   /// constraints with coefficients > 0. `bound` is the per-flow rate cap (kInf: none).
+  /// REQUIRES: a variable using a constraint that never binds also uses one that binds.
+  /// uses(var) lists the binding constraints first (each group in the given order).
   int add_variable(std::span<const Use> uses, double bound = kInf);
   /// Sets how many flows the class holds; marks its constraints for re-solving.
   void set_multiplicity(int var, int64_t m);
@@ -113,6 +128,7 @@ class System {
   };
   void touch(int constraint) { touched_.push_back(constraint); }  // duplicates de-duped by mark
   void fix(int var, double x);
+  void account_never_binding();  // loads of the constraints that never bind, after a solve
   void rebuild_components();
   void compact(int constraint);
   void swap_elems(int constraint, int p, int q);
@@ -136,7 +152,11 @@ class System {
   std::vector<std::vector<Elem>> elems_;  // elements: nactive_ active (m > 0) ones first, then
                                           // dormant (m = 0) ones
   // variables
-  std::vector<int> off_;  // uses of v: [off_[v], off_[v+1])
+  std::vector<uint8_t> binds_;  // per constraint: 0 for one that never binds
+  std::vector<int> nb_count_;   // per such constraint: variables with a non-zero load on it
+  std::vector<int> off_;        // uses of v: [off_[v], off_[v+1]), binding ones [off_[v], bend_[v])
+  std::vector<int> bend_;
+  std::vector<double> nb_flow_;  // per variable using a never-binding constraint: m_v x_v in force
   std::vector<Use> use_;
   std::vector<int> pos_;  // position of the element in its constraint's elems_
   std::vector<double> bound_, value_;

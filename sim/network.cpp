@@ -16,10 +16,10 @@ constexpr auto flow_later = [](const auto& a, const auto& b) {
 constexpr double kDoneRelTol = 1e-12;
 }  // namespace
 
-int FlowNetwork::add_resource(double capacity_Bps) {
+int FlowNetwork::add_resource(double capacity_Bps, bool binds) {
   stats_.emplace_back();
   stats_.back().t_last = now_;
-  return lmm_.add_constraint(capacity_Bps);
+  return lmm_.add_constraint(capacity_Bps, binds);
 }
 
 void FlowNetwork::set_capacity(int resource, double capacity_Bps) {

@@ -36,8 +36,10 @@ class FlowNetwork {
     double load_Bps;
   };
 
-  /// Adds a resource (constraint) of the given capacity; returns its index.
-  int add_resource(double capacity_Bps);
+  /// Adds a resource (constraint) of the given capacity; returns its index. `binds = false`: the
+  /// caller guarantees it can never be a bottleneck (lmm.hpp, "Constraints that never bind"):
+  /// its statistics are kept, but it never joins flows into one sharing problem.
+  int add_resource(double capacity_Bps, bool binds = true);
   /// Changes a capacity from now on.
   void set_capacity(int resource, double capacity_Bps);
   int num_resources() const { return lmm_.num_constraints(); }

@@ -100,7 +100,10 @@ double gpu_pcie_bidir_Bps(const topology::Topology& t, int g) {
 // The machine: one engine resource per topology resource, and each GPU's copy engines, SMs and
 // (peer concurrency on) its peer resource.
 void compile_machine(Compile& c) {
-  for (const auto& r : c.topo.resources()) c.p.capacity_Bps.push_back(r.capacity_Bps);
+  for (const auto& r : c.topo.resources()) {
+    c.p.capacity_Bps.push_back(r.capacity_Bps);
+    c.p.never_binds.push_back(r.never_binds ? 1 : 0);
+  }
   for (int g = 0; g < c.ngpu; ++g) {
     const auto& spec = c.topo.gpu(g);
     GpuModel m{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),

@@ -103,6 +103,9 @@ Net rail_cluster(int nodes) {
     add("leaf" + std::to_string(k) + ".up", nodes * kNic);
     add("leaf" + std::to_string(k) + ".down", nodes * kNic);
   }
+  n.never_binds.assign(n.capacity_Bps.size(), 0);
+  for (size_t c = static_cast<size_t>(n.rail_leaf_base); c < n.capacity_Bps.size(); ++c)
+    n.never_binds[c] = 1;
   return n;
 }
 

@@ -14,6 +14,9 @@ namespace sparsp::sim::synthetic {
 struct Net {
   std::vector<double> capacity_Bps;
   std::vector<std::string> names;
+  /// Per constraint (empty: none): 1 where it can never bind (lmm.hpp); the rail cluster's leaf
+  /// uplinks, whose capacity is that of the NICs below them.
+  std::vector<uint8_t> never_binds;
   /// true: constraints 2l and 2l+1 are the two directions of split-duplex link l (SimGrid
   /// SPLITDUPLEX); false: each constraint is its own shared resource (SimGrid SHARED link).
   bool split_duplex_pairs = false;
@@ -44,6 +47,8 @@ Net pcie_server(int gpus);
 /// down: nodes x 50 GB/s). Routes: same node, NVLink out + in; other node, PCIe up, NIC tx, NIC
 /// rx, PCIe down, plus leaf up and leaf down when the GPUs sit on different rails. Constraints:
 /// 6 per GPU + 2 per leaf (6,160 at 128 nodes); routes are computed on demand (Net::route).
+/// The leaf constraints never bind (never_binds): a rail's flows to other rails all cross the
+/// NIC links of that rail, whose capacities sum to the leaf's.
 Net rail_cluster(int nodes);
 
 /// Random split-duplex network: `links` links of 1-50 GB/s per direction and 0-5 us latency;

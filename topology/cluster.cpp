@@ -342,8 +342,13 @@ Result<Topology> make_cluster(ClusterInput in) {
   for (int l = 0; l < c->leaves; ++l) {
     const std::string leaf = "leaf" + std::to_string(l);
     const double cap = leaf_down[static_cast<size_t>(l)] / c->oversubscription;
-    x.resources.push_back(Resource{leaf + "->spine", ResourceKind::link_direction, cap});
-    x.resources.push_back(Resource{"spine->" + leaf, ResourceKind::link_direction, cap});
+    // Without oversubscription the uplink is the sum of the NIC links below it, and every route
+    // through it also crosses one of them (Cluster::compute): it never binds.
+    const bool never_binds = c->oversubscription <= 1;
+    x.resources.push_back(
+        Resource{leaf + "->spine", ResourceKind::link_direction, cap, never_binds});
+    x.resources.push_back(
+        Resource{"spine->" + leaf, ResourceKind::link_direction, cap, never_binds});
   }
   x.cluster = std::move(c);
   return t;

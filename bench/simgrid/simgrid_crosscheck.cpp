@@ -272,6 +272,7 @@ RunResult in_child(const std::function<RunResult()>& fn) {
 RunResult sparsp_engine(const syn::Net& net, const std::vector<syn::FlowSpec>& flows) {
   sparsp::sim::Problem p;
   p.capacity_Bps = net.capacity_Bps;
+  p.never_binds = net.never_binds;
   for (const auto& f : flows) {
     sparsp::sim::Task t;
     t.legs.push_back({net.route(f.src, f.dst), 0.0});
@@ -294,7 +295,8 @@ struct Loaded {
 };
 /// Registers the routes of the pairs the flow set uses (before timing starts).
 void load(const syn::Net& n, const std::vector<syn::FlowSpec>& flows, Loaded& l) {
-  for (double c : n.capacity_Bps) l.net.add_resource(c);
+  for (size_t c = 0; c < n.capacity_Bps.size(); ++c)
+    l.net.add_resource(n.capacity_Bps[c], c >= n.never_binds.size() || !n.never_binds[c]);
   l.route_ids.assign(static_cast<size_t>(n.hosts) * n.hosts, -1);
   for (const auto& [a, b] : used_pairs(n, flows))
     l.route_ids[static_cast<size_t>(a) * n.hosts + b] = l.net.add_route(n.route(a, b));

@@ -128,6 +128,13 @@ struct Resource {
   std::string name;  ///< e.g. "gpu0->sw0", "gpu0<->sw0", "cpu0.rc", "host0.mem"
   ResourceKind kind = ResourceKind::link_direction;
   double capacity_Bps = 0;
+  /// true: it can never be a bottleneck, because every route using it also uses one of a set of
+  /// resources whose capacities sum to at most its own (coefficient 1 on both). Set for the
+  /// leaf uplinks of a cluster fabric without oversubscription (capacity = the leaf's NIC links
+  /// together; every flow through it crosses one of them). The simulator keeps such a resource
+  /// out of the sharing problem (its load is still reported), so a cluster splits into small
+  /// independent problems; the allocation is the same.
+  bool never_binds = false;
 };
 
 struct ResourceUse {

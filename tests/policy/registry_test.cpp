@@ -2,7 +2,9 @@
 // (the library is linked whole) and entries are listed in their registered order, which is the
 // order of `simulate --list` and of the "known: ..." list in an unknown-name error.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -58,4 +60,39 @@ TEST_CASE("registry: unknown names are errors naming them, the policy check list
   CHECK(spec.error().message.find(
             "unknown scheme 'nope' (known: ring, allgather, ulysses, usp, demand_alltoall, "
             "demand_direct, demand_hierarchical)") != std::string::npos);
+}
+
+TEST_CASE("dependency_aware: more ranks than blocks is placed as balanced, nothing on stdout") {
+  // 3 blocks that all depend on each other, on 5 ranks: METIS cannot make 5 non-empty parts of
+  // 3 vertices (it prints "Cannot bisect a graph with 0 vertices!" to stdout when asked), so the
+  // rule (placement_dependency_aware.cpp) places them as `balanced` does, under its own name.
+  const auto flat = policy::RankTopology::flat(5, true);
+  policy::BlockGraph g;
+  g.num_blocks = 3;
+  g.tokens = {1, 1, 1};
+  g.work = {1, 1, 1};
+  g.dep = std::vector<float>(9, 1.0f);
+  policy::PlacementContext ctx{&g, &flat, 2, {}};
+  std::fflush(stdout);
+  const int saved = dup(1);
+  FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  dup2(fileno(capture), 1);
+  auto d = policy::make_placement("dependency_aware", ctx);
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  std::fseek(capture, 0, SEEK_END);
+  const long printed = std::ftell(capture);
+  std::fclose(capture);
+  CHECK(printed == 0);
+  auto b = policy::make_placement("balanced", ctx);
+  REQUIRE(d.ok());
+  REQUIRE(b.ok());
+  CHECK(d->name == "dependency_aware");
+  CHECK(d->block_owner == b->block_owner);
+  // Each block on its own rank (3 blocks of equal work, 5 ranks): no rank holds two.
+  CHECK(d->block_owner[0] != d->block_owner[1]);
+  CHECK(d->block_owner[1] != d->block_owner[2]);
+  CHECK(d->block_owner[0] != d->block_owner[2]);
 }

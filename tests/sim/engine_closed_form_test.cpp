@@ -478,3 +478,39 @@ TEST_CASE("lmm: a large component fills by the heap with the scan's allocation")
     CHECK(s.value(a[5]) == doctest::Approx((6 - 0.25) * G / 3).epsilon(1e-12));
   }
 }
+
+TEST_CASE("lmm: a constraint that never binds joins nothing and reports its load") {
+  // NIC links n0 = n1 = 10 under a leaf uplink S = 20 (= 10 + 10: never binds). Class A (2 flows)
+  // uses n0 and S, class C (1 flow) n0 only, class B (1 flow) n1 and S.
+  // n0: 3 flows share 10 -> A = C = 10 / 3 each; n1: B alone -> 10.
+  // S carries A and B: 2 x 10 / 3 + 10 = 16.667 (of 20).
+  lmm::System s;
+  const int n0 = s.add_constraint(10), n1 = s.add_constraint(10);
+  const int spine = s.add_constraint(20, /*binds=*/false);
+  const std::vector<lmm::Use> ua{{spine, 1}, {n0, 1}}, ub{{n1, 1}, {spine, 1}}, uc{{n0, 1}};
+  const int a = s.add_variable(ua), b = s.add_variable(ub), c = s.add_variable(uc);
+  // uses() lists the binding constraint first.
+  CHECK(s.uses(a)[0].constraint == n0);
+  CHECK(s.uses(a)[1].constraint == spine);
+  s.set_multiplicity(a, 2);
+  s.set_multiplicity(b, 1);
+  s.set_multiplicity(c, 1);
+  s.solve();
+  CHECK(s.value(a) == doctest::Approx(10.0 / 3).epsilon(1e-12));
+  CHECK(s.value(c) == doctest::Approx(10.0 / 3).epsilon(1e-12));
+  CHECK(s.value(b) == doctest::Approx(10).epsilon(1e-12));
+  CHECK(s.load(spine) == doctest::Approx(20.0 / 3 + 10).epsilon(1e-12));
+  // B's component is {n1} alone (S joins nothing): 2 flows on n1 -> 5 each, A and C untouched;
+  // S: 2 x 10 / 3 + 2 x 5 = 16.667 again.
+  s.set_multiplicity(b, 2);
+  s.solve();
+  CHECK(s.changed_variables() == std::vector<int>{b});
+  CHECK(s.value(b) == doctest::Approx(5).epsilon(1e-12));
+  CHECK(s.load(spine) == doctest::Approx(20.0 / 3 + 10).epsilon(1e-12));
+  // Everything on S leaves: its load is exactly 0 (no rounding residue).
+  s.set_multiplicity(a, 0);
+  s.set_multiplicity(b, 0);
+  s.solve();
+  CHECK(s.load(spine) == 0.0);
+  CHECK(s.value(c) == doctest::Approx(10).epsilon(1e-12));  // C alone on n0
+}

@@ -182,6 +182,31 @@ TEST_CASE("an oversubscribed spine: a flow between leaves gets the leaf uplink's
   CHECK(x.legs[0].latency_s == doctest::Approx(4e-6 + 0.4e-6));
 }
 
+TEST_CASE("leaf uplinks never bind without oversubscription, and bind with it") {
+  // 1:1, four nodes, two per leaf: each leaf uplink is 2 x 50 GB/s = 100 GB/s, the two NIC links
+  // below it together, and every flow through it crosses one of them: it can never bind. At 2:1
+  // the uplink is 50 GB/s and binds (the test above: two flows get 25 GB/s each). Nothing else
+  // is marked.
+  for (int over : {1, 2}) {
+    CAPTURE(over);
+    const Topology t = must_parse(small_cluster(
+        4, 1,
+        R"({"kind": "leaf_spine", "nodes_per_leaf": 2, "oversubscription": )" +
+            std::to_string(over) + R"(, "port_GBps": 50, "latency_us": 1, "leaf_ports": )" +
+            std::to_string(over == 1 ? 4 : 3) + "}"));
+    int uplinks = 0, marked = 0;
+    for (const Resource& r : t.resources()) {
+      const bool uplink = r.name.find("spine") != std::string::npos;
+      uplinks += uplink;
+      marked += r.never_binds;
+      if (!uplink) CHECK_FALSE(r.never_binds);
+      if (uplink) CHECK(r.never_binds == (over == 1));
+    }
+    CHECK(uplinks == 4);  // 2 leaves x (up, down)
+    CHECK(marked == (over == 1 ? 4 : 0));
+  }
+}
+
 TEST_CASE("1,024-GPU cluster: routes are computed on demand, memory follows the pairs asked") {
   // 128 nodes x 8 H100: 1,024 GPUs. Nothing is precomputed; a ring asks 1,024 routes and holds
   // exactly those (a precomputed table would hold 3 x (1024 + 256)^2 = 4.9M).
