@@ -308,15 +308,19 @@ TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several
   CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
 }
 
-TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a topology sets its cost") {
-  // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
-  // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
-  // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.
-  const std::string w = R"({"schema_version": 1, "transfers": [
+// Two SM-driven 1 GB copies gpu0 -> gpu1 and two gpu1 -> gpu0 at once (m = 2 at each GPU).
+const std::string kFourSmCopies = R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
       {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"},
       {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})";
+
+TEST_CASE(
+    "simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a topology sets its cost") {
+  // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
+  // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
+  // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.
+  const std::string w = kFourSmCopies;
   auto r = run(topo(switch_topology("L40S")), w);
   for (int k = 0; k < 4; ++k)
     CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
@@ -344,11 +348,7 @@ TEST_CASE("simulate: a switch chip's peer-concurrency cost replaces the machine'
   // "x". With "chips": {"x": {"peer_concurrency_cost": 5.4}} and no machine key, both GPUs take
   // the chip's cost: 4 r <= 2 * 0.8 * 20 / (1 + 5.4 * (2 - 1)) = 5 GB/s -> r = 1.25 GB/s, end
   // 1e9 / 1.25e9 + 1 us path + 2 us launch = 0.800003 s.
-  const std::string w = R"({"schema_version": 1, "transfers": [
-      {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
-      {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
-      {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"},
-      {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})";
+  const std::string w = kFourSmCopies;
   std::string chip = switch_topology("L40S");
   chip.replace(chip.find(R"("kind": "pcie_switch")"), 21, R"("kind": "pcie_switch", "chip": "x")");
   std::string costly = chip;

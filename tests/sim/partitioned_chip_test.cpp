@@ -32,14 +32,14 @@ constexpr double kBytes = 256.0 * 1024 * 1024;  // the write-up's SIZE
 
 using Flows = std::vector<std::pair<int, int>>;
 
-topology::Topology load_topology() {
-  auto t = topology::Topology::from_json_file(kDir + "topology.json");
+topology::Topology load_topology(const std::string& dir = kDir) {
+  auto t = topology::Topology::from_json_file(dir + "topology.json");
   REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
   return std::move(t).value();
 }
 
-nlohmann::json load_measured() {
-  std::ifstream in(kDir + "measured.json");
+nlohmann::json load_measured(const std::string& dir = kDir) {
+  std::ifstream in(dir + "measured.json");
   REQUIRE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
@@ -206,20 +206,6 @@ namespace {
 const std::string kRigDir =
     std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/16x-rtxpro6000-turin-4sw/";
 
-topology::Topology load_rig() {
-  auto t = topology::Topology::from_json_file(kRigDir + "topology.json");
-  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
-  return std::move(t).value();
-}
-
-nlohmann::json load_rig_measured() {
-  std::ifstream in(kRigDir + "measured.json");
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
-
 // Every ordered pair of `gpus`.
 Flows all_pairs_of(const std::vector<int>& gpus) {
   Flows f;
@@ -241,8 +227,8 @@ std::vector<int> rig_switches(std::initializer_list<int> sws) {
 
 TEST_CASE(
     "published chips: the PM50100's peer-concurrency cost, set on one row, checked on others") {
-  const auto t = load_rig();
-  const auto m = load_rig_measured();
+  const auto t = load_topology(kRigDir);
+  const auto m = load_measured(kRigDir);
   // The fitted row. 12 flows among GPUs 0-3 of SW1: every GPU sends 3 and receives 3 (m = 3), so
   // each moves 2 x 163.6 / 4 = 81.8 GB/s in and out together. The model's cap is
   // 2 x duplex x link / (1 + c (m - 1)) = 2 x 0.98 (amd-turin) x 53.0 (Gen5 x16) / (1 + 2 c);
