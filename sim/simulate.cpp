@@ -52,7 +52,10 @@ struct Compile {
       : topo(t),
         work(w),
         options(o),
-        host_reads(t, o.host_read_under_write, o.host_read_under_write_max_gen) {}
+        host_reads(t,
+                   t.options().host_read_under_write >= 0 ? t.options().host_read_under_write
+                                                          : o.host_read_under_write,
+                   o.host_read_under_write_max_gen) {}
 
   const topology::Topology& topo;
   const Workload& work;
@@ -109,8 +112,9 @@ void compile_machine(Compile& c) {
     GpuModel m{std::max(1, spec.copy_engines), std::max(1, spec.sm_count),
                c.options.contention_ce_copy, c.options.contention_sm_copy_per_sm};
     const double bidir = gpu_pcie_bidir_Bps(c.topo, g);
-    // The machine's own cost (topology "peer_concurrency_cost") replaces the default.
-    const double topo_cost = c.topo.options().peer_concurrency_cost;
+    // The GPU's switch chip's cost, else the machine's (topology "chips" / top-level
+    // "peer_concurrency_cost"), replaces the default.
+    const double topo_cost = c.topo.peer_concurrency_cost(g);
     const double cost = topo_cost >= 0 ? topo_cost : c.options.peer_concurrency_cost;
     if (cost > 0 && bidir > 0) {
       m.peer_resource = static_cast<int>(c.p.capacity_Bps.size());

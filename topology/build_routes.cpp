@@ -44,6 +44,10 @@ PathClass Builder::pcie_class(int gi, int gj) const {
 void Builder::build_gpu_matrices() {
   const size_t g = t_.gpu_nodes.size();
   t_.same_chip.assign(g, std::vector<bool>(g, false));
+  t_.gpu_chip.assign(g, std::string());
+  for (size_t i = 0; i < g; ++i)
+    if (const int pi = chip_partition(t_.gpu_nodes[i]); pi >= 0)
+      t_.gpu_chip[i] = t_.nodes[static_cast<size_t>(pi)].chip;
   for (size_t i = 0; i < g; ++i)
     for (size_t j = 0; j < g; ++j) {
       const int pi = chip_partition(t_.gpu_nodes[i]), pj = chip_partition(t_.gpu_nodes[j]);

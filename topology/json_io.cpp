@@ -265,11 +265,20 @@ void parse_chips(const Reader& r, const json& root, Parsed& out) {
       r.fail(cat, "unknown chip id '" + it.key() + "' (no pcie_switch has \"chip\": \"" + it.key() +
                       "\")");
     r.expect_object(*it, cat);
-    r.allow_keys(*it, cat, {"fabric_GBps", "fabric_Bps"});
+    r.allow_keys(*it, cat, {"fabric_GBps", "fabric_Bps", "peer_concurrency_cost"});
     const auto bw = r.bandwidth(*it, cat, "fabric");
-    if (!bw) r.fail(cat / "fabric_GBps", "missing required key 'fabric_GBps'");
-    if (!(*bw > 0)) r.fail(cat / "fabric_GBps", "must be > 0");
-    out.options.chip_fabric_Bps.emplace_back(it.key(), *bw);
+    const auto cost = r.opt_number(*it, cat, "peer_concurrency_cost");
+    if (!bw && !cost)
+      r.fail(cat, "gives no figure: expected fabric_GBps and/or peer_concurrency_cost");
+    if (bw) {
+      if (!(*bw > 0)) r.fail(cat / "fabric_GBps", "must be > 0");
+      out.options.chip_fabric_Bps.emplace_back(it.key(), *bw);
+    }
+    if (cost) {
+      if (!(*cost >= 0 && *cost <= 100))
+        r.fail(cat / "peer_concurrency_cost", "must be a number in [0, 100]");
+      out.options.chip_peer_concurrency_cost.emplace_back(it.key(), *cost);
+    }
   }
 }
 
@@ -855,7 +864,7 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
     r.allow_keys(root, Ptr(),
                  {"schema_version", "name", "source", "p2p", "p2p_cross_socket", "p2p_overrides",
                   "nccl", "nodes", "links", "template", "source_notes", "measured_compute", "chips",
-                  "cluster", "peer_concurrency_cost"});
+                  "cluster", "peer_concurrency_cost", "host_read_under_write"});
     const int version = r.integer(root, Ptr(), "schema_version");
     if (version != kSchemaVersion) {
       r.fail(Ptr("/schema_version"), "unsupported schema_version " + std::to_string(version) +
@@ -892,6 +901,11 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
       if (!(*cost >= 0 && *cost <= 100))
         r.fail(Ptr("/peer_concurrency_cost"), "must be a number in [0, 100]");
       p.options.peer_concurrency_cost = *cost;
+    }
+    if (const auto f = r.opt_number(root, Ptr(), "host_read_under_write")) {
+      if (!(*f > 0 && *f <= 1))
+        r.fail(Ptr("/host_read_under_write"), "must be a number in (0, 1] (1 = off)");
+      p.options.host_read_under_write = *f;
     }
     if (const json* ov = r.find(root, "p2p_overrides")) {
       const Ptr at("/p2p_overrides");
@@ -1281,6 +1295,8 @@ std::string Topology::to_json() const {
   root["p2p_cross_socket"] = impl_->options.p2p_cross_socket;
   if (impl_->options.peer_concurrency_cost >= 0)
     root["peer_concurrency_cost"] = impl_->options.peer_concurrency_cost;
+  if (impl_->options.host_read_under_write >= 0)
+    root["host_read_under_write"] = impl_->options.host_read_under_write;
   ojson overrides = ojson::array();
   for (const auto& [pair, allowed] : impl_->options.p2p_overrides) {
     overrides.push_back(ojson{
@@ -1399,9 +1415,12 @@ std::string Topology::to_json() const {
     links.push_back(std::move(o));
   }
   root["links"] = std::move(links);
-  if (!impl_->options.chip_fabric_Bps.empty()) {
+  if (!impl_->options.chip_fabric_Bps.empty() ||
+      !impl_->options.chip_peer_concurrency_cost.empty()) {
     ojson chips = ojson::object();
     for (const auto& [id, bps] : impl_->options.chip_fabric_Bps) chips[id]["fabric_Bps"] = bps;
+    for (const auto& [id, cost] : impl_->options.chip_peer_concurrency_cost)
+      chips[id]["peer_concurrency_cost"] = cost;
     root["chips"] = std::move(chips);
   }
   return root.dump(2) + "\n";

@@ -90,6 +90,14 @@ bool Topology::same_switch_chip(int i, int j) const {
   }
   return impl_->same_chip[static_cast<size_t>(i)][static_cast<size_t>(j)];
 }
+double Topology::peer_concurrency_cost(int gpu) const {
+  if (const auto& c = impl_->cluster) return c->server.peer_concurrency_cost(gpu % c->gpus);
+  const std::string& chip = impl_->gpu_chip[static_cast<size_t>(gpu)];
+  if (!chip.empty())
+    for (const auto& [id, cost] : impl_->options.chip_peer_concurrency_cost)
+      if (id == chip) return cost;
+  return impl_->options.peer_concurrency_cost;
+}
 bool Topology::is_cluster() const { return impl_->cluster != nullptr; }
 int Topology::num_nodes() const { return impl_->cluster ? impl_->cluster->nodes : 1; }
 int Topology::gpus_per_node() const { return impl_->cluster ? impl_->cluster->gpus : num_gpus(); }

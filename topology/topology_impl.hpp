@@ -37,6 +37,7 @@ struct Topology::Impl {
   /// (src GPU node, dst GPU node) across sockets -> that pair's cross-socket P2P cap resource
   std::map<std::pair<int, int>, int> res_xsocket;
   std::vector<std::vector<bool>> same_chip;        ///< GPU x GPU: below two partitions of a chip
+  std::vector<std::string> gpu_chip;               ///< GPU -> chip id of its partition, or ""
   std::vector<std::vector<int>> nvlinks;           ///< GPU x GPU bonded NVLink count
   std::vector<std::vector<PathClass>> path_class;  ///< GPU x GPU
   std::vector<std::vector<bool>> p2p;              ///< GPU x GPU direct peer access allowed

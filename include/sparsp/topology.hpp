@@ -321,6 +321,17 @@ class Topology {
     /// simulator's default). Source: the file's own (e.g. a published all-to-all through a CPU
     /// root complex; sim/README.md "NCCL P2P through the CPU").
     double peer_concurrency_cost = -1;
+    /// Per switch chip (JSON "chips": {"<id>": {"peer_concurrency_cost": N}}, N in [0, 100]):
+    /// (chip id, cost) for every GPU below a partition of that chip (the lowest pcie_switch above
+    /// the GPU with a "chip" key). Replaces peer_concurrency_cost (the machine's) for those GPUs;
+    /// GPUs of a chip not listed keep the machine's. Why per chip: two servers with the same GPU
+    /// and 7 peers per GPU move 21 and 31.8 GB/s per GPU in an all-to-all (sim/README.md,
+    /// "Peer concurrency per switch chip"), so the cost is the switch's, not the GPU's.
+    std::vector<std::pair<std::string, double>> chip_peer_concurrency_cost;
+    /// Host reads under writes of this machine (JSON "host_read_under_write", a number in
+    /// (0, 1]; 1 = off): replaces sim::SimOptions::host_read_under_write. < 0: not given (the
+    /// simulator's default 0.49, nvbandwidth A100 PCIe; sim/README.md "Host reads under writes").
+    double host_read_under_write = -1;
   };
   static Result<Topology> build(std::string name, std::string source, std::vector<Node> nodes,
                                 std::vector<Link> links, Options options,
@@ -331,6 +342,10 @@ class Topology {
   /// Whether GPUs i and j hang below two different partitions of one switch chip (their peer
   /// traffic crosses the chip's fabric; `topo show` marks such pairs).
   bool same_switch_chip(int i, int j) const;
+  /// The peer-concurrency cost that applies to GPU `gpu`: its switch chip's
+  /// (Options::chip_peer_concurrency_cost), else the machine's (Options::peer_concurrency_cost);
+  /// < 0 when neither is given (the simulator's default applies). REQUIRES: 0 <= gpu < num_gpus().
+  double peer_concurrency_cost(int gpu) const;
 
   // ---- clusters (topology/cluster.cpp; the JSON in configs/README.md "Cluster topologies") ------
   /// Whether this is a cluster of several server nodes joined by a network fabric. In a cluster,

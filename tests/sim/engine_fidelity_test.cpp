@@ -421,12 +421,15 @@ TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
 // Public many-flow measurements outside shared/ (issue 17; topology/VALIDATION.md "Many flows
 // outside shared/"): the ASUS ESC8000A-E13P write-up (tests/data/sim/published/
 // 8x-rtxpro6000-turin-2chip-4vs: topology from what the source states, measured.json its
-// p2pmark figures), each row as `sim run` of its copy set, pulled 64 MB reads as p2pmark issues
-// them. Bar: median |error| <= 10%, max <= 20%. Not met (median 28%, max 266%): the 8-GPU rows
-// that cross sockets are over-predicted up to 3.7x. Reported: each row is held to a band around
-// today's prediction (a regression guard, not validation); the 4-GPU row and the neighbour
-// probes (+1, +7), which stay inside one socket or one switch pair, are asserted within 15%.
-TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, reported)") {
+// p2pmark figures of its revision 41d9d68), each row as `sim run` of its copy set, pulled 64 MB
+// reads as p2pmark issues them. The chips are grouped as the write-up's revision 48c31ee states
+// them (chip A = GPU 0-3 on NUMA 0, chip B = GPU 4-7 on NUMA 1; the first revisions paired
+// switches across the sockets). Bar: median |error| <= 10% (met: 6.8%), max <= 20% (not met:
+// the 8-GPU all-to-all +229%, probes +2 / +6 -25%). The 8-GPU all-to-all is the write-up's
+// PEX890xx collapse (16 cross-chip flows: 7.7 GB/s written, 9.0 read, where 4 flows move 83.2),
+// which no capacity limit reproduces. Asserted within 15%: the 4-GPU row and probes +1, +3,
+// +4, +5, +7; the others are held to a band (a regression guard, not validation).
+TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checked)") {
   const std::string dir =
       std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/8x-rtxpro6000-turin-2chip-4vs/";
   auto tr = topology::Topology::from_json_file(dir + "topology.json");
@@ -443,6 +446,10 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, report
                   copy_set_GBps(t, all_pairs(g4, g4), 64e6, sim::Driver::dst)});
   rows.push_back({"8-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus8"].get<double>(),
                   copy_set_GBps(t, all_pairs(g8, g8), 64e6, sim::Driver::dst)});
+  // The same 4 GPUs written (revision 48c31ee's own script): the PEX890xx chip under 12 flows
+  // (m = 3) with the default cost 0.2, no chip cost given: a check that this chip needs none.
+  rows.push_back({"same-chip 12-flow write", m["same_chip_12_flow_write_GBps"].get<double>(),
+                  copy_set_GBps(t, all_pairs(g4, g4), 256.0 * 1024 * 1024, sim::Driver::src)});
   for (int k = 1; k <= 7; ++k) {
     std::vector<std::pair<int, int>> flows;  // GPU i reads from GPU (i + k) mod 8
     for (int i = 0; i < 8; ++i) flows.emplace_back((i + k) % 8, i);
@@ -456,15 +463,16 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, report
     errs.push_back(std::abs(e));
     MESSAGE(r.name << ": measured " << r.measured << " predicted " << r.predicted << " error "
                    << e);
-    const bool checked =
-        r.name == "4-GPU all-to-all" || r.name == "probe +1" || r.name == "probe +7";
-    if (checked) CHECK(std::abs(e) <= 0.15);
-    CHECK(std::abs(e) <= 3.0);  // regression guard on the reported rows (worst today +266%)
+    const bool reported =
+        r.name == "8-GPU all-to-all" || r.name == "probe +2" || r.name == "probe +6";
+    if (!reported) CHECK(std::abs(e) <= 0.15);
+    CHECK(std::abs(e) <= 3.0);  // regression guard on the reported rows (worst today +229%)
   }
   std::sort(errs.begin(), errs.end());
   const double median = 0.5 * (errs[(errs.size() - 1) / 2] + errs[errs.size() / 2]);
   MESSAGE("ESC8000A-E13P many-flow rows: median |error| " << median << ", max " << errs.back()
-                                                          << " (bar: 0.10 / 0.20, not met)");
-  // 9 rows: median = the 5th smallest |error| (probe +2 or +6, ~28%).
-  CHECK(median > 0.10);  // flips when the cross-socket limit is modelled: then assert the bar
+                                                          << " (bar: 0.10 / 0.20)");
+  // 10 rows: median = the mean of the 5th and 6th smallest |error| (probes +5 and +3, 6.0%).
+  CHECK(median <= 0.10);
+  CHECK(errs.back() > 0.20);  // the max is not met (the 8-GPU all-to-all): flips when modelled
 }

@@ -308,15 +308,19 @@ TEST_CASE("simulate: peer concurrency caps a GPU that sends and receives several
   CHECK(r.activities[0].end_s == doctest::Approx(0.062503).epsilon(1e-12));
 }
 
-TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a topology sets its cost") {
-  // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
-  // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
-  // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.
-  const std::string w = R"({"schema_version": 1, "transfers": [
+// Two SM-driven 1 GB copies gpu0 -> gpu1 and two gpu1 -> gpu0 at once (m = 2 at each GPU).
+const std::string kFourSmCopies = R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1e9, "engine": "sm"},
       {"id": "c", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"},
       {"id": "d", "src": "gpu1", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})";
+
+TEST_CASE(
+    "simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a topology sets its cost") {
+  // The four 1 GB copies of the test above, SM-driven (NCCL's P2P transport: SM stores into the
+  // peer's memory are PCIe peer writes too): same cap, 4 r <= 2 * 0.8 * 20 / (1 + 0.2) = 26.67
+  // GB/s -> r = 6.667 GB/s, end 1e9 / 6.667e9 + 1 us path + 2 us launch = 0.150003 s.
+  const std::string w = kFourSmCopies;
   auto r = run(topo(switch_topology("L40S")), w);
   for (int k = 0; k < 4; ++k)
     CHECK(r.activities[k].end_s == doctest::Approx(0.150003).epsilon(1e-12));
@@ -337,6 +341,39 @@ TEST_CASE("simulate: NCCL P2P (SM-driven) copies count in peer concurrency, a to
   r = run(topo(off), w);
   for (int k = 0; k < 4; ++k)
     CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
+}
+
+TEST_CASE("simulate: a switch chip's peer-concurrency cost replaces the machine's") {
+  // The four SM-driven 1 GB copies of the test above, gpu0 and gpu1 both below sw0, now a chip
+  // "x". With "chips": {"x": {"peer_concurrency_cost": 5.4}} and no machine key, both GPUs take
+  // the chip's cost: 4 r <= 2 * 0.8 * 20 / (1 + 5.4 * (2 - 1)) = 5 GB/s -> r = 1.25 GB/s, end
+  // 1e9 / 1.25e9 + 1 us path + 2 us launch = 0.800003 s.
+  const std::string w = kFourSmCopies;
+  std::string chip = switch_topology("L40S");
+  chip.replace(chip.find(R"("kind": "pcie_switch")"), 21, R"("kind": "pcie_switch", "chip": "x")");
+  std::string costly = chip;
+  costly.insert(1, R"("chips": {"x": {"peer_concurrency_cost": 5.4}}, )");
+  auto r = run(topo(costly), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.800003).epsilon(1e-12));
+  CHECK(topo(costly).peer_concurrency_cost(0) == 5.4);
+  // The chip's 0 wins over the machine's 5.4: no cap, the duplex bound 4 r <= 32 GB/s gives
+  // r = 8 GB/s: 0.125 s + 3 us.
+  std::string off = chip;
+  off.insert(1, R"("peer_concurrency_cost": 5.4, "chips": {"x": {"peer_concurrency_cost": 0}}, )");
+  r = run(topo(off), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.125003).epsilon(1e-12));
+  // A chip without its own cost (only a fabric cap) keeps the machine's 5.4: 0.800003 s again.
+  std::string machine = chip;
+  machine.insert(1, R"("peer_concurrency_cost": 5.4, "chips": {"x": {"fabric_GBps": 100}}, )");
+  r = run(topo(machine), w);
+  for (int k = 0; k < 4; ++k)
+    CHECK(r.activities[k].end_s == doctest::Approx(0.800003).epsilon(1e-12));
+  // Neither given: < 0 (the simulator's default 0.2 applies). The chip's cost survives the
+  // JSON writer.
+  CHECK(topo(chip).peer_concurrency_cost(1) < 0);
+  CHECK(topo(topo(costly).to_json()).peer_concurrency_cost(1) == 5.4);
 }
 
 TEST_CASE("simulate: push vs pull (driver src / dst)") {
@@ -408,6 +445,19 @@ TEST_CASE("simulate: host reads under writes (a copy-engine read of host memory 
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "r", "src": "host0", "dst": "gpu0", "bytes": 1e9}]})");
   CHECK(r.activities[0].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  // The machine's own fraction (topology "host_read_under_write": 0.25) replaces 0.49: the read
+  // gets 2.5 GB/s for the write's 0.1 s (0.25e9 B), then 10 GB/s for 0.75e9 B (0.075 s): end
+  // 0.175 s + 3.5 us. It survives the JSON writer; 1 turns the rule off (0.1 s + 3.5 us).
+  std::string quarter = switch_topology("L40S");
+  quarter.insert(1, R"("host_read_under_write": 0.25, )");
+  r = run(topo(quarter), w);
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1750035).epsilon(1e-12));
+  CHECK(topo(topo(quarter).to_json()).options().host_read_under_write == 0.25);
+  CHECK(topo(switch_topology("L40S")).options().host_read_under_write < 0);  // not given
+  std::string one = switch_topology("L40S");
+  one.insert(1, R"("host_read_under_write": 1, )");
+  r = run(topo(one), w);
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
   // SM-driven copies are not copy-engine reads: engine "sm" both ways, 0.1 s + 3.5 us.
   r = run(t, R"({"schema_version": 1, "transfers": [
       {"id": "w", "src": "gpu1", "dst": "host0", "bytes": 1e9, "engine": "sm"},

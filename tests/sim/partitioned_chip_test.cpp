@@ -32,14 +32,14 @@ constexpr double kBytes = 256.0 * 1024 * 1024;  // the write-up's SIZE
 
 using Flows = std::vector<std::pair<int, int>>;
 
-topology::Topology load_topology() {
-  auto t = topology::Topology::from_json_file(kDir + "topology.json");
+topology::Topology load_topology(const std::string& dir = kDir) {
+  auto t = topology::Topology::from_json_file(dir + "topology.json");
   REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
   return std::move(t).value();
 }
 
-nlohmann::json load_measured() {
-  std::ifstream in(kDir + "measured.json");
+nlohmann::json load_measured(const std::string& dir = kDir) {
+  std::ifstream in(dir + "measured.json");
   REQUIRE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
@@ -119,6 +119,7 @@ TEST_CASE("published chips: partitions of one Switchtec PM50100 bypass uplinks a
   ss << in.rdbuf();
   auto j = nlohmann::json::parse(ss.str());
   j["template"].erase("switch_chips");
+  j.erase("chips");  // the chips' peer-concurrency cost names chips that are gone
   auto plain = topology::Topology::from_json_text(j.dump(), "<no chips>");
   REQUIRE(plain.ok());
   CHECK(aggregate_GBps(*plain, {{0, 4}, {1, 5}}) / uplink_GBps ==
@@ -159,27 +160,123 @@ TEST_CASE("published chips: every copy-set row of the write-up within the furthe
   CHECK((errors[13] + errors[14]) / 2 <= 0.10);
 }
 
-TEST_CASE("published chips: the 56-flow all-to-all is under-predicted (known gap, reported)") {
+TEST_CASE("published chips: the 56-flow all-to-all with the PM50100's own cost (checked)") {
   // Every ordered pair of the 8 GPUs at once, 256 MiB each, pushed: the write-up measured 254.2
-  // GB/s; the model gives 181.2 (-29%), outside the 20% bar. Each GPU sends and receives 14 peer
-  // copies at once, and the peer-concurrency limit fitted on the shared two-switch case's 12- and
-  // 56-flow rows (sim/README.md, "Many concurrent flows": 2 x duplex x link / (1 + 0.2 (m - 1)))
-  // charges them more than this chip-partitioned server loses. Asserted as a band so that a model
-  // change that moves it (either way) is seen and the row can join the bar above.
+  // GB/s. Each GPU sends and receives 7 peer copies at once (m = 7). With the chips' cost 0.135
+  // (the PM50100's, set on the 16-GPU Turin rig's 12-flow row below, not on this server) the
+  // model gives 220.2 GB/s (-13.4%): inside the 20% bar for further public rows, outside 15%.
+  // With the simulator's default 0.2 (fitted on the shared two-switch case) it gave 181.2
+  // (-29%); with no cost 349 (+37%).
   const auto t = load_topology();
   const auto m = load_measured();
   Flows all;
   for (int s = 0; s < 8; ++s)
     for (int d = 0; d < 8; ++d)
       if (s != d) all.emplace_back(s, d);
-  const double ratio = aggregate_GBps(t, all) / m["all_to_all_56_pairs_GBps"].get<double>();
-  CHECK(ratio > 0.65);
-  CHECK(ratio < 0.80);
-  // Without the peer-concurrency cost the same copy set is over-predicted (1.37x, 349 GB/s): the
-  // cost is what binds here, and this server's figure lies between cost 0 and the fitted 0.2.
+  const double measured = m["all_to_all_56_pairs_GBps"].get<double>();
+  const double ratio = aggregate_GBps(t, all) / measured;
+  MESSAGE("PM50100 partitioned server, 56-flow all-to-all: predicted / measured " << ratio);
+  CHECK(ratio > 0.80);
+  CHECK(ratio < 1.20);
+  // The same server without the chips' cost: the default 0.2 (0.65-0.80 of the measurement), and
+  // no cost at all (over-predicted): the cost is what binds here.
+  std::ifstream in(kDir + "topology.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  j.erase("chips");
+  auto plain = topology::Topology::from_json_text(j.dump(), "<no chip cost>");
+  REQUIRE(plain.ok());
+  const double default_ratio = aggregate_GBps(*plain, all) / measured;
+  CHECK(default_ratio > 0.65);
+  CHECK(default_ratio < 0.80);
   sim::SimOptions no_cost;
   no_cost.peer_concurrency_cost = 0;
-  const double free_ratio =
-      aggregate_GBps(t, all, no_cost) / m["all_to_all_56_pairs_GBps"].get<double>();
-  CHECK(free_ratio > 1.0);
+  CHECK(aggregate_GBps(*plain, all, no_cost) / measured > 1.0);
+}
+
+// ---- A second PM50100 server: 16 GPUs on four unpartitioned c-payne PM50100 switches, one EPYC
+// 9575F (voipmonitor/rtx6kpro hardware/asrockrack-turin-cpayne-16gpu.md; tests/data/sim/published/
+// 16x-rtxpro6000-turin-4sw). Same chip, same method (dst.copy_(src), 256 MiB, pushed) as the
+// partitioned server above. Its 12-flow all-to-all inside one switch (163.6 GB/s, no uplink, no
+// CPU) sets the PM50100's peer-concurrency cost; every other row is a check.
+
+namespace {
+
+const std::string kRigDir =
+    std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/16x-rtxpro6000-turin-4sw/";
+
+// Every ordered pair of `gpus`.
+Flows all_pairs_of(const std::vector<int>& gpus) {
+  Flows f;
+  for (int s : gpus)
+    for (int d : gpus)
+      if (s != d) f.emplace_back(s, d);
+  return f;
+}
+
+// The GPUs of switches SWa and SWb (1-based), 4 per switch.
+std::vector<int> rig_switches(std::initializer_list<int> sws) {
+  std::vector<int> g;
+  for (int s : sws)
+    for (int k = 0; k < 4; ++k) g.push_back(4 * (s - 1) + k);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "published chips: the PM50100's peer-concurrency cost, set on one row, checked on others") {
+  const auto t = load_topology(kRigDir);
+  const auto m = load_measured(kRigDir);
+  // The fitted row. 12 flows among GPUs 0-3 of SW1: every GPU sends 3 and receives 3 (m = 3), so
+  // each moves 2 x 163.6 / 4 = 81.8 GB/s in and out together. The model's cap is
+  // 2 x duplex x link / (1 + c (m - 1)) = 2 x 0.98 (amd-turin) x 53.0 (Gen5 x16) / (1 + 2 c);
+  // 103.88 / (1 + 2 c) = 81.8 -> c = (103.88 / 81.8 - 1) / 2 = 0.135 (the topology's chip cost).
+  const double fit = aggregate_GBps(t, all_pairs_of(rig_switches({1})));
+  CHECK(fit / m["intra_switch_12_flow_write_GBps"].get<double>() ==
+        doctest::Approx(1.0).epsilon(0.01));
+  CHECK(t.peer_concurrency_cost(0) == 0.135);
+  // The checks, each `sim run` of its copy set; none was used to set anything.
+  struct Row {
+    std::string name;
+    double measured, predicted;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"single pair PIX 0->1", m["single_pair_write_GBps"]["pix"].get<double>(),
+                  aggregate_GBps(t, {{0, 1}})});
+  rows.push_back({"single pair NODE 0->4", m["single_pair_write_GBps"]["node"].get<double>(),
+                  aggregate_GBps(t, {{0, 4}})});
+  rows.push_back({"2 pairs SW1 -> SW2 (one uplink)",
+                  m["two_pairs_same_dst_switch_GBps"].get<double>(),
+                  aggregate_GBps(t, {{0, 4}, {1, 5}})});
+  for (const auto& [name, v] : m["all_to_all_8gpu_write_GBps"].items()) {
+    const int a = name[2] - '0', b = name[6] - '0';
+    rows.push_back({"8-GPU all-to-all " + name, v.get<double>(),
+                    aggregate_GBps(t, all_pairs_of(rig_switches({a, b})))});
+  }
+  rows.push_back({"16-GPU all-to-all", m["all_to_all_16gpu_write_GBps"].get<double>(),
+                  aggregate_GBps(t, all_pairs_of(rig_switches({1, 2, 3, 4})))});
+  std::vector<double> errs;
+  for (const Row& r : rows) {
+    const double e = (r.predicted - r.measured) / r.measured;
+    errs.push_back(std::abs(e));
+    MESSAGE("16x PM50100 rig, " << r.name << ": measured " << r.measured << " predicted "
+                                << r.predicted << " error " << e);
+  }
+  // Each single-, two-flow and 8-GPU row within 10% (today -3.1% .. -6.0%: the model's Gen5 x16
+  // rate 53.0 GB/s against the write-up's 56.3). Known gap, asserted as a band: the 16-GPU
+  // all-to-all (m = 15) at +27%; the linear cost 1 + c (m - 1) charges 15 peers too little here,
+  // while it charges 7 peers too much on the partitioned server (-13%).
+  for (size_t k = 0; k + 1 < rows.size(); ++k)
+    CHECK(std::abs(rows[k].predicted / rows[k].measured - 1) <= 0.10);
+  const double e16 = rows.back().predicted / rows.back().measured - 1;
+  CHECK(e16 > 0.15);
+  CHECK(e16 < 0.40);
+  std::sort(errs.begin(), errs.end());
+  // 10 rows: the median is the mean of the 5th and 6th smallest |error|.
+  REQUIRE(errs.size() == 10);
+  const double median = 0.5 * (errs[4] + errs[5]);
+  MESSAGE("16x PM50100 rig: median |error| " << median << ", max " << errs.back());
+  CHECK(median <= 0.10);
 }
