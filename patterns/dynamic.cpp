@@ -2,6 +2,7 @@
 #include "dynamic.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -357,6 +358,8 @@ void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
   const NoiseScale nsc(amp);
   const float nscale = nsc.nscale, noff = nsc.noff;
   const int first = L.first_video_block;
+  uint64_t* hit_gm = nullptr;  // pass-1 scratch of score() (SSE path), set per row
+  uint32_t* hit_ord = nullptr;
   std::vector<const Candidates*> cand_of(static_cast<size_t>(heads_));
   for (int h = 0; h < heads_; ++h)
     cand_of[static_cast<size_t>(h)] = &candidates(variant[static_cast<size_t>(h)]);
@@ -373,7 +376,9 @@ void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
     const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
     const __m128i zero = _mm_setzero_si128(), sign = _mm_set1_epi32(INT32_MIN);
     const __m128 negzero = _mm_set1_ps(-0.0f), pzero = _mm_setzero_ps();
-    alignas(16) uint32_t ord[4];
+    // Pass 1: per group, the sure bits go into the row at once; a group with band columns
+    // keeps its four keys and band mask (branch-free append), about one group in four.
+    uint32_t nh = 0;
     for (uint32_t e = e0; e < e1; ++e) {
       const uint32_t g = cand.group[e];
       const uint64_t r = mix64(row_base + g);
@@ -386,20 +391,27 @@ void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
           static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vlo))) & ~sure;
       // topk_key's order-preserving transform of -score, four at a time.
       const __m128i u = _mm_castps_si128(_mm_add_ps(_mm_xor_ps(sc, negzero), pzero));
-      _mm_store_si128(reinterpret_cast<__m128i*>(ord),
-                      _mm_xor_si128(u, _mm_or_si128(_mm_srai_epi32(u, 31), sign)));
-      const uint64_t k0 = 4 * static_cast<uint64_t>(g);
-      for (unsigned j = 0; j < 4; ++j) {
-        band[nb] = (static_cast<uint64_t>(ord[j]) << 32) | (k0 + j);
-        nb += (in_band >> j) & 1u;
-      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hit_ord + 4 * static_cast<size_t>(nh)),
+                       _mm_xor_si128(u, _mm_or_si128(_mm_srai_epi32(u, 31), sign)));
+      hit_gm[nh] = (static_cast<uint64_t>(g) << 4) | in_band;
+      nh += in_band != 0 ? 1u : 0u;
       ns += static_cast<uint32_t>((0x4332322132212110ull >> (4 * sure)) & 15);  // popcount of 4
       // Padding past the last block scores -inf, so sure bits are real columns.
-      const int col = first + static_cast<int>(k0);
+      const int col = first + static_cast<int>(4 * g);
       const int sh = col & 63;
       uint64_t* w = row + (col >> 6);
       w[0] |= static_cast<uint64_t>(sure) << sh;
       if (sh > 60 && sure >> (64 - sh)) w[1] |= static_cast<uint64_t>(sure) >> (64 - sh);
+    }
+    // Pass 2: the band keys of the kept groups (the order of the keys does not matter: the
+    // selection below depends on the set of keys only).
+    for (uint32_t i = 0; i < nh; ++i) {
+      const uint64_t k0 = 4 * (hit_gm[i] >> 4);
+      for (unsigned m = static_cast<unsigned>(hit_gm[i] & 15); m; m &= m - 1) {
+        const unsigned j = static_cast<unsigned>(std::countr_zero(m));
+        band[nb++] =
+            (static_cast<uint64_t>(hit_ord[4 * static_cast<size_t>(i) + j]) << 32) | (k0 + j);
+      }
     }
 #else
     for (uint32_t e = e0; e < e1; ++e) {
@@ -428,7 +440,9 @@ void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
       row[col >> 6] |= uint64_t{1} << (col & 63);
     }
   };
-  std::vector<uint64_t> keys;  // top-k scratch
+  std::vector<uint64_t> keys;       // top-k scratch
+  std::vector<uint64_t> hit_gm_v;   // groups with band columns: group << 4 | band mask
+  std::vector<uint32_t> hit_ord_v;  // their four order keys
   // Row by row, every head: a row's candidates of all metric variants stay in cache (head by
   // head, each variant's candidates, about 0.8 MB at HunyuanVideo 720p block 128, were read
   // from memory once per head).
@@ -440,8 +454,13 @@ void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
       const uint64_t row_base =
           head_base[static_cast<size_t>(h)] + static_cast<uint64_t>(q) * words_per_row;
       const uint32_t e0 = cand.offset[qi], mid = cand.mid[qi], e1 = cand.offset[qi + 1];
-      if (keys.size() < 4 * static_cast<size_t>(e1 - e0))
+      if (keys.size() < 4 * static_cast<size_t>(e1 - e0)) {
         keys.resize(4 * static_cast<size_t>(e1 - e0));
+        hit_gm_v.resize(static_cast<size_t>(e1 - e0));
+        hit_ord_v.resize(4 * static_cast<size_t>(e1 - e0));
+      }
+      hit_gm = hit_gm_v.data();
+      hit_ord = hit_ord_v.data();
       uint64_t* band = keys.data();
       uint64_t* row = m.row(rows_[qi]);
       // Every score >= tau_hi beats every other; the rest of the top k lies in [tau, tau_hi)
