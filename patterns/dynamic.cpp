@@ -2,10 +2,12 @@
 #include "dynamic.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -165,7 +167,6 @@ SyntheticScorePattern::SyntheticScorePattern(ModelSpec m, BlockLayout l, int ste
   }
   rows_.resize(static_cast<size_t>(L.num_video_blocks));
   std::iota(rows_.begin(), rows_.end(), L.first_video_block);
-  if (cdf_) scores_.resize(static_cast<size_t>(L.num_video_blocks) * L.num_video_blocks);
   cand_.resize(kMetricVariants);
 }
 
@@ -192,7 +193,11 @@ std::array<float, 3> SyntheticScorePattern::metric(int variant) const {
 
 const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int variant) {
   Candidates& c = cand_[static_cast<size_t>(variant)];
-  if (!c.offset.empty()) return c;
+  std::call_once(cand_once_[static_cast<size_t>(variant)], [&] { build_candidates(variant, c); });
+  return c;
+}
+
+void SyntheticScorePattern::build_candidates(int variant, Candidates& c) const {
   // Noise lies in (-amp, amp), so a column whose base score is below (k-th largest base) - 2 amp
   // scores below every one of the k best-base columns at any step: it can never be selected.
   // The remaining columns depend on the metric only, not on the step. They are kept as groups of
@@ -231,8 +236,8 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
         double e = 0, v = 0;
         for (uint32_t g : groups)
           for (int j = 0; j < 4; ++j) {
-            const double pj =
-                std::clamp((base[4 * g + static_cast<uint32_t>(j)] + amp - t) / (2.0 * amp), 0.0, 1.0);
+            const double pj = std::clamp(
+                (base[4 * g + static_cast<uint32_t>(j)] + amp - t) / (2.0 * amp), 0.0, 1.0);
             e += pj;
             v += pj * (1 - pj);
           }
@@ -269,8 +274,19 @@ const SyntheticScorePattern::Candidates& SyntheticScorePattern::candidates(int v
     c.tau.push_back(tau);
     c.tau_hi.push_back(tau_hi);
   }
-  return c;
 }
+
+namespace {
+
+// The noise of a group of four columns: one 64-bit hash gives four 16-bit uniforms,
+// u = (bits + 0.5) / 2^16, scaled to (-amp, amp): noise_j = bits_j * nscale + noff.
+struct NoiseScale {
+  float nscale, noff;
+  explicit NoiseScale(float amp)
+      : nscale(2.0f * amp / 65536.0f), noff(amp * (1.0f / 65536.0f - 1.0f)) {}
+};
+
+}  // namespace
 
 void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>& out) {
   // score(q, k) = -sum_d |c_q,d - c_k,d| / l_d + noise * (2 U - 1), where c are block centres in
@@ -278,146 +294,200 @@ void SyntheticScorePattern::generate(int step, int layer, std::vector<BlockMask>
   // metrics chosen per (layer, head), and U a counter-based uniform of (seed, step, layer, head,
   // q, k): local attention whose exact support changes from step to step, as the VSA /
   // SpargeAttn selections do. topk scores only the step-independent candidates of the metric.
-  const BlockLayout& L = layout_;
-  const int nv = L.num_video_blocks;
+  // Every (head, row) is computed on its own from the hash, so the order of the loops (and the
+  // thread that runs them) does not change the masks.
+  std::vector<int> variant(static_cast<size_t>(heads_));
+  std::vector<uint64_t> head_base(static_cast<size_t>(heads_));
   for (int h = 0; h < heads_; ++h) {
-    const int variant = static_cast<int>(
-        mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 40) ^
-                            (static_cast<uint64_t>(h) << 8) ^ 0x5a5aull)) %
-        kMetricVariants);
-    const auto inv = metric(variant);
-    const uint64_t base =
+    variant[static_cast<size_t>(h)] =
+        static_cast<int>(mix64(seed_ ^ mix64((static_cast<uint64_t>(layer) << 40) ^
+                                             (static_cast<uint64_t>(h) << 8) ^ 0x5a5aull)) %
+                         kMetricVariants);
+    head_base[static_cast<size_t>(h)] =
         mix64(seed_ ^ mix64((static_cast<uint64_t>(step) << 42) ^
                             (static_cast<uint64_t>(layer) << 21) ^ static_cast<uint64_t>(h)));
-    // Noise: one 64-bit hash gives four 16-bit uniforms, u = (bits + 0.5) / 2^16.
-    const float amp = static_cast<float>(noise_);
-    const float nscale = 2.0f * amp / 65536.0f, noff = amp * (1.0f / 65536.0f - 1.0f);
-    const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
-    BlockMask& m = out[static_cast<size_t>(h)];
-    if (!cdf_) {
-      const Candidates& cand = candidates(variant);
-      const int first = L.first_video_block;
-      // Noisy scores of the candidate groups [e0, e1): columns scoring >= hi set their bit in
-      // `row` at once, those in [lo, hi) go to `band` as top-k keys (branch-free). Returns the
-      // two counts.
-      auto score = [&](uint64_t row_base, uint32_t e0, uint32_t e1, float lo, float hi,
-                       uint64_t* row, uint64_t* band) {
-        uint32_t ns = 0, nb = 0;
-#if defined(__SSE2__)
-        // The four columns of a group in one SSE register: the same IEEE float operations in
-        // the same order as the scalar code below, so the same scores.
-        const __m128 vscale = _mm_set1_ps(nscale), voff = _mm_set1_ps(noff);
-        const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
-        const __m128i zero = _mm_setzero_si128(), sign = _mm_set1_epi32(INT32_MIN);
-        const __m128 negzero = _mm_set1_ps(-0.0f), pzero = _mm_setzero_ps();
-        alignas(16) uint32_t ord[4];
-        for (uint32_t e = e0; e < e1; ++e) {
-          const uint32_t g = cand.group[e];
-          const uint64_t r = mix64(row_base + g);
-          const __m128i u16 = _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<long long>(r)), zero);
-          const __m128 noise = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(u16), vscale), voff);
-          const __m128 sc = _mm_add_ps(_mm_loadu_ps(cand.base.data() + 4 * static_cast<size_t>(e)), noise);
-          const unsigned sure = static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vhi)));
-          const unsigned in_band =
-              static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vlo))) & ~sure;
-          // topk_key's order-preserving transform of -score, four at a time.
-          const __m128i u = _mm_castps_si128(_mm_add_ps(_mm_xor_ps(sc, negzero), pzero));
-          _mm_store_si128(reinterpret_cast<__m128i*>(ord),
-                          _mm_xor_si128(u, _mm_or_si128(_mm_srai_epi32(u, 31), sign)));
-          const uint64_t k0 = 4 * static_cast<uint64_t>(g);
-          for (unsigned j = 0; j < 4; ++j) {
-            band[nb] = (static_cast<uint64_t>(ord[j]) << 32) | (k0 + j);
-            nb += (in_band >> j) & 1u;
-          }
-          ns += static_cast<uint32_t>((0x4332322132212110ull >> (4 * sure)) & 15);  // popcount of 4 bits
-          // Padding past the last block scores -inf, so sure bits are real columns.
-          const int col = first + static_cast<int>(k0);
-          const int sh = col & 63;
-          uint64_t* w = row + (col >> 6);
-          w[0] |= static_cast<uint64_t>(sure) << sh;
-          if (sh > 60 && sure >> (64 - sh)) w[1] |= static_cast<uint64_t>(sure) >> (64 - sh);
-        }
-#else
-        for (uint32_t e = e0; e < e1; ++e) {
-          const uint32_t g = cand.group[e];
-          const float* b4 = cand.base.data() + 4 * static_cast<size_t>(e);
-          const uint64_t r = mix64(row_base + g);
-          for (int j = 0; j < 4; ++j) {
-            const int k = static_cast<int>(4 * g) + j;
-            const float sc =
-                b4[j] + (static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff);
-            band[nb] = topk_key(sc, k);
-            const bool in_sure = sc >= hi;
-            ns += in_sure ? 1u : 0u;
-            nb += (!in_sure && sc >= lo) ? 1u : 0u;
-            const int col = first + std::min(k, nv - 1);  // padding never scores >= hi
-            row[col >> 6] |= static_cast<uint64_t>(in_sure) << (col & 63);
-          }
-        }
-#endif
-        return std::pair{ns, nb};
-      };
-      constexpr float kInf = std::numeric_limits<float>::infinity();
-      const uint32_t kk = static_cast<uint32_t>(topk_);
-      auto set_cols = [first](uint64_t* row, const uint64_t* keys, uint32_t n) {
-        for (uint32_t i = 0; i < n; ++i) {
-          const int col = first + static_cast<int>(static_cast<uint32_t>(keys[i]));
-          row[col >> 6] |= uint64_t{1} << (col & 63);
-        }
-      };
-      const int words = m.words_per_row();
-      for (int q = 0; q < nv; ++q) {
-        const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        const size_t qi = static_cast<size_t>(q);
-        const uint32_t e0 = cand.offset[qi], mid = cand.mid[qi], e1 = cand.offset[qi + 1];
-        keys_.resize(4 * static_cast<size_t>(e1 - e0));
-        uint64_t* band = keys_.data();
-        uint64_t* row = m.row(rows_[qi]);
-        // Every score >= tau_hi beats every other; the rest of the top k lies in [tau, tau_hi)
-        // when enough scores reach tau. Otherwise (rare) select among all candidates.
-        auto [ns, nb] = score(row_base, e0, mid, cand.tau[qi], cand.tau_hi[qi], row, band);
-        if (ns > kk || ns + nb < kk) {
-          std::fill(row, row + words, uint64_t{0});
-          std::tie(ns, nb) =
-              score(row_base, e0, e1, std::numeric_limits<float>::lowest(), kInf, row, band);
-        }
-        const uint32_t rest = kk - ns;
-        if (rest >= nb) {
-          set_cols(row, band, nb);
-        } else if (nb <= 32) {
-          // Small band: key i is selected when fewer than `rest` keys are smaller (keys are
-          // distinct), branch-free.
-          for (uint32_t i = 0; i < nb; ++i) {
-            uint32_t rank = 0;
-            for (uint32_t j = 0; j < nb; ++j) rank += band[j] < band[i] ? 1u : 0u;
-            const int col = first + static_cast<int>(static_cast<uint32_t>(band[i]));
-            row[col >> 6] |= static_cast<uint64_t>(rank < rest) << (col & 63);
-          }
-        } else if (rest > 0) {
-          std::nth_element(band, band + (rest - 1), band + nb);
-          set_cols(row, band, rest);
-        }
-      }
-    } else {
-      for (int q = 0; q < nv; ++q) {
-        float* s = scores_.data() + static_cast<size_t>(q) * nv;
-        const uint64_t row_base = base + static_cast<uint64_t>(q) * words_per_row;
-        for (int k = 0; k < nv; ++k) s[k] = base_score(q, k, inv);
-        if (amp > 0)
-          for (int g = 0; 4 * g < nv; ++g) {  // one hash per four columns
-            const uint64_t r = mix64(row_base + static_cast<uint64_t>(g));
-            for (int j = 0; j < 4 && 4 * g + j < nv; ++j)
-              s[4 * g + j] += static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff;
-          }
-      }
-      select_cdf(scores_.data(), nv, nv, threshold_, rows_.data(), rows_.data(), m);
-    }
-    if (text_dense_)
+  }
+  if (cdf_)
+    generate_cdf(variant, head_base, out);
+  else
+    generate_topk(variant, head_base, out);
+  const BlockLayout& L = layout_;
+  if (text_dense_)
+    for (auto& m : out)
       for (int b = 0; b < L.num_blocks; ++b)
         if (L.is_text(b)) {
           m.set_row(b);
           m.set_col(b);
         }
+}
+
+void SyntheticScorePattern::generate_cdf(const std::vector<int>& variant,
+                                         const std::vector<uint64_t>& head_base,
+                                         std::vector<BlockMask>& out) const {
+  const int nv = layout_.num_video_blocks;
+  const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
+  const float amp = static_cast<float>(noise_);
+  const NoiseScale ns(amp);
+  std::vector<float> scores(static_cast<size_t>(nv) * static_cast<size_t>(nv));
+  for (int h = 0; h < heads_; ++h) {
+    const auto inv = metric(variant[static_cast<size_t>(h)]);
+    for (int q = 0; q < nv; ++q) {
+      float* s = scores.data() + static_cast<size_t>(q) * nv;
+      const uint64_t row_base =
+          head_base[static_cast<size_t>(h)] + static_cast<uint64_t>(q) * words_per_row;
+      for (int k = 0; k < nv; ++k) s[k] = base_score(q, k, inv);
+      if (amp > 0)
+        for (int g = 0; 4 * g < nv; ++g) {  // one hash per four columns
+          const uint64_t r = mix64(row_base + static_cast<uint64_t>(g));
+          for (int j = 0; j < 4 && 4 * g + j < nv; ++j)
+            s[4 * g + j] += static_cast<float>((r >> (16 * j)) & 0xffff) * ns.nscale + ns.noff;
+        }
+    }
+    select_cdf(scores.data(), nv, nv, threshold_, rows_.data(), rows_.data(),
+               out[static_cast<size_t>(h)]);
+  }
+}
+
+void SyntheticScorePattern::generate_topk(const std::vector<int>& variant,
+                                          const std::vector<uint64_t>& head_base,
+                                          std::vector<BlockMask>& out) {
+  const BlockLayout& L = layout_;
+  const int nv = L.num_video_blocks;
+  const uint64_t words_per_row = static_cast<uint64_t>((nv + 3) / 4);
+  const float amp = static_cast<float>(noise_);
+  const NoiseScale nsc(amp);
+  const float nscale = nsc.nscale, noff = nsc.noff;
+  const int first = L.first_video_block;
+  uint64_t* hit_gm = nullptr;  // pass-1 scratch of score() (SSE path), set per row
+  uint32_t* hit_ord = nullptr;
+  std::vector<const Candidates*> cand_of(static_cast<size_t>(heads_));
+  for (int h = 0; h < heads_; ++h)
+    cand_of[static_cast<size_t>(h)] = &candidates(variant[static_cast<size_t>(h)]);
+  // Noisy scores of the candidate groups [e0, e1): columns scoring >= hi set their bit in
+  // `row` at once, those in [lo, hi) go to `band` as top-k keys (branch-free). Returns the
+  // two counts.
+  auto score = [&](const Candidates& cand, uint64_t row_base, uint32_t e0, uint32_t e1, float lo,
+                   float hi, uint64_t* row, uint64_t* band) {
+    uint32_t ns = 0, nb = 0;
+#if defined(__SSE2__)
+    // The four columns of a group in one SSE register: the same IEEE float operations in
+    // the same order as the scalar code below, so the same scores.
+    const __m128 vscale = _mm_set1_ps(nscale), voff = _mm_set1_ps(noff);
+    const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+    const __m128i zero = _mm_setzero_si128(), sign = _mm_set1_epi32(INT32_MIN);
+    const __m128 negzero = _mm_set1_ps(-0.0f), pzero = _mm_setzero_ps();
+    // Pass 1: per group, the sure bits go into the row at once; a group with band columns
+    // keeps its four keys and band mask (branch-free append), about one group in four.
+    uint32_t nh = 0;
+    for (uint32_t e = e0; e < e1; ++e) {
+      const uint32_t g = cand.group[e];
+      const uint64_t r = mix64(row_base + g);
+      const __m128i u16 = _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<long long>(r)), zero);
+      const __m128 noise = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(u16), vscale), voff);
+      const __m128 sc =
+          _mm_add_ps(_mm_loadu_ps(cand.base.data() + 4 * static_cast<size_t>(e)), noise);
+      const unsigned sure = static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vhi)));
+      const unsigned in_band =
+          static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(sc, vlo))) & ~sure;
+      // topk_key's order-preserving transform of -score, four at a time.
+      const __m128i u = _mm_castps_si128(_mm_add_ps(_mm_xor_ps(sc, negzero), pzero));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hit_ord + 4 * static_cast<size_t>(nh)),
+                       _mm_xor_si128(u, _mm_or_si128(_mm_srai_epi32(u, 31), sign)));
+      hit_gm[nh] = (static_cast<uint64_t>(g) << 4) | in_band;
+      nh += in_band != 0 ? 1u : 0u;
+      ns += static_cast<uint32_t>((0x4332322132212110ull >> (4 * sure)) & 15);  // popcount of 4
+      // Padding past the last block scores -inf, so sure bits are real columns.
+      const int col = first + static_cast<int>(4 * g);
+      const int sh = col & 63;
+      uint64_t* w = row + (col >> 6);
+      w[0] |= static_cast<uint64_t>(sure) << sh;
+      if (sh > 60 && sure >> (64 - sh)) w[1] |= static_cast<uint64_t>(sure) >> (64 - sh);
+    }
+    // Pass 2: the band keys of the kept groups (the order of the keys does not matter: the
+    // selection below depends on the set of keys only).
+    for (uint32_t i = 0; i < nh; ++i) {
+      const uint64_t k0 = 4 * (hit_gm[i] >> 4);
+      for (unsigned m = static_cast<unsigned>(hit_gm[i] & 15); m; m &= m - 1) {
+        const unsigned j = static_cast<unsigned>(std::countr_zero(m));
+        band[nb++] =
+            (static_cast<uint64_t>(hit_ord[4 * static_cast<size_t>(i) + j]) << 32) | (k0 + j);
+      }
+    }
+#else
+    for (uint32_t e = e0; e < e1; ++e) {
+      const uint32_t g = cand.group[e];
+      const float* b4 = cand.base.data() + 4 * static_cast<size_t>(e);
+      const uint64_t r = mix64(row_base + g);
+      for (int j = 0; j < 4; ++j) {
+        const int k = static_cast<int>(4 * g) + j;
+        const float sc = b4[j] + (static_cast<float>((r >> (16 * j)) & 0xffff) * nscale + noff);
+        band[nb] = topk_key(sc, k);
+        const bool in_sure = sc >= hi;
+        ns += in_sure ? 1u : 0u;
+        nb += (!in_sure && sc >= lo) ? 1u : 0u;
+        const int col = first + std::min(k, nv - 1);  // padding never scores >= hi
+        row[col >> 6] |= static_cast<uint64_t>(in_sure) << (col & 63);
+      }
+    }
+#endif
+    return std::pair{ns, nb};
+  };
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const uint32_t kk = static_cast<uint32_t>(topk_);
+  auto set_cols = [first](uint64_t* row, const uint64_t* keys, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const int col = first + static_cast<int>(static_cast<uint32_t>(keys[i]));
+      row[col >> 6] |= uint64_t{1} << (col & 63);
+    }
+  };
+  std::vector<uint64_t> keys;       // top-k scratch
+  std::vector<uint64_t> hit_gm_v;   // groups with band columns: group << 4 | band mask
+  std::vector<uint32_t> hit_ord_v;  // their four order keys
+  // Row by row, every head: a row's candidates of all metric variants stay in cache (head by
+  // head, each variant's candidates, about 0.8 MB at HunyuanVideo 720p block 128, were read
+  // from memory once per head).
+  for (int q = 0; q < nv; ++q) {
+    const size_t qi = static_cast<size_t>(q);
+    for (int h = 0; h < heads_; ++h) {
+      const Candidates& cand = *cand_of[static_cast<size_t>(h)];
+      BlockMask& m = out[static_cast<size_t>(h)];
+      const uint64_t row_base =
+          head_base[static_cast<size_t>(h)] + static_cast<uint64_t>(q) * words_per_row;
+      const uint32_t e0 = cand.offset[qi], mid = cand.mid[qi], e1 = cand.offset[qi + 1];
+      if (keys.size() < 4 * static_cast<size_t>(e1 - e0)) {
+        keys.resize(4 * static_cast<size_t>(e1 - e0));
+        hit_gm_v.resize(static_cast<size_t>(e1 - e0));
+        hit_ord_v.resize(4 * static_cast<size_t>(e1 - e0));
+      }
+      hit_gm = hit_gm_v.data();
+      hit_ord = hit_ord_v.data();
+      uint64_t* band = keys.data();
+      uint64_t* row = m.row(rows_[qi]);
+      // Every score >= tau_hi beats every other; the rest of the top k lies in [tau, tau_hi)
+      // when enough scores reach tau. Otherwise (rare) select among all candidates.
+      auto [ns, nb] = score(cand, row_base, e0, mid, cand.tau[qi], cand.tau_hi[qi], row, band);
+      if (ns > kk || ns + nb < kk) {
+        std::fill(row, row + m.words_per_row(), uint64_t{0});
+        std::tie(ns, nb) =
+            score(cand, row_base, e0, e1, std::numeric_limits<float>::lowest(), kInf, row, band);
+      }
+      const uint32_t rest = kk - ns;
+      if (rest >= nb) {
+        set_cols(row, band, nb);
+      } else if (nb <= 32) {
+        // Small band: key i is selected when fewer than `rest` keys are smaller (keys are
+        // distinct), branch-free.
+        for (uint32_t i = 0; i < nb; ++i) {
+          uint32_t rank = 0;
+          for (uint32_t j = 0; j < nb; ++j) rank += band[j] < band[i] ? 1u : 0u;
+          const int col = first + static_cast<int>(static_cast<uint32_t>(band[i]));
+          row[col >> 6] |= static_cast<uint64_t>(rank < rest) << (col & 63);
+        }
+      } else if (rest > 0) {
+        std::nth_element(band, band + (rest - 1), band + nb);
+        set_cols(row, band, rest);
+      }
+    }
   }
 }
 

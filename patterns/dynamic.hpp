@@ -1,6 +1,8 @@
 #pragma once
 // Lazily generated patterns (private).
+#include <array>
 #include <cmath>
+#include <mutex>
 
 #include "generators.hpp"
 
@@ -14,6 +16,7 @@ class RandomPattern final : public LazyPattern {
 
  protected:
   void generate(int step, int layer, std::vector<BlockMask>& out) override;
+  bool parallel_generate() const override { return true; }  ///< reads only const members
 
  private:
   double density_;
@@ -30,10 +33,12 @@ class SyntheticScorePattern final : public LazyPattern {
 
  protected:
   void generate(int step, int layer, std::vector<BlockMask>& out) override;
+  /// Scratch is per call and the candidates are built once under a once_flag.
+  bool parallel_generate() const override { return true; }
 
  private:
   static constexpr int kMetricVariants = 8;
-  struct Candidates {                ///< step-independent, per metric variant
+  struct Candidates {              ///< step-independent, per metric variant
     std::vector<uint32_t> offset;  ///< [nv + 1] CSR row offsets into `group`
     std::vector<uint32_t> mid;     ///< [nv] end of the groups that can reach tau
     std::vector<uint32_t> group;   ///< candidate column groups g (columns 4g .. 4g + 3)
@@ -42,7 +47,13 @@ class SyntheticScorePattern final : public LazyPattern {
     std::vector<float> tau_hi;     ///< [nv] likely upper bound of it (+inf: none)
   };
   std::array<float, 3> metric(int variant) const;
+  /// The candidates of a metric variant, built on first use (thread-safe).
   const Candidates& candidates(int variant);
+  void build_candidates(int variant, Candidates& c) const;
+  void generate_cdf(const std::vector<int>& variant, const std::vector<uint64_t>& head_base,
+                    std::vector<BlockMask>& out) const;
+  void generate_topk(const std::vector<int>& variant, const std::vector<uint64_t>& head_base,
+                     std::vector<BlockMask>& out);
   float base_score(int q, int k, const std::array<float, 3>& inv) const {
     const size_t a = static_cast<size_t>(q), b = static_cast<size_t>(k);
     return -(std::fabs(ct_[a] - ct_[b]) * inv[0] + std::fabs(ch_[a] - ch_[b]) * inv[1] +
@@ -56,9 +67,8 @@ class SyntheticScorePattern final : public LazyPattern {
   std::array<float, 3> extent_{};
   std::vector<float> ct_, ch_, cw_;  ///< block centres, structure of arrays
   std::vector<int> rows_;            ///< video block ids
-  std::vector<float> scores_;        ///< [nv * nv] scratch (cdf)
-  std::vector<uint64_t> keys_;       ///< top-k scratch
   std::vector<Candidates> cand_;     ///< [kMetricVariants], built on first use
+  std::array<std::once_flag, kMetricVariants> cand_once_;  ///< guards cand_[v]'s build
 };
 
 }  // namespace sparsp::patterns

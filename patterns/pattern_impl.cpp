@@ -1,6 +1,9 @@
 // StoredPattern and LazyPattern.
 #include "pattern_impl.hpp"
 
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
 #include <cassert>
 
 namespace sparsp::patterns {
@@ -55,20 +58,43 @@ LazyPattern::LazyPattern(ModelSpec model, BlockLayout layout, int steps, int lay
       description_(std::move(description)),
       cache_(static_cast<size_t>(layers)) {}
 
+void LazyPattern::enter_step(int step) {
+  if (step_invariant_ || step == current_step_) return;
+  assert(step > current_step_ && "dynamic patterns: steps in non-decreasing order");
+  // Drop the previous step's masks (at most one step is held).
+  for (auto& l : cache_) l.clear();
+  current_step_ = step;
+}
+
+void LazyPattern::fill(int step, int layer) {
+  auto& slot = cache_[static_cast<size_t>(layer)];
+  slot.assign(static_cast<size_t>(heads_), BlockMask(layout_.num_blocks, layout_.num_blocks));
+  generate(step_invariant_ ? 0 : step, layer, slot);
+}
+
 const BlockMask& LazyPattern::mask(int step, int layer, int head) {
   assert(step >= 0 && step < steps_ && layer >= 0 && layer < layers_ && head >= 0 && head < heads_);
-  if (!step_invariant_ && step != current_step_) {
-    assert(step > current_step_ && "dynamic patterns: steps in non-decreasing order");
-    // Drop the previous step's masks (at most one step is held).
-    for (auto& l : cache_) l.clear();
-    current_step_ = step;
+  enter_step(step);
+  if (cache_[static_cast<size_t>(layer)].empty()) fill(step, layer);
+  return cache_[static_cast<size_t>(layer)][static_cast<size_t>(head)];
+}
+
+void LazyPattern::prepare_step(int step, const std::vector<int>& layers) {
+  assert(step >= 0 && step < steps_);
+  enter_step(step);
+  std::vector<int> todo;
+  for (int l : layers) {
+    assert(l >= 0 && l < layers_);
+    if (cache_[static_cast<size_t>(l)].empty()) todo.push_back(l);
   }
-  auto& slot = cache_[static_cast<size_t>(layer)];
-  if (slot.empty()) {
-    slot.assign(static_cast<size_t>(heads_), BlockMask(layout_.num_blocks, layout_.num_blocks));
-    generate(step_invariant_ ? 0 : step, layer, slot);
+  std::sort(todo.begin(), todo.end());
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  if (!parallel_generate()) {
+    for (int l : todo) fill(step, l);
+    return;
   }
-  return slot[static_cast<size_t>(head)];
+  // Each layer writes only its own slot; the masks do not depend on the thread that made them.
+  tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { fill(step, todo[i]); });
 }
 
 int64_t LazyPattern::stored_masks() const {

@@ -103,6 +103,8 @@ class LazyPattern : public Pattern {
   int layers() const override { return layers_; }
   int heads() const override { return heads_; }
   const BlockMask& mask(int step, int layer, int head) override;
+  /// Generates the missing layers of `step`, in parallel when parallel_generate().
+  void prepare_step(int step, const std::vector<int>& layers) override;
   int64_t mask_group(int step, int layer) const override {
     return step_invariant_ ? layer : static_cast<int64_t>(step) * layers_ + layer;
   }
@@ -113,6 +115,8 @@ class LazyPattern : public Pattern {
  protected:
   /// Fills `out` (pre-sized Qb x Kb, all zero) with the masks of all heads of (step, layer).
   virtual void generate(int step, int layer, std::vector<BlockMask>& out) = 0;
+  /// True when generate() may run for several layers at once (on different threads).
+  virtual bool parallel_generate() const { return false; }
   ModelSpec model_;
   BlockLayout layout_;
   int steps_, layers_, heads_;
@@ -121,6 +125,10 @@ class LazyPattern : public Pattern {
   bool step_invariant_;
   std::string description_;
   int current_step_ = -1;
+  /// Drops the previous step's masks when `step` is a new one (dynamic patterns).
+  void enter_step(int step);
+  /// Generates (step, layer) into its empty cache slot.
+  void fill(int step, int layer);
   std::vector<std::vector<BlockMask>> cache_;  ///< [layers][heads]; empty = not generated
 };
 

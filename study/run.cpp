@@ -2,6 +2,8 @@
 // with exact reuse of identical (step, layer) workloads and step-by-step streaming. run_study reads
 // as its steps: per topology, open the group, drop the policies that cannot run on its rank count
 // (StudyResult::skipped), place, simulate every unit, summarise.
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -453,11 +456,19 @@ policy::LayerMask plan_mask(const std::vector<const patterns::BlockMask*>& masks
   return m;
 }
 
-// Scheme -> runtime -> engine for one (step, layer) of one policy; keeps the workload in the
-// plan and the first trace when asked.
-Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const patterns::ModelSpec& model,
-                                  const std::vector<const patterns::BlockMask*>& masks, int step,
-                                  int layer, const RunOptions& opt, PolicyRun& run) {
+// What simulating one unit gives: its metrics, its plan layer (keep_plans) and its trace
+// (when asked for).
+struct UnitResult {
+  UnitMetrics metrics;
+  std::optional<policy::LayerPlan> plan_layer;
+  std::string trace;
+};
+
+// Scheme -> runtime -> engine for one (step, layer) of one policy. Reads `st`, `g` and `run`
+// only, so units may be simulated on several threads at once.
+Result<UnitResult> simulate_unit(const Study& st, const Group& g, const patterns::ModelSpec& model,
+                                 const std::vector<const patterns::BlockMask*>& masks, int step,
+                                 int layer, bool trace_this, const PolicyRun& run) {
   const auto& spec = st.policies[run.index];
   policy::LayerInput in;
   in.model = &model;
@@ -476,13 +487,13 @@ Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const pattern
   sim::SimOptions so = st.sim;
   so.contention_ce_copy = g.contention_ce_copy;
   so.contention_sm_copy_per_sm = g.contention_sm_copy_per_sm;
-  const bool trace_this = opt.keep_trace && run.trace.empty();
   so.record_resource_timeline = trace_this;
   auto res = sim::simulate(*g.topo, *work, so);
   if (!res) return at(st, place_of(st, run.index), res.error());
   auto lb = sim::lower_bound(*g.topo, *work);
   if (!lb) return at(st, place_of(st, run.index), lb.error());
-  UnitMetrics m;
+  UnitResult u;
+  UnitMetrics& m = u.metrics;
   m.attention_s = res->makespan_s;
   m.payload = cp->payload_bytes();
   m.control = cp->control_bytes();
@@ -495,25 +506,63 @@ Result<UnitMetrics> simulate_unit(const Study& st, const Group& g, const pattern
   m.imbalance = mean > 0 ? *std::max_element(fl.begin(), fl.end()) / mean : 1.0;
   m.resource_bytes.reserve(res->resources.size());
   for (const auto& r : res->resources) m.resource_bytes.push_back(r.bytes);
-  if (trace_this) run.trace = sim::to_chrome_trace(*work, *res);
+  if (trace_this) u.trace = sim::to_chrome_trace(*work, *res);
   if (run.plan) {
     policy::LayerPlan lp{step, layer, 1, std::move(*work), {}};
     lp.mask = plan_mask(masks);
-    run.plan->layers.push_back(std::move(lp));
+    u.plan_layer = std::move(lp);
   }
-  return m;
+  return u;
+}
+
+// One unit to simulate in a step: layer `li` of the selection for policy run `ri`.
+struct Job {
+  size_t li = 0, ri = 0;
+  bool trace = false;
+};
+
+// The units of step `s` that need simulating, in the order a one-unit-at-a-time walk meets them
+// (layer by layer, policy by policy): a unit whose mask group is cached, or met earlier in the
+// step, reuses that unit's metrics. The first unit simulated of each policy keeps the trace.
+std::vector<Job> jobs_of_step(const Group& g, int s, const RunOptions& opt,
+                              const std::vector<PolicyRun>& runs) {
+  std::vector<Job> jobs;
+  std::vector<std::set<int64_t>> met(runs.size());
+  std::vector<char> traced(runs.size(), 0);
+  for (size_t li = 0; li < g.layers.size(); ++li) {
+    const int64_t group = g.pattern->mask_group(s, g.layers[li]);
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      if (runs[ri].cache.count(group) || !met[ri].insert(group).second) continue;
+      const bool trace = opt.keep_trace && runs[ri].trace.empty() && !traced[ri];
+      traced[ri] = traced[ri] || trace;
+      jobs.push_back({li, ri, trace});
+    }
+  }
+  return jobs;
 }
 
 // Every selected (step, layer) for every policy: a unit whose masks repeat an earlier unit's
 // (same mask group) reuses its metrics and repeats its plan layer instead of simulating again.
+// Step by step: the pattern makes the step's masks (in parallel), the units to simulate run in
+// parallel (oneTBB), then their results are added in unit order, so every sum, plan and trace
+// is the same, bit for bit, on any number of threads.
 Status simulate_units(const Study& st, const Group& g, const patterns::ModelSpec& model,
                       const RunOptions& opt, std::vector<PolicyRun>& runs, Progress& progress) {
   auto& pattern = *g.pattern;
-  std::vector<const patterns::BlockMask*> masks(static_cast<size_t>(pattern.heads()));
+  const size_t heads = static_cast<size_t>(pattern.heads());
   for (int s : g.steps) {
-    for (int l : g.layers) {
-      const int64_t group = pattern.mask_group(s, l);
-      bool masks_loaded = false;
+    const std::vector<Job> jobs = jobs_of_step(g, s, opt, runs);
+    if (!jobs.empty()) pattern.prepare_step(s, g.layers);
+    std::vector<std::optional<Result<UnitResult>>> done(jobs.size());
+    tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t j) {
+      const int l = g.layers[jobs[j].li];
+      std::vector<const patterns::BlockMask*> masks(heads);
+      for (size_t h = 0; h < heads; ++h) masks[h] = &pattern.mask(s, l, static_cast<int>(h));
+      done[j] = simulate_unit(st, g, model, masks, s, l, jobs[j].trace, runs[jobs[j].ri]);
+    });
+    size_t next = 0;
+    for (size_t li = 0; li < g.layers.size(); ++li) {
+      const int64_t group = pattern.mask_group(s, g.layers[li]);
       for (auto& run : runs) {
         auto hit = run.cache.find(group);
         if (hit != run.cache.end()) {
@@ -521,17 +570,16 @@ Status simulate_units(const Study& st, const Group& g, const patterns::ModelSpec
           if (run.plan) run.plan->layers[run.plan_index.at(group)].repeat++;
           continue;
         }
-        if (!masks_loaded) {
-          for (int h = 0; h < pattern.heads(); ++h)
-            masks[static_cast<size_t>(h)] = &pattern.mask(s, l, h);
-          masks_loaded = true;
+        auto& r = *done[next++];
+        if (!r) return r.error();
+        if (run.plan) {
+          run.plan_index[group] = run.plan->layers.size();
+          run.plan->layers.push_back(std::move(*r->plan_layer));
         }
-        if (run.plan) run.plan_index[group] = run.plan->layers.size();
-        auto m = simulate_unit(st, g, model, masks, s, l, opt, run);
-        if (!m) return m.error();
-        run.acc.add(*m);
+        if (!r->trace.empty()) run.trace = std::move(r->trace);
+        run.acc.add(r->metrics);
         run.acc.simulated++;
-        run.cache.emplace(group, std::move(*m));
+        run.cache.emplace(group, std::move(r->metrics));
       }
       progress.tick();
     }

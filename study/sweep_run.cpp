@@ -124,6 +124,21 @@ struct PreambleLine {
   std::string mismatch;
 };
 
+// The end of the record starting at `pos`: its newline, past newlines inside a quoted CSV field
+// (RFC 4180: a quote inside a quoted field is doubled, so quotes toggle in pairs); npos when
+// the record is cut short. JSON Lines rows hold no raw newline (JSON escapes it).
+size_t record_end(const std::string& text, size_t pos, OutputFormat format) {
+  if (format == OutputFormat::jsonl) return text.find('\n', pos);
+  bool quoted = false;
+  for (size_t i = pos; i < text.size(); ++i) {
+    if (text[i] == '"')
+      quoted = !quoted;
+    else if (text[i] == '\n' && !quoted)
+      return i;
+  }
+  return std::string::npos;
+}
+
 Result<ResumeState> scan_output(const std::string& path, const std::string& text,
                                 const SweepSpec& spec, const PointSequence& seq,
                                 OutputFormat format, const std::vector<PreambleLine>& preamble,
@@ -146,8 +161,13 @@ Result<ResumeState> scan_output(const std::string& path, const std::string& text
   int64_t last_pos = -1;
   size_t last_point_start = pos;
   std::string expected_prefix;
+  bool torn = false;
   while (pos <= end && pos < text.size()) {
-    const size_t nl = text.find('\n', pos);
+    const size_t nl = record_end(text, pos, format);
+    if (nl == std::string::npos) {  // a torn last row (an open quote): not kept below
+      torn = true;
+      break;
+    }
     const std::string_view line(text.data() + pos, nl - pos);
     ++line_no;
     // Point index: leading digits (CSV) or after {"point": (JSON Lines).
@@ -179,10 +199,11 @@ Result<ResumeState> scan_output(const std::string& path, const std::string& text
       return input_error(path, std::to_string(line_no),
                          "axis values of point " + std::to_string(k) +
                              " differ from this sweep's; use another output file or --restart");
+    line_no += static_cast<int>(std::count(line.begin(), line.end(), '\n'));
     pos = nl + 1;
   }
   if (must_be_complete) {
-    if (last_pos != seq.count - 1 || end + 1 != text.size())
+    if (torn || last_pos != seq.count - 1 || end + 1 != text.size())
       return input_error(path, "",
                          "output has " + std::to_string(last_pos + 1) + " of " +
                              std::to_string(seq.count) +

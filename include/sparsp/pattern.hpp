@@ -181,6 +181,15 @@ class Pattern {
   /// step. REQUIRES: 0 <= step < steps() etc.; steps visited in non-decreasing order for dynamic
   /// patterns.
   virtual const BlockMask& mask(int step, int layer, int head) = 0;
+  /// Makes the masks of `layers` at `step` ready before mask() asks for them: a pattern that
+  /// generates masks on demand generates them here, the layers in parallel (oneTBB) where its
+  /// generator allows it. Afterwards, until a call with another step, mask(step, l, h) for those
+  /// layers only reads, so several threads may call it at once. REQUIRES: the step order of
+  /// mask(); layers valid. The default does nothing (masks held in memory already).
+  virtual void prepare_step(int step, const std::vector<int>& layers) {
+    (void)step;
+    (void)layers;
+  }
   /// Identity of the masks of (step, layer) over all heads: equal ids mean identical masks, so the
   /// simulator can reuse results exactly. Static patterns return the same id everywhere.
   virtual int64_t mask_group(int step, int layer) const = 0;

@@ -190,6 +190,32 @@ TEST_CASE("sweep killed with SIGKILL mid-way resumes to the uninterrupted file")
   CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
 
+TEST_CASE("sweep: a finished CSV whose field holds a quoted newline resumes as complete") {
+  // The study name (an axis over /name) is a CSV field; "two\nlines" is written quoted over two
+  // lines. Resuming the finished output used to read the second line as a row (exit 2).
+  const fs::path d = temp_dir("quoted_newline");
+  std::ofstream(d / "s.json") << R"({
+  "schema_version": 1,
+  "study": {"schema_version": 1, "topology": "8x-l40s-gen4-4switch", "model": "hunyuanvideo-sta",
+            "pattern": {"kind": "sta", "block": 384, "tile": [6, 8, 8], "window": [3, 3, 3]},
+            "gpus": 4, "steps": [0], "layers": [0], "policies": ["contiguous/ring/sm_overlap"]},
+  "axes": [{"name": "label", "path": "/name", "values": ["plain", "two\nlines", "last"]}]})";
+  const std::string args =
+      "sweep --config " + (d / "s.json").string() + " -o " + (d / "out.csv").string();
+  REQUIRE(run(args, d / "o1", d / "e1") == 0);
+  const std::string first = slurp(d / "out.csv");
+  CHECK(first.find("\"two\nlines\"") != std::string::npos);
+  CHECK(run(args, d / "o2", d / "e2") == 0);
+  CHECK(slurp(d / "e2").find("error") == std::string::npos);
+  CHECK(slurp(d / "out.csv") == first);
+  // A .partial cut inside the quoted field: the cut point is run again, the file ends whole.
+  const size_t cut = first.find("two\n") + 4;
+  std::filesystem::remove(d / "out.csv");
+  std::ofstream(d / "out.csv.partial", std::ios::binary) << first.substr(0, cut);
+  CHECK(run(args, d / "o3", d / "e3") == 0);
+  CHECK(slurp(d / "out.csv") == first);
+}
+
 TEST_CASE("tune writes a policy and a study that simulate accepts, with the reported time") {
   const fs::path d = temp_dir("tune");
   std::ofstream(d / "tune.json") << R"({"schema_version": 1,
