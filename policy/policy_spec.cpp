@@ -159,7 +159,8 @@ Status check_policy_on(const PolicySpec& spec, int /*ranks*/, int /*heads*/, int
   return Ok{};
 }
 
-Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads) {
+Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads,
+                      int ranks_per_node) {
   auto heads_split = [&](int u) -> Status {
     if (heads % u != 0)
       return Error{"heads (" + std::to_string(heads) + ") not divisible by the Ulysses degree " +
@@ -173,13 +174,18 @@ Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads
   if (spec.scheme == "ulysses") return heads_split(ranks);
   if (spec.scheme != "usp") return Ok{};
   if (!spec.params.count("ulysses_degree")) {
-    if (const int u = default_ulysses_degree(ranks, heads); u > 1) return heads_split(u);
+    if (const int u = default_ulysses_degree(ranks, heads, ranks_per_node); u > 1)
+      return heads_split(u);
     const std::string of_ranks = std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
     return Error{"no Ulysses x ring split of " + of_ranks +
-                 (ranks < 4 ? std::string()
-                            : " and " + std::to_string(heads) +
-                                  " heads: the default Ulysses degree, the largest u <= P/2 "
-                                  "dividing both, is 1")};
+                 (ranks < 4
+                      ? std::string()
+                      : " and " + std::to_string(heads) +
+                            " heads: the default Ulysses degree, the largest u <= " +
+                            (ranks_per_node > 0 && ranks_per_node < ranks
+                                 ? "the " + std::to_string(ranks_per_node) + " ranks of a node"
+                                 : std::string("P/2")) +
+                            " dividing both, is 1")};
   }
   const int u = static_cast<int>(spec.params.at("ulysses_degree"));
   if (u > 1 && ranks % u != 0)

@@ -287,13 +287,14 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
 // the others with their reasons (policy::check_runnable). The baseline left out, or every policy,
 // is an input error.
 Result<std::vector<size_t>> runnable_on(const Study& st, const std::string& topo_name, int ranks,
-                                        int heads, int kv_heads, size_t baseline,
-                                        std::vector<SkippedPolicy>& skipped) {
+                                        int heads, int kv_heads, int ranks_per_node,
+                                        size_t baseline, std::vector<SkippedPolicy>& skipped) {
   std::vector<size_t> runs;
   std::vector<SkippedPolicy> here;
   std::string baseline_reason;
   for (size_t pi = 0; pi < st.policies.size(); ++pi) {
-    if (auto ok = policy::check_runnable(st.policies[pi], ranks, heads, kv_heads); !ok) {
+    if (auto ok = policy::check_runnable(st.policies[pi], ranks, heads, kv_heads, ranks_per_node);
+        !ok) {
       here.push_back({topo_name, policy_label(st.policies[pi]), ok.error().message});
       if (pi == baseline) baseline_reason = ok.error().message;
       continue;
@@ -340,8 +341,11 @@ Result<std::vector<std::unique_ptr<topology::Topology>>> load_topologies(
                         topo->name() + "' (it has " + std::to_string(topo->num_gpus()) +
                         " GPUs, gpu0..gpu" + std::to_string(topo->num_gpus() - 1) + ")"});
     std::vector<SkippedPolicy> ignored;
-    const int ranks = static_cast<int>(group_gpus(st, *topo).size());
-    if (auto r = runnable_on(st, topo->name(), ranks, model.heads, model.kv_heads_or_heads(),
+    const std::vector<int> gpus = group_gpus(st, *topo);
+    std::vector<int> node_of_rank;
+    for (int gpu : gpus) node_of_rank.push_back(topo->is_cluster() ? topo->node_of_gpu(gpu) : 0);
+    if (auto r = runnable_on(st, topo->name(), static_cast<int>(gpus.size()), model.heads,
+                             model.kv_heads_or_heads(), policy::ranks_per_node(node_of_rank),
                              baseline, ignored);
         !r)
       return r.error();
@@ -362,7 +366,7 @@ Result<std::vector<PolicyRun>> runnable_policies(const Study& st, const Group& g
         !chk)
       return at(st, place_of(st, pi), chk.error());
   auto idx = runnable_on(st, g.topo->name(), g.ranks.ranks, model.heads, model.kv_heads_or_heads(),
-                         baseline, skipped);
+                         policy::ranks_per_node(g.ranks.node), baseline, skipped);
   if (!idx) return idx.error();
   std::vector<PolicyRun> runs(idx->size());
   for (size_t i = 0; i < runs.size(); ++i) runs[i].index = (*idx)[i];

@@ -322,9 +322,21 @@ Status check_policy(const PolicySpec& spec);
 /// theirs). check_policy applies it to every parameter.
 Status check_policy_param(const std::string& name, double value);
 
-/// USP's Ulysses degree when `ulysses_degree` is not given: P/2 for P >= 4 (xDiT's common PCIe
-/// setting), lowered until it divides both P and the heads H; 1 (plain ring) for P < 4.
-int default_ulysses_degree(int ranks, int heads);
+/// USP's Ulysses degree when `ulysses_degree` is not given.
+/// - Across server nodes (`ranks_per_node` > 0, fewer than `ranks`): the ranks of one node, so
+///   that the all-to-alls stay inside a node and only the ring steps cross the network (xDiT's
+///   hybrid parallelism puts Ulysses on the fast intra-node links; Fang and Zhao 2024, USP,
+///   arXiv:2405.07719 section 5), lowered until it divides both P and the heads H.
+/// - In one server (`ranks_per_node` 0): P/2 for P >= 4 (xDiT's common PCIe setting), lowered
+///   until it divides both P and H; 1 (plain ring) for P < 4.
+int default_ulysses_degree(int ranks, int heads, int ranks_per_node = 0);
+
+/// The ranks of each server node when a group of ranks spans several nodes of a cluster: the
+/// length `n` of the leading run of ranks on one node, when every run of `n` consecutive ranks
+/// (r - r % n ..) sits on one node and n divides P; 0 otherwise (one node, or uneven or
+/// interleaved nodes, where USP keeps its one-server default).
+/// `node_of_rank`: [P] node of each rank (RankTopology::node; empty: one node).
+int ranks_per_node(const std::vector<int>& node_of_rank);
 
 /// Checks a policy's parameters against the group it runs on: comm_sms at most the GPU's SMs
 /// (sm_count, when known) and, for USP, no ulysses_degree of 1 (that would be plain ring, on any
@@ -340,8 +352,9 @@ Status check_policy_on(const PolicySpec& spec, int ranks, int heads, int gpu_sm_
 /// (StudyResult::skipped) instead of failing. With grouped-query attention (`kv_heads` > 0 and
 /// below `heads`; 0: as many as heads) the Ulysses degree u and kv_heads must also divide one
 /// another (policy/scheme_parts.cpp ulysses_kv_heads, after yunchang's all_to_all_4D): Ulysses
-/// with u = P, USP with its degree.
-Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads = 0);
+/// with u = P, USP with its degree. `ranks_per_node`: as default_ulysses_degree takes it.
+Status check_runnable(const PolicySpec& spec, int ranks, int heads, int kv_heads = 0,
+                      int ranks_per_node = 0);
 
 /// Parses "PLACEMENT/SCHEME/RUNTIME[:k=v,k=v]" (route=host_staged is accepted as host_staged=1).
 Result<PolicySpec> parse_policy(const std::string& text);

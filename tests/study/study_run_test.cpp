@@ -251,6 +251,21 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
   CHECK(policy::default_ulysses_degree(8, 24) == 4);
   CHECK(policy::default_ulysses_degree(6, 40) == 2);
   CHECK(policy::default_ulysses_degree(5, 24) == 1);  // 2 does not divide 5
+  // Across nodes: the ranks of one node (all-to-alls inside it, ring across nodes), lowered
+  // until it divides P and H. 32 ranks on 4 nodes of 8: 8 (one server would take P/2 = 16).
+  CHECK(policy::default_ulysses_degree(32, 24, 8) == 8);
+  CHECK(policy::default_ulysses_degree(32, 20, 8) == 4);   // 8 and 5..7 do not divide 20 and 32
+  CHECK(policy::default_ulysses_degree(16, 24, 16) == 8);  // one node: the one-server P/2
+  CHECK(policy::ranks_per_node({0, 0, 0, 0, 1, 1, 1, 1}) == 4);
+  CHECK(policy::ranks_per_node({0, 0, 0, 0, 0, 0}) == 0);  // one node
+  CHECK(policy::ranks_per_node({0, 0, 1, 1, 1, 1}) == 0);  // uneven: 2 then 4
+  CHECK(policy::ranks_per_node({0, 0, 1, 1, 0, 0}) == 2);  // runs of 2, each on one node
+  CHECK(policy::ranks_per_node({0, 1, 0, 1}) == 1);        // one rank per node run
+  CHECK(policy::ranks_per_node({}) == 0);
+  CHECK(policy::check_runnable(usp, 8, 20, 0, 4).ok());  // u = 4 divides 20
+  CHECK(policy::check_runnable(usp, 8, 24, 0, 1).error().message ==
+        "no Ulysses x ring split of 8 ranks and 24 heads: the default Ulysses degree, the "
+        "largest u <= the 1 ranks of a node dividing both, is 1");
   CHECK(policy::check_runnable(usp, 8, 24).ok());
   CHECK(policy::check_runnable(usp, 5, 24).error().message ==
         "no Ulysses x ring split of 5 ranks and 24 heads: the default Ulysses degree, the "
@@ -345,4 +360,22 @@ TEST_CASE("ulysses_degree 1 is an error on any rank count, 1 included") {
   CHECK(r.error().exit_code == 2);
   CHECK(r.error().message.find("ulysses_degree 1 given, so USP would be plain ring") !=
         std::string::npos);
+}
+
+TEST_CASE("usp across nodes: the default Ulysses degree is the ranks of a node") {
+  // 32 GPUs of the 16x8 H100 cluster are 4 nodes of 8. CogVideoX-5b has 48 heads, so the
+  // one-server default P/2 = 16 would divide both; across nodes the default must be 8 (the
+  // all-to-alls inside a node's NVLink, the ring over the network) and equal an explicit 8.
+  auto run = [](const char* policy_text) {
+    study::Study s = one_unit("cogvideox-5b", "dense", 32);
+    s.topologies = {"16x8-h100-ndr-rail"};
+    add(s, policy_text);
+    auto r = study::run_study(s);
+    REQUIRE(r.ok());
+    REQUIRE(r->policies.size() == 1);
+    return r->policies[0].attention_time_s;
+  };
+  const double by_default = run("contiguous/usp/sm_overlap");
+  CHECK(by_default == run("contiguous/usp/sm_overlap:ulysses_degree=8"));
+  CHECK(by_default != run("contiguous/usp/sm_overlap:ulysses_degree=16"));
 }
