@@ -57,6 +57,11 @@ KernelFigure parse_figure(const json& v, const std::string& place) {
       if (!it.value().is_number() || !(it.value().get<double>() >= 0))
         bad_registry(p, "expected tokens >= 0");
       f.seq_half_tokens = it.value().get<double>();
+    } else if (it.key() == "tile_q_tokens" || it.key() == "ctas_per_sm") {
+      const json& x = it.value();
+      if (!x.is_number_integer() || x.get<long long>() < 1 || x.get<long long>() > 4096)
+        bad_registry(p, "expected an integer in [1, 4096]");
+      (it.key() == "tile_q_tokens" ? f.tile_q_tokens : f.ctas_per_sm) = x.get<int>();
     } else if (it.key() == "by_head_dim") {
       for (auto h = it.value().begin(); h != it.value().end(); ++h)
         f.by_head_dim.emplace_back(int_key(h.key(), p + "/" + h.key()),
@@ -66,6 +71,9 @@ KernelFigure parse_figure(const json& v, const std::string& place) {
       bad_registry(p, "unknown key");
   }
   if (!(f.long_seq > 0)) bad_registry(place + "/long_seq", "missing");
+  if ((f.tile_q_tokens > 0) != (f.ctas_per_sm > 0))
+    bad_registry(place + (f.tile_q_tokens > 0 ? "/ctas_per_sm" : "/tile_q_tokens"),
+                 "tile_q_tokens and ctas_per_sm come together (the wave term)");
   return f;
 }
 
@@ -122,6 +130,10 @@ std::vector<KernelSpec> parse_registry() {
         bad_registry(p, "unknown key");
     }
     if (s.name.empty()) bad_registry(at + "/name", "missing");
+    if (s.name == "generic")  // its figures stay exactly today's (issue 14)
+      for (const auto& [a, f] : s.architectures)
+        if (f.tile_q_tokens > 0)
+          bad_registry(at + "/efficiency/" + a + "/tile_q_tokens", "generic has no wave term");
     if (!k.contains("sources")) bad_registry(at + "/sources", "every kernel names its sources");
     if (s.architectures.empty()) bad_registry(at + "/efficiency", "missing");
     for (const auto& o : out)
@@ -182,6 +194,16 @@ double kernel_dense_efficiency(const KernelFigure& f, int head_dim, double seq_t
     if (hd == head_dim) e = v;
   if (f.seq_half_tokens > 0) e *= seq_tokens / (seq_tokens + f.seq_half_tokens);
   return e;
+}
+
+double attention_ctas(int batch, int heads, double query_tokens, int tile_q) {
+  return static_cast<double>(batch) * heads * std::ceil(query_tokens / tile_q);
+}
+
+double kernel_wave_factor(const KernelFigure& f, double ctas, int sms) {
+  if (f.tile_q_tokens < 1 || f.ctas_per_sm < 1 || !(ctas >= 1) || sms < 1) return 1.0;
+  const double waves = ctas / (static_cast<double>(sms) * f.ctas_per_sm);
+  return waves / std::ceil(waves);
 }
 
 double kernel_sparse_efficiency(const KernelSpec& k, int block_tokens) {
@@ -263,10 +285,19 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
     }
     const double dense = kernel_dense_efficiency(*f, rq.head_dim, std::max(1.0, rq.seq_tokens));
     const double sparse = kernel_sparse_efficiency(*kernel, std::max(1, rq.block_tokens));
-    m.attention_efficiency = dense * sparse;
+    double tail = 1.0, ctas = 0;
+    if (f->tile_q_tokens > 0 && rq.heads > 0 && rq.query_tokens >= 1 && gpu.sm_count > 0) {
+      ctas = attention_ctas(std::max(1, rq.batch), rq.heads, rq.query_tokens, f->tile_q_tokens);
+      tail = kernel_wave_factor(*f, ctas, gpu.sm_count);
+    }
+    m.attention_efficiency = dense * sparse * tail;
     const std::string arch = gpu_architecture(gpu);
     att = std::string(rq.kernel.empty() ? "generic" : "kernel " + kernel->name) + " (" +
           (arch.empty() ? "default" : arch) + ", " + num(m.attention_efficiency) + " of peak)";
+    if (ctas > 0)
+      att += "; waves " + num(ctas / (static_cast<double>(gpu.sm_count) * f->ctas_per_sm)) +
+             " of " + std::to_string(gpu.sm_count) + " SMs x " + std::to_string(f->ctas_per_sm) +
+             " (" + std::to_string(static_cast<long long>(ctas)) + " CTAs): tail " + num(tail);
     // A block size the kernel does not run natively is priced, not refused, by the registry's
     // documented rule (configs/README.md: log2-linear between listed blocks, flat above, scaled by
     // b / b0 below), and the source says so.

@@ -267,6 +267,12 @@ Result<Group> open_group(const Study& st, std::unique_ptr<topology::Topology> to
   rq.head_dim = model.head_dim;
   rq.seq_tokens = model.tokens();
   rq.block_tokens = st.pattern.block_tokens;
+  // One rank's attention call (the wave term, policy.hpp): its N / P queries over all heads;
+  // CFG batch2 runs cond and uncond in one call.
+  rq.batch = model.pipeline.cfg == "batch2" ? 2 : 1;
+  rq.heads = model.heads;
+  rq.query_tokens =
+      static_cast<double>(model.tokens()) / static_cast<double>(std::max<size_t>(1, g.gpus.size()));
   rq.file = st.source;
   rq.kernel_place = st.kernel_place;
   if (st.kernel_place.rfind("--", 0) == 0) rq.file = "<command line>";

@@ -32,7 +32,7 @@ namespace sparsp::policy {
 /// FlashAttention paper's count, Dao et al. 2022, sec. 3.1, which excludes softmax). Time = FLOPs /
 /// (peak dense bf16 FLOP/s * efficiency) + launch overhead per kernel.
 struct ComputeModel {
-  double peak_bf16_flops = 165.2e12;   ///< RTX 4090 dense bf16 with fp32 accumulate (Ada whitepaper)
+  double peak_bf16_flops = 165.2e12;  ///< RTX 4090 dense bf16 with fp32 accumulate (Ada whitepaper)
   double attention_efficiency = 0.45;  ///< FlashAttention-2 reaches ~40-50% of peak on Ada/Ampere
                                        ///< (Dao 2023, fig. 4-6: ~ 50-70% on A100 fwd; sparse
                                        ///< block kernels lower, STA reports ~ 45% MFU on H100)
@@ -100,12 +100,22 @@ ComputeModel compute_model_for(const topology::GpuSpec& gpu);
 // between the listed points, flat above the largest, and below the smallest b0 scaled by
 // block / b0 (a block smaller than the kernel's tile fills a tile partly).
 // `generic` is today's figure (0.45; 0.5 on Hopper) and the default.
+//
+// Wave quantization (a figure with tile_q_tokens > 0; never `generic`): one attention call
+// launches CTAs = batch * heads * ceil(query_tokens / tile_q) thread blocks (FlashAttention-2's
+// grid, csrc/flash_attn/src/flash_fwd_launch_template.h:63-64), and the GPU runs them in
+// waves = CTAs / (SMs * ctas_per_sm). The last wave runs partly empty, so the dense figure is
+// multiplied by tail = waves / ceil(waves) (1 at whole waves; 0.606 for 160 CTAs on 264 slots).
+// The registry's long_seq and by_head_dim figures are per full wave: the published figure
+// divided by the tail at the published benchmark's shape (configs/kernels/kernels.json sources).
 
 /// One efficiency figure of a kernel on one architecture or GPU model.
 struct KernelFigure {
   double long_seq = 0;  ///< fraction of dense bf16 peak at long sequences
   std::vector<std::pair<int, double>> by_head_dim;  ///< head_dim -> fraction (sorted)
   double seq_half_tokens = 0;                       ///< n_half above; 0: no sequence dependence
+  int tile_q_tokens = 0;  ///< query rows per CTA (wave term above); 0: no wave term
+  int ctas_per_sm = 0;    ///< resident CTAs per SM (wave term); >= 1 when tile_q_tokens > 0
 };
 
 struct KernelSpec {
@@ -128,6 +138,11 @@ Result<const KernelSpec*> find_kernel(const std::string& name, const std::string
                                       const std::string& place);
 /// dense() above for one figure. REQUIRES: seq_tokens > 0.
 double kernel_dense_efficiency(const KernelFigure& f, int head_dim, double seq_tokens);
+/// tail above: waves / ceil(waves), waves = ctas / (sms * ctas_per_sm); 1 when f has no wave
+/// term or ctas, sms < 1 (unknown). In (0, 1].
+double kernel_wave_factor(const KernelFigure& f, double ctas, int sms);
+/// CTAs of one call: batch * heads * ceil(query_tokens / tile_q). REQUIRES: tile_q >= 1.
+double attention_ctas(int batch, int heads, double query_tokens, int tile_q);
 /// sparse() above; 1 for a dense kernel or an empty table. REQUIRES: block_tokens > 0.
 double kernel_sparse_efficiency(const KernelSpec& k, int block_tokens);
 /// The figure of `k` for `gpu` (its model, else its architecture, else "default"); null if none.
@@ -148,8 +163,14 @@ struct ComputeRequest {
   double attention_efficiency = 0;  ///< > 0: given explicitly
   double gemm_efficiency = 0;       ///< > 0: given explicitly
   int head_dim = 128;
-  double seq_tokens = 0;         ///< tokens of one sequence (N above)
-  int block_tokens = 0;          ///< the pattern's block (sparse() above)
+  double seq_tokens = 0;  ///< tokens of one sequence (N above)
+  int block_tokens = 0;   ///< the pattern's block (sparse() above)
+  /// Shape of one rank's attention call (wave term above); heads 0: unknown, no wave term.
+  /// A rank's call covers its N / P queries over all heads (ring, USP, allgather pieces) or
+  /// heads / P over all N queries (Ulysses): the same CTA count where P divides both.
+  int batch = 1;
+  int heads = 0;
+  double query_tokens = 0;       ///< queries of one call (N / P)
   std::string file = "<study>";  ///< names the input in errors
   std::string kernel_place = "/compute/kernel";
 };
@@ -173,10 +194,10 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
 /// What placement and the schemes need to know of the machine, per rank of the group.
 struct RankTopology {
   int ranks = 0;
-  std::vector<int> gpu_of_rank;                       ///< [P] GPU index in the topology
-  std::vector<std::vector<std::string>> ancestors;    ///< [P] nearest first, up to the socket
-  std::vector<uint8_t> p2p;                           ///< [P*P] direct peer access allowed
-  std::vector<int> numa;                              ///< [P] NUMA node of the rank's GPU
+  std::vector<int> gpu_of_rank;                     ///< [P] GPU index in the topology
+  std::vector<std::vector<std::string>> ancestors;  ///< [P] nearest first, up to the socket
+  std::vector<uint8_t> p2p;                         ///< [P*P] direct peer access allowed
+  std::vector<int> numa;                            ///< [P] NUMA node of the rank's GPU
   /// [P] server node of the rank's GPU in a cluster topology (Topology::node_of_gpu); all 0 in
   /// one server. Host memory is reachable only inside a node: a scheme that stages through
   /// host memory must not stage between ranks of different nodes.
@@ -204,17 +225,17 @@ Result<RankTopology> rank_topology(const topology::Topology& topo, const std::ve
 struct Placement {
   std::string name;
   int ranks = 0;
-  std::vector<int> block_owner;   ///< [num_blocks] rank owning the block's tokens (Q, K, V)
+  std::vector<int> block_owner;  ///< [num_blocks] rank owning the block's tokens (Q, K, V)
 };
 
 /// Aggregate block dependency of a pattern, the input of the placements.
 struct BlockGraph {
   int num_blocks = 0;
-  std::vector<double> tokens;     ///< [num_blocks] tokens per block
-  std::vector<double> work;       ///< [num_blocks] attention FLOPs of the query block, summed
-                                  ///< over heads, averaged over the sampled masks
-  std::vector<float> dep;         ///< [q * num_blocks + k] fraction of sampled (layer, head)
-                                  ///< masks in which q attends to k
+  std::vector<double> tokens;  ///< [num_blocks] tokens per block
+  std::vector<double> work;    ///< [num_blocks] attention FLOPs of the query block, summed
+                               ///< over heads, averaged over the sampled masks
+  std::vector<float> dep;      ///< [q * num_blocks + k] fraction of sampled (layer, head)
+                               ///< masks in which q attends to k
 };
 
 /// Samples a pattern's masks (the distinct mask groups of step 0, at most `max_layers` of them,
@@ -225,7 +246,7 @@ struct PlacementContext {
   const BlockGraph* graph = nullptr;
   const RankTopology* ranks = nullptr;
   int heads = 0;
-  std::map<std::string, double> params;   ///< e.g. "tolerance" (1.03), "locality" (0.1)
+  std::map<std::string, double> params;  ///< e.g. "tolerance" (1.03), "locality" (0.1)
 };
 
 struct PolicyInfo {
@@ -247,30 +268,30 @@ enum class Granularity { block, head_block };
 struct LayerInput {
   const patterns::ModelSpec* model = nullptr;
   const patterns::BlockLayout* layout = nullptr;
-  std::vector<const patterns::BlockMask*> masks;   ///< [heads] masks of this (step, layer)
+  std::vector<const patterns::BlockMask*> masks;  ///< [heads] masks of this (step, layer)
   const Placement* placement = nullptr;
   const RankTopology* ranks = nullptr;
   Granularity granularity = Granularity::block;
-  bool dynamic = false;       ///< demand unknown ahead (revealed by a summary exchange)
+  bool dynamic = false;  ///< demand unknown ahead (revealed by a summary exchange)
   int layer = 0;
   int step = 0;
 };
 
 /// A logical transfer between endpoints of the group (payload or control).
 struct Message {
-  int src = -1, dst = -1;       ///< ranks; -1 with host_numa >= 0: pinned host memory
-  int host_numa = -1;           ///< for a host endpoint: its NUMA node
+  int src = -1, dst = -1;  ///< ranks; -1 with host_numa >= 0: pinned host memory
+  int host_numa = -1;      ///< for a host endpoint: its NUMA node
   double bytes = 0;
-  bool control = false;         ///< demand-discovery exchange (reported apart)
-  bool collective = false;      ///< part of an NCCL-style collective
-  bool host_staged = false;     ///< force GPU -> host -> GPU
-  int phase = 0;                ///< ring step, or 0/1 for before/after attention
-  std::vector<int> after_msgs;  ///< messages that must have arrived first (relays)
-  std::vector<int> after_tasks; ///< attention tasks that must end first (output all-to-all)
-  bool counts_volume = true;    ///< false for a staging hop into host memory (its delivery
-                                ///< to the GPU is what counts)
+  bool control = false;          ///< demand-discovery exchange (reported apart)
+  bool collective = false;       ///< part of an NCCL-style collective
+  bool host_staged = false;      ///< force GPU -> host -> GPU
+  int phase = 0;                 ///< ring step, or 0/1 for before/after attention
+  std::vector<int> after_msgs;   ///< messages that must have arrived first (relays)
+  std::vector<int> after_tasks;  ///< attention tasks that must end first (output all-to-all)
+  bool counts_volume = true;     ///< false for a staging hop into host memory (its delivery
+                                 ///< to the GPU is what counts)
   std::vector<int32_t> kv_blocks;
-  std::string tag;              ///< short id part, e.g. "kv", "fwd", "a2a"
+  std::string tag;  ///< short id part, e.g. "kv", "fwd", "a2a"
   /// The NCCL collective this message is part of (op, communicator size, nccl-tests size), set
   /// by the scheme; the runtime passes it to SM-driven transfers (sim::Transfer::collective).
   sim::CollectiveTag nccl{};
@@ -294,7 +315,7 @@ struct AttentionTask {
 struct CommPlan {
   std::vector<Message> messages;
   std::vector<AttentionTask> tasks;
-  double payload_bytes() const;   ///< sum of non-control message bytes (each hop counted)
+  double payload_bytes() const;  ///< sum of non-control message bytes (each hop counted)
   double control_bytes() const;
 };
 

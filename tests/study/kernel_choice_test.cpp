@@ -37,11 +37,15 @@ TEST_CASE("study /compute/kernel: the kernel's figure, reported in compute_sourc
   const auto generic = run1(study_json("1x-h200-pcie", "{}"));
   const auto fa3 = run1(study_json("1x-h200-pcie", R"({"kernel": "fa3"})"));
   CHECK(generic.compute_source == "generic (hopper, 0.5 of peak)");
-  // 0.655 * 75600 / (75600 + 198) = 0.65328901 of peak.
-  CHECK(fa3.compute_source == "kernel fa3 (hopper, 0.6533 of peak)");
-  // One kernel per layer: (t - 5 us) scales as 1 / efficiency: 0.5 / 0.65328901 = 0.76536.
+  // 0.6755 * 75600 / (75600 + 198) = 0.67373704 per full wave; one call of 40 heads x
+  // ceil(75600 / 128) = 591 tiles = 23640 CTAs on 132 SMs x 1: 179.0909 waves, tail
+  // 179.0909 / 180 = 0.99494949 -> 0.67033275 of peak.
+  CHECK(fa3.compute_source ==
+        "kernel fa3 (hopper, 0.6703 of peak); waves 179.1 of 132 SMs x 1 (23640 CTAs): tail "
+        "0.9949");
+  // One kernel per layer: (t - 5 us) scales as 1 / efficiency: 0.5 / 0.67033275 = 0.74590.
   CHECK((fa3.attention_time_s - 5e-6) / (generic.attention_time_s - 5e-6) ==
-        doctest::Approx(0.5 / 0.65328901).epsilon(1e-4));
+        doctest::Approx(0.5 / 0.67033275).epsilon(1e-4));
   // An explicit efficiency wins over the kernel.
   const auto given =
       run1(study_json("1x-h200-pcie", R"({"kernel": "fa3", "attention_efficiency": 0.25})"));
@@ -72,7 +76,7 @@ TEST_CASE("study: a topology measured_compute entry beats the registry, and only
         doctest::Approx(2.0).epsilon(1e-6));
   // fa3 chosen: the sparsp measurement does not apply.
   const auto fa3 = run1(study_json(topo, R"({"kernel": "fa3"})"));
-  CHECK(fa3.compute_source == "kernel fa3 (hopper, 0.6533 of peak)");
+  CHECK(fa3.compute_source.rfind("kernel fa3 (hopper, 0.6703 of peak); waves", 0) == 0);
 }
 
 TEST_CASE("sweep alias kernel sets /compute/kernel") {
