@@ -1,5 +1,5 @@
 // Placement `dependency_aware`: METIS k-way partition of the block dependency graph, parts mapped
-// to GPUs by recursive bisection of the switch/socket tree.
+// to GPUs by recursive bisection of the node/socket/switch tree (nodes first in a cluster).
 //
 // More ranks than blocks (P > n, e.g. HunyuanVideo STA at block 384, 301 blocks, on 1,024 GPUs):
 // some ranks must own no block, and METIS cannot partition into more parts than vertices (its
@@ -23,10 +23,10 @@ namespace {
 
 using detail::param;
 
-// Recursive bisection of the rank set along the topology tree (socket, then switch): at each
-// level the ranks split into the subtrees they hang from, and the parts are split into groups of
-// those sizes minimising the part-graph weight cut between groups, so the heaviest cuts fall
-// inside a switch, then inside a socket.
+// Recursive bisection of the rank set along the topology tree (server node, socket, then
+// switch): at each level the ranks split into the subtrees they hang from, and the parts are
+// split into groups of those sizes minimising the part-graph weight cut between groups, so the
+// heaviest cuts fall inside a switch, then inside a socket, then inside a node.
 void map_parts(const std::vector<int>& ranks, const std::vector<int>& parts,
                const std::vector<double>& pw, int nparts, const RankTopology& rt,
                std::vector<int>& rank_of_part) {
@@ -35,9 +35,13 @@ void map_parts(const std::vector<int>& ranks, const std::vector<int>& parts,
     rank_of_part[static_cast<size_t>(parts[0])] = ranks[0];
     return;
   }
-  // Ancestor chains root-first.
+  // Ancestor chains root-first, under the rank's server node: in a cluster the first split is
+  // by node (a server's sockets are separate roots of its tree, so without it the parts would
+  // go to sockets of any node alike, and heavy cuts could cross the network). In one server
+  // every rank is on node 0, so that level is one group and the split starts at the sockets.
   auto chain = [&](int r) {
     auto a = rt.ancestors[static_cast<size_t>(r)];
+    a.push_back("node" + std::to_string(rt.node_of(r)));
     std::reverse(a.begin(), a.end());
     return a;
   };

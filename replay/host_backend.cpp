@@ -1,16 +1,18 @@
-// Host backend: per-holder host buffers, a pool of worker threads executing activities as their
-// dependencies complete, memcpy for transfers (host staging: through a bounce buffer in chunks,
-// as the CUDA backend does), sleep for emulated compute tasks; real compute: the CPU attention
-// kernel, Eigen fp32 GEMMs for `gemm` tasks (operands in fp32: twice the bf16 bytes the bound
-// counts) and memcpy for `copy` tasks, each on its own scratch. Timings are steady_clock seconds
-// from the iteration start. Used by CI to exercise the whole replay path without a GPU.
+// Host backend: per-holder host buffers, activities run on oneTBB (an arena of worker threads)
+// as their dependencies complete, memcpy for transfers (host staging: through a bounce buffer in
+// chunks, as the CUDA backend does), sleep for emulated compute tasks; real compute: the CPU
+// attention kernel, Eigen fp32 GEMMs for `gemm` tasks (operands in fp32: twice the bf16 bytes the
+// bound counts) and memcpy for `copy` tasks, each on its own scratch. Timings are steady_clock
+// seconds from the iteration start. Used by CI to exercise the whole replay path without a GPU.
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for_each.h>
+#include <tbb/task_arena.h>
+
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <thread>
 
 #include "exec_plan.hpp"
@@ -122,49 +124,39 @@ class HostBackend final : public Backend {
     const size_t n = layer.acts.size();
     starts.assign(n, 0);
     ends.assign(n, 0);
-    std::vector<int> pending(n, 0);
+    // Each activity runs once its dependencies have ended: a counter of unfinished dependencies
+    // per activity; the one that brings a counter to zero hands that activity to the pool.
+    std::vector<std::atomic<int>> pending(n);
     std::vector<std::vector<int>> out(n);
     for (size_t i = 0; i < n; ++i)
       for (int d : layer.acts[i].deps) {
-        ++pending[i];
-        out[d].push_back(static_cast<int>(i));
+        pending[i].fetch_add(1, std::memory_order_relaxed);
+        out[static_cast<size_t>(d)].push_back(static_cast<int>(i));
       }
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<int> ready;
-    // Ready in topological order so equal-time work is started deterministically.
+    std::vector<int> ready;  // in topological order: equal-time work is offered in plan order
     for (int i : layer.order)
-      if (pending[i] == 0) ready.push_back(i);
-    size_t done = 0;
+      if (pending[static_cast<size_t>(i)].load(std::memory_order_relaxed) == 0) ready.push_back(i);
     const auto t0 = std::chrono::steady_clock::now();
     auto now_s = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    auto worker = [&] {
-      std::vector<uint8_t> bounce;
-      std::unique_lock<std::mutex> lk(mu);
-      for (;;) {
-        cv.wait(lk, [&] { return !ready.empty() || done == n; });
-        if (done == n) return;
-        const int i = ready.front();
-        ready.pop_front();
-        lk.unlock();
-        const Activity& a = layer.acts[i];
-        const double s = now_s();
-        if (!a.skip) execute(layer, i, bounce);
-        const double e = now_s();
-        lk.lock();
-        starts[i] = a.skip ? 0 : s;
-        ends[i] = a.skip ? 0 : e;
-        ++done;
-        for (int j : out[i])
-          if (--pending[j] == 0) ready.push_back(j);
-        cv.notify_all();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned k = 0; k < threads_; ++k) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+    tbb::enumerable_thread_specific<std::vector<uint8_t>> bounce;  // one staging buffer a thread
+    // threads_ workers, as many activities in flight as the hardware the backend stands for
+    // (copy engines and streams); emulated compute sleeps on its worker.
+    tbb::task_arena arena(static_cast<int>(threads_));
+    arena.execute([&] {
+      tbb::parallel_for_each(ready.begin(), ready.end(), [&](int i, tbb::feeder<int>& feeder) {
+        const Activity& a = layer.acts[static_cast<size_t>(i)];
+        if (!a.skip) {
+          starts[static_cast<size_t>(i)] = now_s();
+          execute(layer, i, bounce.local());
+          ends[static_cast<size_t>(i)] = now_s();
+        }
+        for (int j : out[static_cast<size_t>(i)])
+          if (pending[static_cast<size_t>(j)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+            feeder.add(j);
+      });
+    });
     return Ok{};
   }
 

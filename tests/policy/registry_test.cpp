@@ -96,3 +96,35 @@ TEST_CASE("dependency_aware: more ranks than blocks is placed as balanced, nothi
   CHECK(d->block_owner[1] != d->block_owner[2]);
   CHECK(d->block_owner[0] != d->block_owner[2]);
 }
+
+TEST_CASE("dependency_aware: in a cluster, dependent parts share a server node before a socket") {
+  // 4 ranks on 2 nodes of 2 sockets, listed interleaved (rank r on node r % 2). Each socket is a
+  // root of its node's tree, so without a node level the parts would go to the 4 sockets alike.
+  // Blocks 0-1 and 2-3 depend on each other fully (1.0), across the pairs lightly (0.1): with
+  // one block per part (equal work, 4 parts), the node level puts each heavy pair on one node,
+  // so only the light 0.1 dependencies cross the network.
+  policy::RankTopology rt = policy::RankTopology::flat(4, true);
+  rt.ancestors = {{"node0/sw0", "node0/cpu0"},
+                  {"node1/sw0", "node1/cpu0"},
+                  {"node0/sw1", "node0/cpu1"},
+                  {"node1/sw1", "node1/cpu1"}};
+  rt.numa = {0, 0, 1, 1};
+  rt.node = {0, 1, 0, 1};
+  policy::BlockGraph g;
+  g.num_blocks = 4;
+  g.tokens = {1, 1, 1, 1};
+  g.work = {1, 1, 1, 1};
+  g.dep = {1.0f, 1.0f, 0.1f, 0.0f,  //
+           1.0f, 1.0f, 0.0f, 0.1f,  //
+           0.1f, 0.0f, 1.0f, 1.0f,  //
+           0.0f, 0.1f, 1.0f, 1.0f};
+  policy::PlacementContext ctx{&g, &rt, 2, {}};
+  auto d = policy::make_placement("dependency_aware", ctx);
+  REQUIRE(d.ok());
+  const auto& own = d->block_owner;
+  CHECK(own[0] != own[1]);  // one block per rank
+  CHECK(own[2] != own[3]);
+  CHECK(rt.node_of(own[0]) == rt.node_of(own[1]));
+  CHECK(rt.node_of(own[2]) == rt.node_of(own[3]));
+  CHECK(rt.node_of(own[0]) != rt.node_of(own[2]));
+}

@@ -258,7 +258,8 @@ TEST_CASE("check_runnable: Ulysses needs H % P == 0, USP a degree u > 1 dividing
   CHECK(policy::default_ulysses_degree(16, 24, 16) == 8);  // one node: the one-server P/2
   CHECK(policy::ranks_per_node({0, 0, 0, 0, 1, 1, 1, 1}) == 4);
   CHECK(policy::ranks_per_node({0, 0, 0, 0, 0, 0}) == 0);  // one node
-  CHECK(policy::ranks_per_node({0, 0, 1, 1, 1, 1}) == 0);  // uneven: 2 then 4
+  CHECK(policy::ranks_per_node({0, 0, 1, 1, 1, 1}) == 2);  // node 1's 4 are two runs of 2
+  CHECK(policy::ranks_per_node({0, 0, 0, 1, 1}) == 0);     // 3 then 2: 3 does not divide 5
   CHECK(policy::ranks_per_node({0, 0, 1, 1, 0, 0}) == 2);  // runs of 2, each on one node
   CHECK(policy::ranks_per_node({0, 1, 0, 1}) == 1);        // one rank per node run
   CHECK(policy::ranks_per_node({}) == 0);
