@@ -62,6 +62,9 @@ KernelFigure parse_figure(const json& v, const std::string& place) {
       if (!x.is_number_integer() || x.get<long long>() < 1 || x.get<long long>() > 4096)
         bad_registry(p, "expected an integer in [1, 4096]");
       (it.key() == "tile_q_tokens" ? f.tile_q_tokens : f.ctas_per_sm) = x.get<int>();
+    } else if (it.key() == "single_cta_wave_time") {
+      f.single_cta_wave_time = fraction(it.value(), p);
+      if (f.single_cta_wave_time > 1) bad_registry(p, "expected a fraction of a wave in (0, 1]");
     } else if (it.key() == "by_head_dim") {
       for (auto h = it.value().begin(); h != it.value().end(); ++h)
         f.by_head_dim.emplace_back(int_key(h.key(), p + "/" + h.key()),
@@ -74,6 +77,8 @@ KernelFigure parse_figure(const json& v, const std::string& place) {
   if ((f.tile_q_tokens > 0) != (f.ctas_per_sm > 0))
     bad_registry(place + (f.tile_q_tokens > 0 ? "/ctas_per_sm" : "/tile_q_tokens"),
                  "tile_q_tokens and ctas_per_sm come together (the wave term)");
+  if (f.single_cta_wave_time < 1 && f.ctas_per_sm < 2)
+    bad_registry(place + "/single_cta_wave_time", "needs ctas_per_sm >= 2 (a partial wave)");
   return f;
 }
 
@@ -202,8 +207,18 @@ double attention_ctas(int batch, int heads, double query_tokens, int tile_q) {
 
 double kernel_wave_factor(const KernelFigure& f, double ctas, int sms) {
   if (f.tile_q_tokens < 1 || f.ctas_per_sm < 1 || !(ctas >= 1) || sms < 1) return 1.0;
-  const double waves = ctas / (static_cast<double>(sms) * f.ctas_per_sm);
-  return waves / std::ceil(waves);
+  const double slots = static_cast<double>(sms) * f.ctas_per_sm;
+  const double full = std::floor(ctas / slots), rem = ctas - full * slots;
+  double units = full;  // time in full waves
+  if (rem > 0) {
+    // The last wave's busiest SM holds k of its ctas_per_sm slots; it takes the time of a full
+    // wave at k = ctas_per_sm, single_cta_wave_time at k = 1, linear between.
+    const double k = std::min<double>(std::ceil(rem / sms), f.ctas_per_sm);
+    units += f.ctas_per_sm < 2 ? 1.0
+                               : f.single_cta_wave_time +
+                                     (1 - f.single_cta_wave_time) * (k - 1) / (f.ctas_per_sm - 1);
+  }
+  return std::min(1.0, ctas / slots / units);
 }
 
 double kernel_sparse_efficiency(const KernelSpec& k, int block_tokens) {

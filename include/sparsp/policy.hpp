@@ -106,6 +106,11 @@ ComputeModel compute_model_for(const topology::GpuSpec& gpu);
 // grid, csrc/flash_attn/src/flash_fwd_launch_template.h:63-64), and the GPU runs them in
 // waves = CTAs / (SMs * ctas_per_sm). The last wave runs partly empty, so the dense figure is
 // multiplied by tail = waves / ceil(waves) (1 at whole waves; 0.606 for 160 CTAs on 264 slots).
+// Where a kernel keeps ctas_per_sm >= 2 CTAs on an SM, a CTA alone on its SM runs faster than
+// one of a full SM: a last wave whose busiest SM holds k CTAs takes single_cta_wave_time of a full
+// wave's time at k = 1 (1 at k = ctas_per_sm, linear between), so tail = waves / (full waves +
+// that time), at most 1. FlashAttention-2 kernels on the H200: 0.61 (measured, sim/RESULTS.md
+// "Attention throughput against CTAs"; 320 CTAs on 264 slots: 0.606 -> 0.753).
 // The registry's long_seq and by_head_dim figures are per full wave: the published figure
 // divided by the tail at the published benchmark's shape (configs/kernels/kernels.json sources).
 
@@ -116,6 +121,9 @@ struct KernelFigure {
   double seq_half_tokens = 0;                       ///< n_half above; 0: no sequence dependence
   int tile_q_tokens = 0;  ///< query rows per CTA (wave term above); 0: no wave term
   int ctas_per_sm = 0;    ///< resident CTAs per SM (wave term); >= 1 when tile_q_tokens > 0
+  /// Time of a last wave with one CTA per SM, as a fraction of a full wave's (wave term above;
+  /// needs ctas_per_sm >= 2); 1: the strict tail.
+  double single_cta_wave_time = 1.0;
 };
 
 struct KernelSpec {
@@ -138,8 +146,9 @@ Result<const KernelSpec*> find_kernel(const std::string& name, const std::string
                                       const std::string& place);
 /// dense() above for one figure. REQUIRES: seq_tokens > 0.
 double kernel_dense_efficiency(const KernelFigure& f, int head_dim, double seq_tokens);
-/// tail above: waves / ceil(waves), waves = ctas / (sms * ctas_per_sm); 1 when f has no wave
-/// term or ctas, sms < 1 (unknown). In (0, 1].
+/// tail above: waves / (full waves + the last wave's time), waves = ctas / (sms * ctas_per_sm);
+/// waves / ceil(waves) when single_cta_wave_time is 1; 1 when f has no wave term or ctas,
+/// sms < 1 (unknown). In (0, 1].
 double kernel_wave_factor(const KernelFigure& f, double ctas, int sms);
 /// CTAs of one call: batch * heads * ceil(query_tokens / tile_q). REQUIRES: tile_q >= 1.
 double attention_ctas(int batch, int heads, double query_tokens, int tile_q);
