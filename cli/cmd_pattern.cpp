@@ -43,12 +43,12 @@ Result<std::array<int, 3>> parse_triple(const std::string& s, const std::string&
 void add_generator_flags(CLI::App* c, PatternArgs& a, bool model_required) {
   auto* m = c->add_option("--model", a.model,
                           "model preset (hunyuanvideo-720p, hunyuanvideo-sta, wan2.1-14b-720p, "
-                          "wan2.1-1.3b-480p, cogvideox-5b) or model JSON path");
+                          "wan2.1-1.3b-480p, cogvideox-2b, cogvideox-5b) or model JSON path");
   if (model_required) m->required();
   c->add_option("--max-memory-gib", a.max_memory_gib,
                 "refuse generators whose masks would need more (GiB; default 16, as simulate)")
       ->check(above_up_to(0, 1e6));
-  c->add_option("--kind", a.opt.kind, "dense|sta|radial|svg|topk|cdf|random")
+  c->add_option("--kind", a.opt.kind, "dense|causal|sta|radial|svg|topk|cdf|random")
       ->capture_default_str();
   c->add_option("--block", a.opt.block_tokens, "tokens per block")
       ->capture_default_str()

@@ -43,7 +43,7 @@ struct SimulateArgs {
   std::string baseline;
   std::optional<int> steps, layers;
   std::optional<double> attention_efficiency;
-  std::string kernel;
+  std::optional<std::string> kernel;  // given (even "") or not
   bool json = false, csv = false, list = false;
   std::string progress = "auto";
   std::string trace_dir, plan_dir, plan_in;
@@ -202,7 +202,8 @@ Result<study::Study> build_study(const SimulateArgs& a) {
   if (!a.topology.empty()) s.topologies = {a.topology};
   if (!a.model.empty()) s.model = a.model;
   if (!a.pattern.empty()) {
-    const bool file = a.pattern.find('/') != std::string::npos || a.pattern.find('.') != std::string::npos;
+    const bool file =
+        a.pattern.find('/') != std::string::npos || a.pattern.find('.') != std::string::npos;
     s.pattern.kind = file ? "file" : a.pattern;
     s.pattern.input = file ? a.pattern : "";
     if (file && !a.block) s.pattern.block_tokens = 0;  // the file's own
@@ -239,7 +240,8 @@ Result<study::Study> build_study(const SimulateArgs& a) {
       s.granularity = policy::Granularity::block;
     else if (a.granularity == "head_block")
       s.granularity = policy::Granularity::head_block;
-    else return input_error(cl, "--granularity", "expected block or head_block");
+    else
+      return input_error(cl, "--granularity", "expected block or head_block");
   }
   if (!a.policies.empty()) {
     s.policies.clear();
@@ -258,9 +260,9 @@ Result<study::Study> build_study(const SimulateArgs& a) {
       return input_error(cl, "--attention-efficiency", "expected a fraction in (0, 1]");
     s.attention_efficiency = *a.attention_efficiency;
   }
-  if (!a.kernel.empty()) {
-    if (auto k = policy::find_kernel(a.kernel, cl, "--kernel"); !k) return k.error();
-    s.kernel = a.kernel;
+  if (a.kernel) {  // "" is refused by find_kernel, as /compute/kernel "" is
+    if (auto k = policy::find_kernel(*a.kernel, cl, "--kernel"); !k) return k.error();
+    s.kernel = *a.kernel;
     s.kernel_place = "--kernel";
   }
   if (a.steps) {
@@ -353,12 +355,14 @@ int run(const SimulateArgs& a) {
     return 0;
   }
   if (a.json && a.csv)
-    return report(input_error("<command line>", "--csv", "--json and --csv are mutually exclusive"));
+    return report(
+        input_error("<command line>", "--csv", "--json and --csv are mutually exclusive"));
   if (!a.plan_in.empty()) {
     for (const auto& f : a.given)
       if (!plan_compatible(f))
-        return report(input_error("<command line>", f, "--plan re-times a plan as written; " + f +
-                                                           " cannot be combined with it"));
+        return report(
+            input_error("<command line>", f,
+                        "--plan re-times a plan as written; " + f + " cannot be combined with it"));
     if (auto st = check_output_dir(a.trace_dir); !st) return report(st.error());
     auto pl = policy::load_plan(a.plan_in);
     if (!pl) return report(pl.error());
@@ -372,7 +376,9 @@ int run(const SimulateArgs& a) {
     if (!r) return report(r.error());
     if (ro.keep_trace && !r->policies.empty() && !r->policies[0].trace_json.empty()) {
       const std::string stem = std::filesystem::path(a.plan_in).filename().string();
-      if (auto st = write_file(a.trace_dir, safe_name(stem) + ".trace.json", r->policies[0].trace_json); !st)
+      if (auto st =
+              write_file(a.trace_dir, safe_name(stem) + ".trace.json", r->policies[0].trace_json);
+          !st)
         return report(st.error());
     }
     print(*r, a);
@@ -461,9 +467,11 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
       "Compare sequence-parallel policies (placement/scheme/runtime) on a server, model and "
       "sparse mask. With no arguments, runs the default study (configs/studies/default.json).");
   cmd->add_option("--config", args->config, "study JSON (configs/studies/README.md)");
-  cmd->add_option("--topology", args->topology, "topology preset or JSON file (overrides the study)");
+  cmd->add_option("--topology", args->topology,
+                  "topology preset or JSON file (overrides the study)");
   cmd->add_option("--model", args->model, "model preset or JSON file");
-  cmd->add_option("--pattern", args->pattern, "pattern kind (sta, radial, topk, ...) or recorded mask file");
+  cmd->add_option("--pattern", args->pattern,
+                  "pattern kind (sta, radial, topk, ...) or recorded mask file");
   cmd->add_option("--block", args->block, "tokens per block")->check(at_least(1));
   cmd->add_option("--tile", args->tile, "tile shape T,H,W");
   cmd->add_option("--window", args->window, "STA window in tiles T,H,W");
@@ -479,9 +487,10 @@ void add_simulate_commands(CLI::App& app, Context& ctx) {
                   "sequence-parallel degree: the first N GPUs of the topology")
       ->check(at_least(1));
   cmd->add_option("--granularity", args->granularity, "demand granularity: block | head_block");
-  cmd->add_option("--policy", args->policies,
-                  "PLACEMENT/SCHEME/RUNTIME[:key=value,...] (repeatable; replaces the study's list; "
-                  "route=host_staged forces host staging)");
+  cmd->add_option(
+      "--policy", args->policies,
+      "PLACEMENT/SCHEME/RUNTIME[:key=value,...] (repeatable; replaces the study's list; "
+      "route=host_staged forces host staging)");
   cmd->add_option("--baseline", args->baseline, "policy the speedups are relative to");
   cmd->add_option("--steps", args->steps, "simulate the first N denoising steps (e2e extrapolated)")
       ->check(at_least(1));

@@ -84,10 +84,12 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = 0;
   });
 
-  CLI::App* presets = topo_cmd->add_subcommand("presets", "List the built-in topology presets");
+  CLI::App* presets = topo_cmd->add_subcommand(
+      "presets", "List the built-in topology presets: servers, then clusters of them");
   presets->add_flag("--json", args->json, "machine-readable output");
   presets->callback([args, &ctx] {
-    const auto names = topo::preset_names();
+    auto names = topo::preset_names();
+    for (auto& c : topo::cluster_preset_names()) names.push_back(std::move(c));
     if (args->json) {
       std::cout << "[";
       for (size_t i = 0; i < names.size(); ++i)
@@ -177,7 +179,7 @@ void add_topo_commands(CLI::App& app, Context& ctx) {
     ctx.exit_code = report(st.error());
     return;
   }
-    auto text = read_input(args->file);
+  auto text = read_input(args->file);
   if (!text) {
     ctx.exit_code = report(text.error());
     return;

@@ -199,6 +199,8 @@ Result<std::unique_ptr<Pattern>> load_pattern(const std::string& path, const Mod
   // `pattern stats missing.json` said "unknown pattern file type").
   if (std::error_code ec; !std::filesystem::exists(path, ec))
     return input_error(path, "", "cannot open file: no such file");
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))  // not "system error"
+    return input_error(path, "", "is a directory, not a file");
   if (ends_with(path, ".spm")) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return input_error(path, "", "cannot open file");

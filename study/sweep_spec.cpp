@@ -285,6 +285,14 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
       return input_error(ctx.src, where + "/path",
                          "the empty pointer (whole study) is not an axis");
     if (axis.name.empty()) axis.name = axis.pointer.substr(1);
+    // A label that is another field's alias would put that field's name over this column
+    // (break-it 2026-12-03: name "gpus" with path /pattern/block wrote gpus=128).
+    for (const AxisAlias& al : sweep_axis_aliases())
+      if (al.name == axis.name && al.pointer != axis.pointer)
+        return input_error(ctx.src, where + "/name",
+                           "\"" + axis.name + "\" is the axis name of " + al.pointer +
+                               ", not of the path " + axis.pointer +
+                               "; give another name or leave it out");
   } else {
     if (axis.name.empty())
       return input_error(ctx.src, where, "an axis needs a \"name\" (friendly) or a \"path\"");

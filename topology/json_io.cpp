@@ -903,8 +903,10 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
       p.options.peer_concurrency_cost = *cost;
     }
     if (const auto f = r.opt_number(root, Ptr(), "host_read_under_write")) {
-      if (!(*f > 0 && *f <= 1))
-        r.fail(Ptr("/host_read_under_write"), "must be a number in (0, 1] (1 = off)");
+      // At least 0.01: a read share of a link below 1% is no measured machine's, and a
+      // vanishing one made times infinite or below the lower bound (break-it 2026-12-03).
+      if (!(*f >= 0.01 && *f <= 1))
+        r.fail(Ptr("/host_read_under_write"), "must be a number in [0.01, 1] (1 = off)");
       p.options.host_read_under_write = *f;
     }
     if (const json* ov = r.find(root, "p2p_overrides")) {
@@ -1135,6 +1137,12 @@ Result<Topology> parse_cluster(const json& root, const std::string& file, const 
       r.fail(at / "nodes", "more than " + std::to_string(kMaxClusterNodes) + " server nodes (" +
                                std::to_string(in.nodes) + ")");
     in.server = load_server(r, r.require(c, at, "server"), at / "server", file, where);
+    // The host-reads rule (sim/host_reads.hpp) follows a route's PCIe links, which a cluster's
+    // routes do not list: the key would be accepted and have no effect (break-it 2026-12-03).
+    if (in.server.options().host_read_under_write >= 0)
+      r.fail(at / "server",
+             "host_read_under_write is not modelled inside a cluster's servers; remove it from "
+             "the server");
     if (const json* nics = r.find(c, "nics"))
       in.server = add_nics(r, *nics, at / "nics", std::move(in.server), file);
     const long gpus = static_cast<long>(in.nodes) * in.server.num_gpus();

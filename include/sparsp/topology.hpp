@@ -329,7 +329,7 @@ class Topology {
     /// "Peer concurrency per switch chip"), so the cost is the switch's, not the GPU's.
     std::vector<std::pair<std::string, double>> chip_peer_concurrency_cost;
     /// Host reads under writes of this machine (JSON "host_read_under_write", a number in
-    /// (0, 1]; 1 = off): replaces sim::SimOptions::host_read_under_write. < 0: not given (the
+    /// [0.01, 1]; 1 = off; refused in a cluster's server): replaces sim::SimOptions::host_read_under_write. < 0: not given (the
     /// simulator's default 0.49, nvbandwidth A100 PCIe; sim/README.md "Host reads under writes").
     double host_read_under_write = -1;
   };
