@@ -286,9 +286,11 @@ Result<SweepAxis> parse_axis(const json& a, const std::string& where, AxisParse&
                          "the empty pointer (whole study) is not an axis");
     if (axis.name.empty()) axis.name = axis.pointer.substr(1);
     // A label that is another field's alias would put that field's name over this column
-    // (break-it 2026-12-03: name "gpus" with path /pattern/block wrote gpus=128).
+    // (break-it 2026-12-03: name "gpus" with path /pattern/block wrote gpus=128); the field's
+    // own name is fine (staging_buffers for /policies/0/staging_buffers).
+    const std::string last = json::json_pointer(axis.pointer).back();
     for (const AxisAlias& al : sweep_axis_aliases())
-      if (al.name == axis.name && al.pointer != axis.pointer)
+      if (al.name == axis.name && al.pointer != axis.pointer && last != axis.name)
         return input_error(ctx.src, where + "/name",
                            "\"" + axis.name + "\" is the axis name of " + al.pointer +
                                ", not of the path " + axis.pointer +
