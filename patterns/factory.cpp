@@ -164,8 +164,8 @@ Result<std::unique_ptr<Pattern>> make_pattern(const ModelSpec& model, const Patt
   if (const double need = pattern_memory_bytes(L.num_blocks, layers, heads);
       o.max_memory_bytes > 0 && need > o.max_memory_bytes) {
     std::snprintf(buf, sizeof buf,
-                  "block %d gives %d blocks: an estimated %.1f GiB for one step's masks (%d "
-                  "layers x %d heads), over the limit of %.1f GiB; use a larger block (--block, "
+                  "block %d gives %d blocks: an estimated %.3g GiB for one step's masks (%d "
+                  "layers x %d heads), over the limit of %.3g GiB; use a larger block (--block, "
                   "or /pattern/block in a study file) or raise --max-memory-gib",
                   L.block_tokens, L.num_blocks, need / (1ull << 30), layers, heads,
                   o.max_memory_bytes / (1ull << 30));

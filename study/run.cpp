@@ -222,8 +222,8 @@ Status check_memory(const Study& st, const patterns::ModelSpec& model, double ma
   if (need <= max_bytes) return Ok{};
   char msg[320];
   std::snprintf(msg, sizeof msg,
-                "block %d gives %.0f blocks, an estimated %.1f GiB (%.0f B per block pair), over "
-                "the limit of %.1f GiB; ",
+                "block %d gives %.0f blocks, an estimated %.3g GiB (%.0f B per block pair), over "
+                "the limit of %.3g GiB; ",
                 st.pattern.block_tokens, blocks, need / (1ull << 30), kBytesPerBlockPair,
                 max_bytes / (1ull << 30));
   return input_at(st, "/pattern/block", msg + remedy);

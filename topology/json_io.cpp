@@ -2,6 +2,7 @@
 // Format reference: topology/README.md.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -872,6 +873,15 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
     }
     Parsed p;
     p.name = r.string(root, Ptr(), "name", std::string());
+    // The name heads text tables and reports: a control byte there would print raw.
+    for (const unsigned char c : p.name)
+      if (c < 0x20 || c == 0x7f) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", c);
+        r.fail(Ptr("/name"), std::string("contains the control byte ") + hex +
+                                 "; a topology name is printed in headings");
+        break;
+      }
     p.source = r.string(root, Ptr(), "source", std::string());
     if (const json* notes = r.find(root, "source_notes")) {
       const Ptr at("/source_notes");
