@@ -278,7 +278,8 @@ Result<MergeSummary> merge_sweep_shards(const std::vector<std::string>& inputs,
     const ShardFile& f = s[static_cast<size_t>(k % sum.shards)];
     const auto [b, e] = f.point_rows[static_cast<size_t>(k / sum.shards)];
     out.append(f.text, b, e - b);
-    for (size_t i = b; i < e; ++i) sum.rows_written += f.text[i] == '\n';
+    // Records, not lines: a CSV field may hold a quoted newline (read_shard checked each).
+    for (size_t i = b; i < e; i = record_end(f.text, i, *format)) ++sum.rows_written;
   }
   auto target = output_target(output_path);
   if (!target) return target.error();

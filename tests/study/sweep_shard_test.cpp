@@ -377,3 +377,29 @@ TEST_CASE("ranks: rank 0 stopped part-way abandons the others, and the rerun res
   CHECK(second->resumed_points == 4);  // points 0..3 kept, 4 (the last present) run again
   CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
+
+TEST_CASE("merge counts rows, not lines, when a field holds a quoted newline") {
+  // Break-it pass 2026-12-03: `sweep merge` reported one row per line, so a field holding a
+  // newline counted its row twice. The two x == 4 points (z 0.5 and 2) write a two-line value
+  // here (CSV-quoted): 14 points, one row each -> 14 rows, where a line count gives 16.
+  const fs::path d = temp_dir("merge_newline");
+  PointEvaluator ev = product_evaluator();
+  const auto inner = ev.evaluate;
+  ev.evaluate = [inner](const SweepPoint& p) {
+    PointOutcome o = inner(p);
+    if (json::parse(p.study_json)["x"].get<int>() == 4) o.rows[0][0] = "first line\nsecond line";
+    return o;
+  };
+  std::vector<std::string> shards;
+  for (int k = 1; k <= 2; ++k) {
+    SweepOptions o = opts(d / ("s" + std::to_string(k) + ".csv"));
+    o.shard = SweepShard{k, 2};
+    REQUIRE(run_sweep(spec_with(), ev, o).ok());
+    shards.push_back((d / ("s" + std::to_string(k) + ".csv")).string());
+  }
+  auto m = merge_sweep_shards(shards, (d / "out.csv").string());
+  REQUIRE(m.ok());
+  CHECK(m->rows_written == 14);
+  const std::string merged = slurp((d / "out.csv").string());
+  CHECK(std::count(merged.begin(), merged.end(), '\n') == 1 + 14 + 2);  // header, rows, 2 inner
+}
