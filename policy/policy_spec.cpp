@@ -31,15 +31,18 @@ const char* const kKnownParams[] = {"skip_empty",
                                     "ce_only",
                                     "split_text",
                                     "staging_buffers",
-                                    "merge_bytes_per_element"};
+                                    "merge_bytes_per_element",
+                                    "high_priority_comm"};
 // Boolean parameters: 0 or 1 (2 or 0.5 is a typo, not "on").
-const char* const kBooleanParams[] = {"skip_empty", "host_staged", "ce_only", "split_text"};
+const char* const kBooleanParams[] = {"skip_empty", "host_staged", "ce_only", "split_text",
+                                      "high_priority_comm"};
 // Which part reads each parameter that not every policy reads (the others, host_staged,
 // chunk_bytes and staging_buffers, apply to the host-staged transfers of any policy). Kept in
 // step with the readers: scheme_ring.cpp (skip_empty; merge_bytes_per_element, also read by
 // scheme_usp.cpp), scheme_demand_*.cpp (split_text),
 // scheme_usp.cpp (ulysses_degree), placement_balanced.cpp and placement_dependency_aware.cpp
-// (tolerance, locality), runtime.cpp (comm_sms and ce_only: SM-driven copies only).
+// (tolerance, locality), runtime.cpp (comm_sms and ce_only: SM-driven copies only;
+// high_priority_comm: sm_overlap's comm kernels against the attention kernel).
 struct ParamReaders {
   const char* param;
   const char* part;  // "placement", "scheme" or "runtime"
@@ -54,6 +57,7 @@ const ParamReaders kParamReaders[] = {
     {"locality", "placement", {"balanced"}},
     {"comm_sms", "runtime", {"sync", "sm_overlap"}},
     {"ce_only", "runtime", {"sync", "sm_overlap"}},
+    {"high_priority_comm", "runtime", {"sm_overlap"}},
 };
 // Host-staged pipeline chunk: at least one 4 KiB page (smaller chunks only multiply events and
 // per-chunk overheads), at most 1 TB (as /sim/chunk_bytes in a study).

@@ -32,6 +32,23 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
   const double chunk = param(p, "chunk_bytes", 0);
   const int staging = static_cast<int>(param(p, "staging_buffers", 0));  // 0: SimOptions default
   const bool ce_only = param(p, "ce_only", 0) != 0;
+  // high_priority_comm=0 (sm_overlap): the comm kernels are launched on a side stream of the same
+  // priority as the attention stream, as PyTorch's ProcessGroupNCCL does by default
+  // (ProcessGroupNCCL::Options::is_high_priority_stream = false), and enqueued just before an
+  // attention kernel that fills every SM (ring-flash-attn / yunchang / xDiT RingComm: the
+  // step's batch_isend_irecv, then flash-attn on the compute stream). Both become runnable when
+  // the previous compute ends; the block scheduler dispatches the attention kernel's CTAs first
+  // (pending work of a higher-priority stream only would go ahead: CUDA C++ Programming Guide,
+  // "Stream Priorities"), so the comm kernel gets SMs only when that attention kernel ends.
+  // Modelled as: an SM-driven message of phase p waits for its sender's attention of phase p-1
+  // and for all its sender's tasks of phases < p-1 (stream order, the NCCL stream's wait on the
+  // compute stream); attention of phase p runs on the rank's one compute stream after every
+  // message of phases <= p touching the rank (req.wait() on the send and the receive). The
+  // step's LSE merge (phase p-1, after the attention kernel) runs beside the transfer.
+  // 1 (default): the comm kernels get their SMs as soon as their inputs are ready (a
+  // high-priority NCCL stream, or comm launched ahead of the attention kernel).
+  const bool comm_behind_compute =
+      mode == Mode::sm_overlap && !ce_only && param(p, "high_priority_comm", 1) == 0;
   const std::string L = "L" + std::to_string(layer) + ".";
   auto mid = [&](size_t i) {
     const auto& m = plan.messages[i];
@@ -69,10 +86,16 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     if (mode == Mode::sync && m.src >= 0)
       for (size_t ti : tasks_of[static_cast<size_t>(m.src)])
         if (plan.tasks[ti].phase < m.phase) after.insert(tid(ti));
-    t.after.assign(after.begin(), after.end());
     const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
     t.engine =
         (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
+    if (comm_behind_compute && t.engine == sim::Engine::sm)
+      for (size_t ti : tasks_of[static_cast<size_t>(m.src)]) {
+        const auto& a = plan.tasks[ti];
+        if (a.phase < m.phase - 1 || (a.phase == m.phase - 1 && a.what.kind != sim::TaskKind::copy))
+          after.insert(tid(ti));
+      }
+    t.after.assign(after.begin(), after.end());
     t.comm_sms = t.engine == sim::Engine::sm ? comm_sms : 0;
     // An SM-driven transfer is an NCCL send/recv: NCCL carries it through host memory (SHM)
     // where its default P2P level stops (RankTopology::nccl_p2p).
@@ -121,7 +144,7 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     std::set<std::string> after;
     for (int m : a.after_msgs) after.insert(mid(static_cast<size_t>(m)));
     for (int t : a.after_tasks) after.insert(tid(static_cast<size_t>(t)));
-    if (mode == Mode::sync) {
+    if (mode == Mode::sync || comm_behind_compute) {
       for (size_t mi : msgs_of[static_cast<size_t>(a.rank)]) {
         const auto& m = plan.messages[mi];
         if (m.phase <= a.phase && m.after_tasks.empty()) after.insert(mid(mi));
@@ -148,7 +171,9 @@ const RuntimeEntry kRuntimes[] = {
      Mode::sync},
     {"sm_overlap",
      "NCCL-style SM-driven transfers (comm_sms SMs each) overlapped with attention; "
-     "P2P-less paths through host memory",
+     "P2P-less paths through host memory; high_priority_comm=0: comm on a stream of the "
+     "attention stream's priority (PyTorch's default), each transfer after the attention "
+     "kernel it was launched beside",
      Mode::sm_overlap},
     {"ce_decoupled",
      "copy engines and host-driven staging (no SMs taken); local attention first, "

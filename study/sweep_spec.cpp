@@ -75,6 +75,9 @@ const std::vector<AxisAlias>& sweep_axis_aliases() {
        "host-staged per-chunk overhead, us (all policies)"},
       {"ulysses_degree", "/policies/0/params/ulysses_degree", "usp: Ulysses degree"},
       {"comm_sms", "/policies/0/params/comm_sms", "sm_overlap: SMs of the comm kernels"},
+      {"high_priority_comm", "/policies/0/params/high_priority_comm",
+       "sm_overlap: comm kernels ahead of attention (1, default) or behind it as PyTorch's "
+       "default NCCL stream (0)"},
       {"skip_empty", "/policies/0/params/skip_empty", "ring: skip GPUs needing nothing (0/1)"},
       {"merge_bytes_per_element", "/policies/0/params/merge_bytes_per_element",
        "ring / usp: bytes per output element of each ring step's LSE merge (default 18.4)"},

@@ -21,12 +21,15 @@ if "--json" in ARGS:
     JSON_OUT = ARGS[i + 1]
     del ARGS[i:i + 2]
 SPARSP = ARGS[0] if ARGS else "build/release/sparsp"
-RING = "contiguous/ring/sm_overlap"
+# xDiT (and Wan2.1's xDiT path) run the ring through yunchang's RingComm on PyTorch's default NCCL
+# stream: each exchange queues behind the attention kernel launched beside it (high_priority_comm=0,
+# sim/RESULTS.md "Ring overlap as PyTorch runs it"). Chosen from the code, not fitted per row.
+RING = "contiguous/ring/sm_overlap:high_priority_comm=0"
 ULY = "head_parallel/ulysses/sync"
 
 
 def usp(u):
-    return f"contiguous/usp/sm_overlap:ulysses_degree={u}"
+    return f"contiguous/usp/sm_overlap:ulysses_degree={u},high_priority_comm=0"
 
 
 L40 = "8x-l40-gen4-4switch"

@@ -120,3 +120,63 @@ TEST_CASE("ring under sync alternates communication and attention") {
   REQUIRE(ws.ok());
   for (const auto& x : ws->transfers) CHECK(x.route == topology::RouteMode::host_staged);
 }
+
+TEST_CASE("sm_overlap high_priority_comm=0: each ring transfer after the attention beside it") {
+  // Ring on P = 4, 8 blocks of 128 tokens, dense, contiguous: rank r holds blocks 2r, 2r+1.
+  // Shard 0 travels 0 -> 1 (phase 1), 1 -> 2 (phase 2), 2 -> 3 (phase 3). In yunchang / xDiT
+  // RingComm, the phase-p exchange is launched just before the phase-(p-1) flash-attn call;
+  // at equal stream priority its kernel gets SMs only when that attention kernel ends, so:
+  //  - hop 0 -> 1 (phase 1) waits for rank 0's local piece (phase 0);
+  //  - hop 1 -> 2 (phase 2) waits for rank 1's phase-1 attention piece (on shard 3, the shard
+  //    rank 1 receives at step 1) and for rank 1's local piece and phase-0 tasks (stream order),
+  //    but not for rank 1's phase-1 LSE merge (queued after the attention kernel);
+  //  - each attention piece of phase p waits for every message of phases <= p at its rank, on
+  //    the rank's one compute stream "attn<r>".
+  TestPattern pat(8, 128, 2, 64, [](int, int, int) { return true; });
+  const auto pl = contiguous(8, 4);
+  const auto rt = policy::RankTopology::flat(4, true);
+  auto plan = policy::make_scheme("ring", pat.input(pl, rt), {});
+  REQUIRE(plan.ok());
+  auto w = policy::make_workload("sm_overlap", *plan, rt, policy::ComputeModel{},
+                                 {{"high_priority_comm", 0}}, 0);
+  REQUIRE(w.ok());
+  // Messages are numbered shard by shard: m0 = shard 0's hop 0 -> 1, m1 = its hop 1 -> 2; shard
+  // 3 travels 3 -> 0 -> 1 -> 2 as m9, m10, m11 (3 hops x 3 earlier shards = m0..m8).
+  int hops = 0;
+  for (const auto& x : w->transfers) {
+    CHECK(x.engine == sim::Engine::sm);
+    if (x.id == "L0.m0.ring.0-1") {
+      ++hops;
+      CHECK(x.after == std::vector<std::string>{"L0.a0.local.0"});
+    }
+    if (x.id == "L0.m1.ring.1-2") {
+      ++hops;
+      CHECK(has(x.after, ".m0.ring.0-1"));
+      CHECK(has(x.after, ".local.1"));
+      CHECK(has(x.after, ".ring.1"));  // rank 1's phase-1 piece ("L0.a<i>.ring.1")
+      CHECK_FALSE(has(x.after, ".ring_merge."));
+    }
+    if (x.id == "L0.m11.ring.1-2") {  // phase 3: rank 1's phase-1 merge is now stream order
+      ++hops;
+      CHECK(has(x.after, ".ring_merge.1"));
+    }
+  }
+  CHECK(hops == 3);
+  for (const auto& c : w->compute) {
+    CHECK(c.stream == "attn" + c.gpu.substr(3));
+    if (c.id.find(".ring.") == std::string::npos || c.gpu != "gpu2") continue;
+    CHECK_FALSE(c.after.empty());
+  }
+  // The default (1) keeps today's overlap: hop 0 -> 1 waits for nothing, no compute stream.
+  auto d = policy::make_workload("sm_overlap", *plan, rt, policy::ComputeModel{}, {}, 0);
+  REQUIRE(d.ok());
+  for (const auto& x : d->transfers)
+    if (x.id.find(".ring.0-1") != std::string::npos && !has(x.after, ".ring."))
+      CHECK(x.after.empty());
+  for (const auto& c : d->compute) CHECK(c.stream.empty());
+  // Read by sm_overlap only; a switch.
+  CHECK(policy::check_policy_param("high_priority_comm", 0).ok());
+  CHECK_FALSE(policy::check_policy_param("high_priority_comm", 0.5).ok());
+  CHECK(policy::parse_policy("contiguous/ring/sm_overlap:high_priority_comm=0").ok());
+  CHECK_FALSE(policy::parse_policy("contiguous/ring/sync:high_priority_comm=0").ok());
+}
