@@ -1,8 +1,6 @@
 // Host reads under writes: see host_reads.hpp.
 #include "host_reads.hpp"
 
-#include <unordered_map>
-
 namespace sparsp::sim {
 
 bool is_host_endpoint(const std::string& id) {
@@ -13,17 +11,16 @@ bool is_host_endpoint(const std::string& id) {
 HostReadRule::HostReadRule(const topology::Topology& topo, double fraction, int max_gen)
     : topo_(topo), fraction_(fraction) {
   if (!(fraction_ > 0 && fraction_ < 1)) return;
-  std::unordered_map<std::string, int> by_name;
-  const auto& res = topo.resources();
-  for (size_t r = 0; r < res.size(); ++r) by_name.emplace(res[r].name, static_cast<int>(r));
+  // By link index, not by name: a cluster's resource names are not "<a>-><b>" of its link ends
+  // (Topology::link_direction_resources).
   const auto& links = topo.links();
   for (size_t i = 0; i < links.size(); ++i) {
     const topology::Link& l = links[i];
     if (l.kind != topology::LinkKind::pcie || l.pcie_gen < 1 || l.pcie_gen > max_gen) continue;
-    const auto down = by_name.find(l.a + "->" + l.b), up = by_name.find(l.b + "->" + l.a);
-    if (down == by_name.end() || up == by_name.end()) continue;
-    toward_device_[down->second] = static_cast<int>(i);
-    toward_host_[up->second] = static_cast<int>(i);
+    const auto [down, up] = topo.link_direction_resources(static_cast<int>(i));
+    if (down < 0 || up < 0) continue;
+    toward_device_[down] = static_cast<int>(i);
+    toward_host_[up] = static_cast<int>(i);
   }
 }
 

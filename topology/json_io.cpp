@@ -1147,13 +1147,6 @@ Result<Topology> parse_cluster(const json& root, const std::string& file, const 
       r.fail(at / "nodes", "more than " + std::to_string(kMaxClusterNodes) + " server nodes (" +
                                std::to_string(in.nodes) + ")");
     in.server = load_server(r, r.require(c, at, "server"), at / "server", file, where);
-    // The host-reads rule (sim/host_reads.hpp) has no effect in a cluster: the same key moved a
-    // server's time 0.0229 -> 1.86 s and left the cluster's unchanged (break-it 2026-12-03; why
-    // the rule does not take there is not traced yet). Refused rather than silently ignored.
-    if (in.server.options().host_read_under_write >= 0)
-      r.fail(at / "server",
-             "host_read_under_write is not modelled inside a cluster's servers; remove it from "
-             "the server");
     if (const json* nics = r.find(c, "nics"))
       in.server = add_nics(r, *nics, at / "nics", std::move(in.server), file);
     const long gpus = static_cast<long>(in.nodes) * in.server.num_gpus();

@@ -182,6 +182,11 @@ std::vector<std::string> Topology::ancestors(int index) const {
 
 const std::vector<Resource>& Topology::resources() const { return impl_->resources; }
 
+std::pair<int, int> Topology::link_direction_resources(int link) const {
+  const auto i = static_cast<size_t>(link);
+  return {impl_->res_forward[i], impl_->res_backward[i]};
+}
+
 namespace {
 
 // Parses "<prefix><digits>" with no leading zeros (except "0"); -1 otherwise.

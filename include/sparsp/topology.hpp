@@ -268,6 +268,11 @@ class Topology {
 
   /// Every shared capacity of the machine, in a fixed deterministic order.
   const std::vector<Resource>& resources() const;
+  /// The resources of link `link`'s two directions, as indices into resources(): first a -> b
+  /// (for PCIe, toward the device), second b -> a. Look a link's resources up here, not by
+  /// name: a cluster prefixes the link ends ("node0/cpu0") and the resource name as a whole
+  /// ("node0/cpu0->sw0"). REQUIRES: 0 <= link < links().size().
+  std::pair<int, int> link_direction_resources(int link) const;
   /// Route between two endpoints ("gpuN" or "hostK"). Errors: unknown endpoint, no path,
   /// P2P requested where it is unavailable.
   Result<Route> route(std::string_view src, std::string_view dst,
@@ -329,7 +334,8 @@ class Topology {
     /// "Peer concurrency per switch chip"), so the cost is the switch's, not the GPU's.
     std::vector<std::pair<std::string, double>> chip_peer_concurrency_cost;
     /// Host reads under writes of this machine (JSON "host_read_under_write", a number in
-    /// [0.01, 1]; 1 = off; refused in a cluster's server): replaces sim::SimOptions::host_read_under_write. < 0: not given (the
+    /// [0.01, 1]; 1 = off; in a cluster's server it applies in every node): replaces
+    /// sim::SimOptions::host_read_under_write. < 0: not given (the
     /// simulator's default 0.49, nvbandwidth A100 PCIe; sim/README.md "Host reads under writes").
     double host_read_under_write = -1;
   };

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,34 @@ double copy_set_GBps(const topology::Topology& t, const std::vector<std::pair<in
     w.transfers.back().driver = driver;
   }
   return static_cast<double>(flows.size()) * bytes / makespan(t, w) / 1e9;
+}
+
+/// p2pmark's own figure for concurrent reads (lukealonso/p2pmark, p2pmark.cu: the topology probe
+/// and "all GPUs read all peers"): every reader GPU times its own reads (their bytes over the time
+/// until its last one ends) and the figure is the sum over readers, not total bytes / makespan.
+/// The two differ where readers end at different times (probe +2: four reads inside a chip end
+/// at half the time of the four that share uplinks). Each flow is one `bytes` read pulled by its
+/// destination, all starting together.
+double p2pmark_GBps(const topology::Topology& t, const std::vector<std::pair<int, int>>& flows,
+                    double bytes) {
+  sim::Workload w;
+  for (size_t k = 0; k < flows.size(); ++k) {
+    w.transfers.push_back(copy(std::to_string(k), gpu(flows[k].first), gpu(flows[k].second), bytes,
+                               topology::RouteMode::automatic, ""));
+    w.transfers.back().driver = sim::Driver::dst;
+  }
+  auto r = sim::simulate(t, w);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  std::map<int, std::pair<double, double>> reader;  // GPU -> (bytes, end of its last read)
+  for (const sim::ActivityResult& a : r->activities) {
+    if (!a.is_transfer) continue;
+    auto& [b, end] = reader[flows[std::stoul(a.id)].second];
+    b += bytes;
+    end = std::max(end, a.end_s);
+  }
+  double total_Bps = 0;
+  for (const auto& [g, be] : reader) total_Bps += be.first / be.second;
+  return total_Bps / 1e9;
 }
 
 /// p2pBandwidthLatencyTest P2P=Disabled through the driver's staging path (staging "driver").
@@ -421,14 +450,18 @@ TEST_CASE("fidelity: summary (and SPARSP_FIDELITY_OUT)") {
 // Public many-flow measurements outside shared/ (issue 17; topology/VALIDATION.md "Many flows
 // outside shared/"): the ASUS ESC8000A-E13P write-up (tests/data/sim/published/
 // 8x-rtxpro6000-turin-2chip-4vs: topology from what the source states, measured.json its
-// p2pmark figures of its revision 41d9d68), each row as `sim run` of its copy set, pulled 64 MB
-// reads as p2pmark issues them. The chips are grouped as the write-up's revision 48c31ee states
-// them (chip A = GPU 0-3 on NUMA 0, chip B = GPU 4-7 on NUMA 1; the first revisions paired
-// switches across the sockets). Bar: median |error| <= 10% (met: 6.8%), max <= 20% (not met:
-// the 8-GPU all-to-all +229%, probes +2 / +6 -25%). The 8-GPU all-to-all is the write-up's
-// PEX890xx collapse (16 cross-chip flows: 7.7 GB/s written, 9.0 read, where 4 flows move 83.2),
-// which no capacity limit reproduces. Asserted within 15%: the 4-GPU row and probes +1, +3,
-// +4, +5, +7; the others are held to a band (a regression guard, not validation).
+// p2pmark figures of its revision 41d9d68), each p2pmark row as p2pmark computes it
+// (p2pmark_GBps: the sum over readers of each reader's own rate, pulled 64 MB reads; until
+// branch manyflow17c these rows were total bytes / makespan, which under-counts a probe whose
+// readers end at different times). The chips are grouped as the write-up's revision 48c31ee
+// states them (chip A = GPU 0-3 on NUMA 0, chip B = GPU 4-7 on NUMA 1). Bar: median |error|
+// <= 10% (met: 9.3%), max <= 20% (not met: the 8-GPU all-to-all +229%, probes +3 / +5 +28% /
+// +30%). The 8-GPU all-to-all is the write-up's PEX890xx collapse (16 cross-chip flows: 7.7 GB/s
+// written, 9.0 read, where 4 flows move 83.2), which no capacity limit reproduces. Probes +3 / +5:
+// the model runs the two reads inside a chip at 52.9 GB/s and the six crossing sockets at 21.3
+// (sum 233.7); the machine's sum is 183, and which of its reads are slower is not published.
+// Asserted within 15%: the 4-GPU rows and probes +1, +2, +4, +6, +7; the others are held to a
+// band (a regression guard, not validation).
 TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checked)") {
   const std::string dir =
       std::string(SPARSP_TEST_DATA_DIR) + "/sim/published/8x-rtxpro6000-turin-2chip-4vs/";
@@ -443,9 +476,9 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checke
   };
   std::vector<Row> rows;
   rows.push_back({"4-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus4_numa0"].get<double>(),
-                  copy_set_GBps(t, all_pairs(g4, g4), 64e6, sim::Driver::dst)});
+                  p2pmark_GBps(t, all_pairs(g4, g4), 64e6)});
   rows.push_back({"8-GPU all-to-all", m["p2pmark_all_to_all_GBps"]["gpus8"].get<double>(),
-                  copy_set_GBps(t, all_pairs(g8, g8), 64e6, sim::Driver::dst)});
+                  p2pmark_GBps(t, all_pairs(g8, g8), 64e6)});
   // The same 4 GPUs written (revision 48c31ee's own script): the PEX890xx chip under 12 flows
   // (m = 3) with the default cost 0.2, no chip cost given: a check that this chip needs none.
   rows.push_back({"same-chip 12-flow write", m["same_chip_12_flow_write_GBps"].get<double>(),
@@ -455,7 +488,7 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checke
     for (int i = 0; i < 8; ++i) flows.emplace_back((i + k) % 8, i);
     rows.push_back({"probe +" + std::to_string(k),
                     m["p2pmark_probe_total_GBps"][std::to_string(k)].get<double>(),
-                    copy_set_GBps(t, flows, 64e6, sim::Driver::dst)});
+                    p2pmark_GBps(t, flows, 64e6)});
   }
   std::vector<double> errs;
   for (const Row& r : rows) {
@@ -464,7 +497,7 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checke
     MESSAGE(r.name << ": measured " << r.measured << " predicted " << r.predicted << " error "
                    << e);
     const bool reported =
-        r.name == "8-GPU all-to-all" || r.name == "probe +2" || r.name == "probe +6";
+        r.name == "8-GPU all-to-all" || r.name == "probe +3" || r.name == "probe +5";
     if (!reported) CHECK(std::abs(e) <= 0.15);
     CHECK(std::abs(e) <= 3.0);  // regression guard on the reported rows (worst today +229%)
   }
@@ -472,7 +505,8 @@ TEST_CASE("fidelity: public many-flow rows outside shared (ESC8000A-E13P, checke
   const double median = 0.5 * (errs[(errs.size() - 1) / 2] + errs[errs.size() / 2]);
   MESSAGE("ESC8000A-E13P many-flow rows: median |error| " << median << ", max " << errs.back()
                                                           << " (bar: 0.10 / 0.20)");
-  // 10 rows: median = the mean of the 5th and 6th smallest |error| (probes +5 and +3, 6.0%).
+  // 10 rows: median = the mean of the 5th and 6th smallest |error| (probe +4 8.4%, probe +2
+  // 10.3%: 9.3%).
   CHECK(median <= 0.10);
   CHECK(errs.back() > 0.20);  // the max is not met (the 8-GPU all-to-all): flips when modelled
 }

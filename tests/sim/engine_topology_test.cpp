@@ -376,6 +376,31 @@ TEST_CASE("simulate: a switch chip's peer-concurrency cost replaces the machine'
   CHECK(topo(topo(costly).to_json()).peer_concurrency_cost(1) == 5.4);
 }
 
+TEST_CASE("simulate: host reads under writes inside a cluster's server") {
+  // Two nodes of switch_topology("L40S") joined by a rail fabric; node 1 runs the workload of the
+  // test above on its own GPUs and host. Nothing leaves the node, so the times are the server's:
+  // the write ends at 0.1 s + 3.5 us, the read gets 0.49 x 10 = 4.9 GB/s meanwhile (0.49e9 B),
+  // then 10 GB/s for 0.51e9 B: 0.151 s + 3.5 us. The link ends are prefixed ("node1/cpu0",
+  // "node1/sw0"), so the rule must find the uplink's two directions by link, not by name.
+  auto cluster = [](const std::string& server_extra) {
+    std::string server = switch_topology("L40S");
+    server.insert(1, server_extra);
+    return R"({"schema_version": 1, "name": "c", "cluster": {"version": 1, "nodes": 2, "server": )" +
+           server + R"(, "nics": [{"parent": "cpu0", "model": "ConnectX-6 Dx"}],
+           "fabric": {"kind": "rail", "port_GBps": 12.5, "latency_us": 1}}})";
+  };
+  const std::string w = R"({"schema_version": 1, "transfers": [
+      {"id": "w", "src": "node1/gpu1", "dst": "node1/host0", "bytes": 1e9},
+      {"id": "r", "src": "node1/host0", "dst": "node1/gpu0", "bytes": 1e9}]})";
+  auto r = run(topo(cluster("")), w);
+  CHECK(r.activities[0].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1510035).epsilon(1e-12));
+  // The server's own fraction 0.25 applies in every node: 2.5 GB/s for 0.1 s (0.25e9 B), then
+  // 10 GB/s for 0.75e9 B (0.075 s): 0.175 s + 3.5 us.
+  r = run(topo(cluster(R"("host_read_under_write": 0.25, )")), w);
+  CHECK(r.activities[1].end_s == doctest::Approx(0.1750035).epsilon(1e-12));
+}
+
 TEST_CASE("simulate: push vs pull (driver src / dst)") {
   const auto t = topo(switch_topology("L40S"));
   // Pull: gpu1's engine drives gpu0 -> gpu1 (drawn under gpu1, on its CE).
