@@ -241,6 +241,8 @@ std::string sweep_fingerprint(const SweepSpec& spec,
                     {"complement", a.complement}});
   }
   json doc = {{"study", json::parse(spec.base_study_json)}, {"axes", axes}};
+  if (!spec.named_documents_json.empty())
+    doc["named_files"] = json::parse(spec.named_documents_json);
   if (!row_options.empty()) {
     json opts = json::object();
     for (const auto& [k, v] : row_options) opts[k] = json::parse(v);
@@ -274,6 +276,19 @@ std::string fingerprint_difference(const std::string& old_text, const std::strin
         add(k + " (was " + (va.is_null() ? std::string("not recorded") : va.dump()) + ", now " +
             (vb.is_null() ? std::string("not given") : vb.dump()) + ")");
     }
+  }
+  {
+    // Files the study names by path: "the file /model names".
+    const json na = a.value("named_files", json::object()),
+               nb = b.value("named_files", json::object());
+    std::set<std::string> ptrs;
+    if (na.is_object())
+      for (const auto& [k, v] : na.items()) ptrs.insert(k);
+    if (nb.is_object())
+      for (const auto& [k, v] : nb.items()) ptrs.insert(k);
+    for (const auto& k : ptrs)
+      if ((na.is_object() ? na.value(k, json()) : json()) != nb.value(k, json()))
+        add("the file " + k + " names");
   }
   const json sa = a.value("study", json::object()), sb = b["study"];
   if (!sa.is_object()) return diff.empty() ? "the study" : diff + ", the study";

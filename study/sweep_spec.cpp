@@ -482,6 +482,31 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
     }
   }
   spec.base_study_json = base.dump();  // with referenced documents inlined
+  // Files the base study still names by path (not preset names): their contents join the
+  // fingerprint (break-it 2026-12-03: editing a model file between a stop and its resume mixed
+  // old and new rows, exit 0).
+  json named = json::object();
+  auto note_file = [&](const std::string& ptr, const json& v) {
+    if (!v.is_string()) return;
+    const std::string name = v.get<std::string>();
+    const bool is_path = name.find('/') != std::string::npos ||
+                         (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0);
+    if (!is_path) return;
+    if (auto d = referenced_document(name, spec.base_dir)) named[ptr] = std::move(*d);
+  };
+  if (base.is_object()) {
+    if (base.contains("model")) note_file("/model", base["model"]);
+    for (const char* key : {"topology", "topologies"}) {
+      if (!base.contains(key)) continue;
+      const json& t = base[key];
+      if (t.is_array())
+        for (size_t i = 0; i < t.size(); ++i)
+          note_file(std::string("/") + key + "/" + std::to_string(i), t[i]);
+      else
+        note_file(std::string("/") + key, t);
+    }
+  }
+  if (!named.empty()) spec.named_documents_json = named.dump();
   // Two axes writing the same pointer (or one inside the other) would make the result depend on
   // the axis order: refuse.
   for (size_t i = 0; i < spec.axes.size(); ++i)

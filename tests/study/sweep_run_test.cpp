@@ -279,6 +279,37 @@ TEST_CASE("a resume after the base study changed is refused, naming what changed
   CHECK(slurp(d / "r.csv") == slurp(d / "ref.csv"));
 }
 
+TEST_CASE("a resume after a file the study names by path changed is refused") {
+  // Break-it pass 2026-12-03: editing the model file a study names ("model": "m.json") between
+  // a stop and its resume mixed old and new rows, exit 0. The file's contents are part of the
+  // fingerprint now; the fake evaluator does not read it, so only the record can tell.
+  const fs::path d = temp_dir("named_file");
+  auto write_model = [&](int layers) {
+    std::ofstream(d / "m.json") << R"({"name": "m", "layers": )" << layers << "}";
+  };
+  auto spec_now = [&] {
+    auto r = parse_sweep(R"({"study": {"x": 0, "y": {"z": 0.5}, "model": "m.json"}, "axes": [
+        {"path": "/x", "name": "x", "values": [1, 2, 3]},
+        {"path": "/y/z", "name": "z", "values": [0.5, 2]}]})",
+                         "t.json", d.string());
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  write_model(60);
+  SweepOptions o = opts(d / "r.csv", 1);
+  o.stop_after_points = 2;
+  REQUIRE(run_sweep(spec_now(), fake_evaluator(), o).ok());
+  write_model(61);
+  auto r = run_sweep(spec_now(), fake_evaluator(), opts(d / "r.csv", 1));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().exit_code == 2);
+  CHECK(r.error().message == (d / "r.csv.partial").string() +
+                                 ": written by a different sweep (the file /model names changed); "
+                                 "use another output file or --restart");
+  write_model(60);  // as it was: the resume goes on
+  REQUIRE(run_sweep(spec_now(), fake_evaluator(), opts(d / "r.csv", 1)).ok());
+}
+
 TEST_CASE("a resume with another memory limit is refused, naming the option and both values") {
   // The limit decides which points are skipped (issue 18, leftover of 4): it is part of what a
   // resume must match, as SweepOptions::row_options.
