@@ -62,7 +62,7 @@ struct ModelSpec {
   int hidden = 0;      ///< model width
   int mlp_hidden = 0;  ///< MLP inner width (0: 4 * hidden)
   int dtype_bytes = 2;
-  int steps = 0;      ///< denoising steps
+  int steps = 0;  ///< denoising steps
   Pipeline pipeline;  ///< stages around the loop (JSON "pipeline"; all "not given" by default)
   /// Per-block work outside self-attention and the QKV/out/MLP GEMMs (JSON "block", issue 14;
   /// policy::ComputeModel::block_extra_time_s times it).
@@ -231,20 +231,20 @@ struct PatternOptions {
   int topk = 0;            ///< topk: KV blocks kept per query block (0: from density)
   double threshold = 0.9;  ///< cdf: softmax mass to reach (SpargeAttn-style), in (0, 1]
   double decay = 1.0;      ///< radial: decay factor of the band width (Radial Attention)
-  double svg_band_frames = 1.5;     ///< svg: total band width in frames (half each side)
-  double svg_spatial_ratio = 0.5;   ///< svg: fraction of heads that are spatial (no table)
-  std::vector<char> svg_spatial{};  ///< svg: [layers * heads] 1 = spatial head, 0 = temporal
-  bool sink = true;                 ///< radial/svg: first-frame attention sink
-  bool text_dense = true;           ///< generators: text rows and columns dense
-  double score_noise = 0.5;         ///< synthetic scores: noise amplitude (per step)
-  double score_length = 1.5;        ///< synthetic scores: decay length in tiles/blocks (mean)
-  int steps = 0;                    ///< 0: model steps
-  int layers = 0;                   ///< 0: model layers
-  std::string input{};              ///< kind "file": recorded mask (.npy/.npz/.spm)
+  double svg_band_frames = 1.5;    ///< svg: total band width in frames (half each side)
+  double svg_spatial_ratio = 0.5;  ///< svg: fraction of heads that are spatial (no table)
+  std::vector<char> svg_spatial{};   ///< svg: [layers * heads] 1 = spatial head, 0 = temporal
+  bool sink = true;                ///< radial/svg: first-frame attention sink
+  bool text_dense = true;          ///< generators: text rows and columns dense
+  double score_noise = 0.5;        ///< synthetic scores: noise amplitude (per step)
+  double score_length = 1.5;       ///< synthetic scores: decay length in tiles/blocks (mean)
+  int steps = 0;                   ///< 0: model steps
+  int layers = 0;                  ///< 0: model layers
+  std::string input{};               ///< kind "file": recorded mask (.npy/.npz/.spm)
   /// Generators: refuse (exit 2) a layout whose masks would need more than this many bytes, as
   /// estimated by pattern_memory_bytes(); 0 = no check (the study has its own, RunOptions).
   double max_memory_bytes = 0;
-  std::string q_path{}, k_path{};  ///< topk/cdf from real Q/K dumps (.npy [H, tokens, head_dim])
+  std::string q_path{}, k_path{};      ///< topk/cdf from real Q/K dumps (.npy [H, tokens, head_dim])
 };
 
 /// Upper bound of a generator's memory for `blocks` blocks: the masks of one step (layers x

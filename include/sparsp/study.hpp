@@ -23,9 +23,9 @@
 namespace sparsp::study {
 
 struct Study {
-  std::string source = "<study>";  ///< file name used in error messages
+  std::string source = "<study>";        ///< file name used in error messages
   std::string name;
-  std::vector<std::string> topologies;  ///< presets or topology JSON paths (at least one)
+  std::vector<std::string> topologies;   ///< presets or topology JSON paths (at least one)
   /// The key they came from: "topology" (one name) or "topologies" (a list), for error places
   /// ("/topologies/1" names the second entry).
   std::string topologies_key = "topology";
@@ -33,17 +33,17 @@ struct Study {
   /// A model JSON text (configs/README.md model schema) used instead of `model` when not empty
   /// (check_published builds models inline); `model` then only names it in errors.
   std::string model_json;
-  patterns::PatternOptions pattern;  ///< kind "file": recorded mask in pattern.input
-  std::vector<int> gpus;             ///< GPU index of each rank; empty: all GPUs
-  int num_gpus = 0;                  ///< > 0 and gpus empty: the first num_gpus GPUs
+  patterns::PatternOptions pattern;      ///< kind "file": recorded mask in pattern.input
+  std::vector<int> gpus;                 ///< GPU index of each rank; empty: all GPUs
+  int num_gpus = 0;                      ///< > 0 and gpus empty: the first num_gpus GPUs
   policy::Granularity granularity = policy::Granularity::block;
   std::vector<policy::PolicySpec> policies;
   std::vector<std::string> policy_places;  ///< JSON pointer (or "--policy") of each policy
-  std::string baseline;                    ///< a policy name(); empty: the first policy
-  std::vector<int> steps;                  ///< selected denoising steps; empty: all
-  std::vector<int> layers;                 ///< selected layers; empty: all
-  double attention_efficiency = 0;         ///< 0: per-GPU default (compute_model_for)
-  double gemm_efficiency = 0;              ///< 0: default
+  std::string baseline;                  ///< a policy name(); empty: the first policy
+  std::vector<int> steps;                ///< selected denoising steps; empty: all
+  std::vector<int> layers;               ///< selected layers; empty: all
+  double attention_efficiency = 0;       ///< 0: per-GPU default (compute_model_for)
+  double gemm_efficiency = 0;            ///< 0: default
   /// Attention kernel (policy::kernels(); JSON /compute/kernel, `--kernel`); empty: none chosen
   /// (a measured_compute entry of any kernel, else `generic`). Precedence: policy::resolve_compute.
   std::string kernel;
@@ -68,35 +68,35 @@ const char* default_study_json();
 struct PolicyResult {
   std::string topology;
   policy::PolicySpec policy;
-  double volume_bytes = 0;      ///< KV and Q/O payload between GPUs per step, all layers
-  double control_bytes = 0;     ///< demand-discovery bytes per step, all layers
-  double attention_time_s = 0;  ///< attention phase per layer (mean over layers and steps)
-  double other_time_s = 0;      ///< non-attention work per layer (slowest rank)
-  double step_time_s = 0;       ///< one denoising step, all layers
-  double denoise_time_s = 0;    ///< the denoising loop: step_time_s x steps x CFG forwards
+  double volume_bytes = 0;        ///< KV and Q/O payload between GPUs per step, all layers
+  double control_bytes = 0;       ///< demand-discovery bytes per step, all layers
+  double attention_time_s = 0;    ///< attention phase per layer (mean over layers and steps)
+  double other_time_s = 0;        ///< non-attention work per layer (slowest rank)
+  double step_time_s = 0;         ///< one denoising step, all layers
+  double denoise_time_s = 0;      ///< the denoising loop: step_time_s x steps x CFG forwards
   /// The whole generation: denoise_time_s + text encoder + VAE decode (/ ranks when split) +
   /// scheduler overhead x steps (the model's "pipeline"; stages in not_modelled count 0 s).
   /// Before issue 14 this was the loop alone; a model without pipeline figures still gives that.
   double e2e_time_s = 0;
   std::vector<std::string> not_modelled;  ///< stages with no figure for this GPU (0 s)
-  double lower_bound_s = 0;               ///< attention-phase lower bound per layer (mean)
-  std::string lower_bound_binding;        ///< resource setting it (most frequent)
-  double speedup = 1;                     ///< baseline e2e / this e2e
-  double denoise_speedup = 1;             ///< baseline denoise / this denoise
-  double attention_speedup = 1;           ///< baseline attention / this attention
-  double volume_vs_baseline = 1;          ///< this volume / baseline volume
-  double compute_imbalance = 1;  ///< max over ranks of attention FLOPs / mean, averaged over layers
-  std::string busiest_link;      ///< resource with the highest mean utilisation
-  double busiest_utilization = 0;  ///< its bytes / (capacity * attention time)
-  int64_t units = 0;               ///< (step, layer) pairs covered
-  int64_t simulated = 0;           ///< distinct workloads simulated
+  double lower_bound_s = 0;       ///< attention-phase lower bound per layer (mean)
+  std::string lower_bound_binding;  ///< resource setting it (most frequent)
+  double speedup = 1;             ///< baseline e2e / this e2e
+  double denoise_speedup = 1;     ///< baseline denoise / this denoise
+  double attention_speedup = 1;   ///< baseline attention / this attention
+  double volume_vs_baseline = 1;  ///< this volume / baseline volume
+  double compute_imbalance = 1;   ///< max over ranks of attention FLOPs / mean, averaged over layers
+  std::string busiest_link;       ///< resource with the highest mean utilisation
+  double busiest_utilization = 0; ///< its bytes / (capacity * attention time)
+  int64_t units = 0;              ///< (step, layer) pairs covered
+  int64_t simulated = 0;          ///< distinct workloads simulated
   /// Where the compute figures came from (policy::ResolvedCompute::source), e.g.
   /// "generic (hopper, 0.5 of peak)", "kernel fa3 (hopper, 0.654 of peak)",
   /// "measured_compute /measured_compute/0 (kernel sparsp)", "attention_efficiency given".
   std::string compute_source;
   // Optional payloads (RunOptions):
-  std::shared_ptr<policy::Plan> plan;  ///< keep_plans
-  std::string trace_json;              ///< keep_trace: Chrome trace of the first layer
+  std::shared_ptr<policy::Plan> plan;     ///< keep_plans
+  std::string trace_json;                 ///< keep_trace: Chrome trace of the first layer
 };
 
 /// A policy of the study left out on one topology because it cannot run on that group's rank
@@ -111,16 +111,16 @@ struct SkippedPolicy {
 struct StudyResult {
   std::string name;
   std::string model;
-  std::string pattern;  ///< Pattern::describe()
-  int gpus = 0;         ///< ranks on the first topology (see gpus_per_topology)
+  std::string pattern;            ///< Pattern::describe()
+  int gpus = 0;                   ///< ranks on the first topology (see gpus_per_topology)
   /// Ranks per topology (Topology::name(), study order). Where topologies of different GPU
   /// counts are studied, the table's header and JSON name each count (`gpus` alone would be one
   /// wrong number).
   std::vector<std::pair<std::string, int>> gpus_per_topology;
   std::string baseline;
   bool dynamic = false;
-  std::vector<PolicyResult> policies;  ///< topology-major, then study policy order
-  std::vector<SkippedPolicy> skipped;  ///< topology-major, then study policy order
+  std::vector<PolicyResult> policies;   ///< topology-major, then study policy order
+  std::vector<SkippedPolicy> skipped;   ///< topology-major, then study policy order
 };
 
 /// Default memory limit of a study (16 GiB): fixed, not a fraction of the machine's memory, so
