@@ -331,6 +331,8 @@ int run(const SimulateArgs& a) {
                                  {"kind", k.block_sparse ? "block_sparse" : "dense"}};
         auto& arch = o["architectures"] = nlohmann::ordered_json::array();
         for (const auto& [arch_name, f] : k.architectures) arch.push_back(arch_name);
+        auto& models = o["gpu_models"] = nlohmann::ordered_json::array();
+        for (const auto& [model, f] : k.gpu_models) models.push_back(model);
         ks.push_back(std::move(o));
       }
       std::cout << j.dump(2) << "\n";
@@ -349,8 +351,13 @@ int run(const SimulateArgs& a) {
     for (const auto& k : policy::kernels()) {
       std::string arch;
       for (const auto& [name, f] : k.architectures) arch += (arch.empty() ? "" : ", ") + name;
+      // GPU models with their own figure (e.g. each Ada part for fa2 and sage2), after the
+      // architectures.
+      std::string models;
+      for (const auto& [model, f] : k.gpu_models) models += (models.empty() ? "" : ", ") + model;
       std::cout << "  " << k.name << ": " << k.description << " ["
-                << (k.block_sparse ? "block_sparse" : "dense") << "; " << arch << "]\n";
+                << (k.block_sparse ? "block_sparse" : "dense") << "; " << arch
+                << (models.empty() ? "" : "; GPU models: " + models) << "]\n";
     }
     return 0;
   }

@@ -33,7 +33,8 @@ bool finite_nonneg(const json& v) {
 }
 
 // "pipeline": {"cfg": {"mode", "source"}, "text_encoder" / "vae_decode": {"flops" | "time_s":
-// {GPU model: s}, "split" (vae only), "source"}, "scheduler": {"overhead_s", "source"}}.
+// {GPU model: s}, "efficiency" (of peak, for flops), "split" (vae only), "source"}, "scheduler":
+// {"overhead_s", "source"}}.
 Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
   const std::string at = "/pipeline";
   if (!pj.is_object()) return input_error(src, at, "expected an object");
@@ -79,6 +80,11 @@ Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
           if (!finite_nonneg(k.value()) || k.value().get<double>() > 1e21)
             return input_error(src, kp, "expected FLOP in [0, 1e21]");
           s.flops = k.value().get<double>();
+        } else if (k.key() == "efficiency") {
+          if (!finite_nonneg(k.value()) || k.value().get<double>() <= 0 ||
+              k.value().get<double>() > 1)
+            return input_error(src, kp, "expected a fraction of peak in (0, 1]");
+          s.efficiency = k.value().get<double>();
         } else if (k.key() == "time_s") {
           if (!k.value().is_object()) return input_error(src, kp, "expected {GPU model: seconds}");
           for (auto g = k.value().begin(); g != k.value().end(); ++g) {
@@ -91,7 +97,7 @@ Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
           s.split = k.value().get<bool>();
         } else if (k.key() != "source") {
           return input_error(src, kp,
-                             std::string("unknown key (known: flops, time_s, ") +
+                             std::string("unknown key (known: flops, efficiency, time_s, ") +
                                  (vae ? "split, " : "") + "source)");
         }
       }

@@ -292,6 +292,7 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
     if (!f) {
       std::string have;
       for (const auto& [a, fig] : kernel->architectures) have += (have.empty() ? "" : ", ") + a;
+      for (const auto& [g, fig] : kernel->gpu_models) have += (have.empty() ? "" : ", ") + g;
       const std::string arch = gpu_architecture(gpu);
       return input_error(rq.file, rq.kernel_place,
                          "kernel " + kernel->name + " has no efficiency figure for " +
@@ -306,9 +307,12 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
       tail = kernel_wave_factor(*f, ctas, gpu.sm_count);
     }
     m.attention_efficiency = dense * sparse * tail;
-    const std::string arch = gpu_architecture(gpu);
+    // The figure's origin: the GPU model's own entry, else its architecture's (or the default).
+    std::string origin = gpu_architecture(gpu);
+    for (const auto& [model, fig] : kernel->gpu_models)
+      if (&fig == f) origin = model;
     att = std::string(rq.kernel.empty() ? "generic" : "kernel " + kernel->name) + " (" +
-          (arch.empty() ? "default" : arch) + ", " + num(m.attention_efficiency) + " of peak)";
+          (origin.empty() ? "default" : origin) + ", " + num(m.attention_efficiency) + " of peak)";
     if (ctas > 0)
       att += "; waves " + num(ctas / (static_cast<double>(gpu.sm_count) * f->ctas_per_sm)) +
              " of " + std::to_string(gpu.sm_count) + " SMs x " + std::to_string(f->ctas_per_sm) +

@@ -700,8 +700,9 @@ PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int ste
   auto stage = [&](const patterns::PipelineStage& s, const char* name) {
     for (const auto& [model, sec] : s.time_s)
       if (model == gpu.model) return sec;
-    if (s.flops > 0 && gpu.peak_bf16_flops > 0 && gemm_efficiency > 0)
-      return s.flops / (gpu.peak_bf16_flops * gemm_efficiency);
+    const double eff = s.efficiency > 0 ? s.efficiency : gemm_efficiency;
+    if (s.flops > 0 && gpu.peak_bf16_flops > 0 && eff > 0)
+      return s.flops / (gpu.peak_bf16_flops * eff);
     t.not_modelled.push_back(name);
     return 0.0;
   };

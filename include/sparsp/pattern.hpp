@@ -25,7 +25,11 @@ enum class TextPosition { none, start, end };
 /// One stage of a generation outside the denoising loop (model JSON "pipeline", issue 14).
 struct PipelineStage {
   bool given = false;  ///< the model describes this stage
-  double flops = 0;    ///< its work, FLOP (0: not given); timed at the GPU's peak x gemm efficiency
+  double flops = 0;    ///< its work, FLOP (0: not given); timed at the GPU's peak x efficiency
+  /// Fraction of the GPU's dense bf16 peak at which `flops` run, in (0, 1]; 0 (not given): the
+  /// study's gemm efficiency. Set from a measurement of the stage's own kernels (e.g. the
+  /// CogVideoX VAE decoder on an H200, sim/RESULTS.md), carried to other GPUs as a fraction.
+  double efficiency = 0;
   std::vector<std::pair<std::string, double>> time_s;  ///< measured seconds per GPU model name
   bool split = false;  ///< vae_decode: split evenly across the sequence-parallel group
   std::string source;

@@ -169,7 +169,8 @@ inline constexpr const char* kPlanContentionSmKey = "contention_sm_copy_per_sm";
 
 /// The whole generation around a denoising loop (issue 14). `loop_s`: all steps, one forward
 /// each. Text encoder / VAE decode: the measured time for `gpu.model` if the model gives one,
-/// else flops / (gpu peak x gemm_efficiency), else not modelled (0 s, listed). A split VAE
+/// else flops / (gpu peak x efficiency), the stage's own `efficiency` where given, else
+/// `gemm_efficiency`; else not modelled (0 s, listed). A split VAE
 /// decode is divided by `ranks`.
 struct PipelineTimes {
   int cfg_forwards = 1;

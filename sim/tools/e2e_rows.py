@@ -210,7 +210,7 @@ def summary(rows):
     xdit = [r for r in rows if r["table"].startswith("02")]
     c15 = [r["error"] for r in xdit if "1.5" in r["table"]]
     older = [r for r in xdit if "1.5" not in r["table"]]
-    stats("new without CogVideoX1.5 (its VAE stage unmodelled)",
+    stats("new without CogVideoX1.5",
           [r["error"] for r in rows if "1.5" not in r["table"]])
     stats("of the new: Wan e2e", [r["error"] for r in rows if "Wan" in r["table"]])
     stats("of the new: xDiT CogVideoX 2b/5b without ring",

@@ -206,12 +206,13 @@ TEST_CASE("precedence: explicit > measured_compute > kernel > generic") {
   }
   SUBCASE("a kernel with no figure for the GPU is an error naming both, never a fallback") {
     rq.kernel = "fa3";
+    // the architectures first, then the GPU models with their own entry (fa3: the H20)
     auto r = policy::resolve_compute(gpu("NVIDIA A100 80GB PCIe"), meas, rq);
     REQUIRE(!r.ok());
     CHECK(r.error().exit_code == 2);
     CHECK(r.error().message ==
           "<study>:/compute/kernel: kernel fa3 has no efficiency figure for ampere (NVIDIA A100 "
-          "80GB PCIe); it has figures for hopper");
+          "80GB PCIe); it has figures for hopper, NVIDIA H20");
   }
   SUBCASE("an unsupported head_dim is an error") {
     rq.kernel = "sta";
@@ -287,4 +288,37 @@ TEST_CASE("wave quantization: CTAs, waves and the tail, not applied to generic")
   r = policy::resolve_compute(gpu("NVIDIA H200"), {}, rq);
   REQUIRE(r.ok());
   CHECK(r->source.find("waves") == std::string::npos);
+}
+
+TEST_CASE("Ada kernel figures are per GPU model: the RTX 4090's, scaled by tensor rate per SM") {
+  const auto& fa2 = kernel("fa2");
+  const auto& sage2 = kernel("sage2");
+  // FlashAttention-2 on the RTX 4090 as measured (shared/e2e/15): 164 of 165.2 TFLOP/s = 0.993.
+  // Absolute throughput at long sequences (n_half 134 -> N / (N + 134) at N = 1e9 ~ 1):
+  // 0.993 x 165.2 = 164.0 TFLOP/s.
+  auto fig = [](const policy::KernelSpec& k, const char* g) {
+    const auto* f = policy::kernel_figure(k, gpu(g));
+    REQUIRE(f);
+    return policy::kernel_dense_efficiency(*f, 128, 1e9);
+  };
+  CHECK(fig(fa2, "NVIDIA GeForce RTX 4090") * 165.2 == doctest::Approx(164.04).epsilon(1e-3));
+  // L40 (half-rate part like the 4090): the same fraction, 0.993 x 181.05 = 179.78 TFLOP/s
+  // (= 164 x 142/128 SMs x 2490/2520 MHz = 179.8).
+  CHECK(fig(fa2, "NVIDIA L40") * 181.05 == doctest::Approx(179.78).epsilon(1e-3));
+  // L40S (full-rate bf16 with fp32 accumulate): the 4090's rate per SM per clock, half the
+  // fraction: 0.4965 x 362.05 = 179.76 TFLOP/s, not the 0.993 x 362.05 = 359.5 of before.
+  CHECK(fig(fa2, "NVIDIA L40S") * 362.05 == doctest::Approx(179.76).epsilon(1e-3));
+  // SageAttention2 (INT8): 0.634 of the dense INT8 peak on every Ada part. RTX 4090 2.536 x 165.2
+  // = 418.95 TOPS (published 419); L40S 1.283 x 362.05 = 464.51 TOPS, under its 733 INT8 peak
+  // (before: 2.536 x 362.05 = 918 TOPS, above it); L40 1.268 x 181.05 = 229.57 of 362.
+  CHECK(fig(sage2, "NVIDIA GeForce RTX 4090") * 165.2 == doctest::Approx(418.95).epsilon(1e-3));
+  CHECK(fig(sage2, "NVIDIA L40S") * 362.05 == doctest::Approx(464.51).epsilon(1e-3));
+  CHECK(fig(sage2, "NVIDIA L40S") * 362.05 < 733.0);
+  CHECK(fig(sage2, "NVIDIA L40") * 181.05 == doctest::Approx(229.57).epsilon(1e-3));
+  CHECK(fig(sage2, "NVIDIA L40") * 181.05 < 362.0);
+  // No Ada architecture figure: an Ada part not in gpu_models has none (an error at resolve).
+  topology::GpuSpec other = gpu("NVIDIA L40");
+  other.model = "NVIDIA Ada part not in the registry";
+  CHECK(policy::kernel_figure(fa2, other) == nullptr);
+  CHECK(policy::kernel_figure(sage2, other) == nullptr);
 }

@@ -77,6 +77,33 @@ TEST_CASE("pipeline stages: CFG, text encoder, VAE decode (split or not), schedu
   CHECK(study::pipeline_times(p, 100.0, 50, h100(), 0.7, 4).denoise_s == 100.0);
 }
 
+TEST_CASE("pipeline stage FLOPs at their own efficiency of peak (the CogVideoX VAE figures)") {
+  patterns::Pipeline p;
+  p.cfg = "batch2";
+  p.vae_decode.given = true;
+  // The CogVideoX1.5-5B 161-frame tiled decode (sim/tools/pipeline_flops.py): 4.372e15 FLOP at
+  // 0.144 of peak (the H200 measurement, sim/RESULTS.md). On an L40 (181.05 TFLOP/s dense bf16):
+  // 4.372e15 / (181.05e12 x 0.144) = 167.69 s, whatever the gemm efficiency (0.7 here).
+  p.vae_decode.flops = 4.372e15;
+  p.vae_decode.efficiency = 0.144;
+  // T5-XXL, 226 tokens x 2 prompts: 4.226e12 FLOP at the gemm efficiency, 0.7:
+  // 4.226e12 / (181.05e12 x 0.7) = 0.033345 s.
+  p.text_encoder.given = true;
+  p.text_encoder.flops = 4.226e12;
+  topology::GpuSpec l40;
+  l40.model = "NVIDIA L40";
+  l40.peak_bf16_flops = 181.05e12;
+  auto t = study::pipeline_times(p, 100.0, 50, l40, 0.7, 8);
+  CHECK(t.vae_decode_s == doctest::Approx(4.372e15 / (181.05e12 * 0.144)));
+  CHECK(t.vae_decode_s == doctest::Approx(167.69).epsilon(1e-4));
+  CHECK(t.text_encoder_s == doctest::Approx(0.033345).epsilon(1e-4));
+  // Not split: 8 ranks decode the whole video; e2e = 200 + 167.6948 + 0.0333 (no scheduler).
+  CHECK(t.e2e_s == doctest::Approx(200.0 + 167.6948 + 0.033345).epsilon(1e-6));
+  // A measured time for this GPU model wins over the FLOPs.
+  p.vae_decode.time_s = {{"NVIDIA L40", 50.0}};
+  CHECK(study::pipeline_times(p, 100.0, 50, l40, 0.7, 8).vae_decode_s == 50.0);
+}
+
 TEST_CASE("pipeline stages without a figure for the GPU count 0 s and are listed") {
   patterns::Pipeline p;  // nothing given: e2e = the loop, as before issue 14
   auto t = study::pipeline_times(p, 100.0, 50, h100(), 0.7, 2);
@@ -119,7 +146,12 @@ TEST_CASE("model JSON pipeline: parsed with sources, bad stages name the pointer
   CHECK(err(R"({"vae_decode": {"time_s": {"NVIDIA H100 SXM": -1}, "source": "s"}})") ==
         "m.json:/pipeline/vae_decode/time_s/NVIDIA H100 SXM: expected seconds in [0, 1e6]");
   CHECK(err(R"({"text_encoder": {"split": true, "source": "s"}})") ==
-        "m.json:/pipeline/text_encoder/split: unknown key (known: flops, time_s, source)");
+        "m.json:/pipeline/text_encoder/split: unknown key (known: flops, efficiency, time_s, "
+        "source)");
+  CHECK(err(R"({"vae_decode": {"flops": 1e15, "efficiency": 1.5, "source": "s"}})") ==
+        "m.json:/pipeline/vae_decode/efficiency: expected a fraction of peak in (0, 1]");
+  CHECK(err(R"({"vae_decode": {"flops": 1e15, "efficiency": 0, "source": "s"}})") ==
+        "m.json:/pipeline/vae_decode/efficiency: expected a fraction of peak in (0, 1]");
   CHECK(err(R"({"upscaler": {}})") ==
         "m.json:/pipeline/upscaler: unknown stage 'upscaler' (known: cfg, text_encoder, "
         "vae_decode, scheduler)");
