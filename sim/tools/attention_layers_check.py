@@ -39,16 +39,29 @@ def main():
     except (OSError, ValueError) as e:
         print(f"attention_layers_check: {results}: {e}", file=sys.stderr)
         return 2
+    if not isinstance(rows, list) or not rows or not all(
+            isinstance(r, dict) and {"preset", "ulysses_degree", "kernel", "attention_TFLOPs",
+                                     "conditions"} <= r.keys() for r in rows):
+        print(f"attention_layers_check: {results}: expected a non-empty list of rows with preset, "
+              "ulysses_degree, kernel, attention_TFLOPs and conditions (attention_layers.py's "
+              "output)", file=sys.stderr)
+        return 2
     tmp = tempfile.TemporaryDirectory()
     print("| model (heads per rank) | U | kernel | predicted ms | measured ms | error | compute source |")
     print("|---|---:|---|---:|---:|---:|---|")
     errs = {}
     for r in rows:
-        mfile, m = variant(r["preset"], r["ulysses_degree"], tmp.name)
         cmd = [sparsp, "simulate", "--topology", "1x-h200-pcie", "--gpus", "1", "--model",
-               str(mfile), "--pattern", "dense", "--policy", "contiguous/ring/sync", "--kernel",
+               "VARIANT", "--pattern", "dense", "--policy", "contiguous/ring/sync", "--kernel",
                r["kernel"], "--steps", "1", "--layers", "1", "--json"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            mfile, m = variant(r["preset"], r["ulysses_degree"], tmp.name)
+            cmd[cmd.index("VARIANT")] = str(mfile)
+            n_from_cond = int(r["conditions"].split(", ")[1].split()[0])
+            p = subprocess.run(cmd, capture_output=True, text=True)
+        except (OSError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as e:
+            print(f"attention_layers_check: {results}: row {rows.index(r)}: {e}", file=sys.stderr)
+            return 2
         if p.returncode != 0:
             last = (p.stderr.strip().splitlines() or ["no message"])[-1]
             print(f"attention_layers_check: {' '.join(cmd[1:])}: exit {p.returncode}: {last}",
@@ -56,7 +69,6 @@ def main():
             return 2
         pol = json.loads(p.stdout)["policies"][0]
         pred = pol["attention_time_s"]
-        n_from_cond = int(r["conditions"].split(", ")[1].split()[0])
         meas = 4.0 * m["head_dim"] * n_from_cond ** 2 * m["heads"] / (r["attention_TFLOPs"] * 1e12)
         err = pred / meas - 1
         errs.setdefault(r["kernel"], []).append(err)
