@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -24,9 +25,11 @@ std::string policy_label(const policy::PolicySpec& p) {
   std::string s = p.name();
   char sep = ':';
   for (const auto& [k, v] : p.params) {
-    std::ostringstream o;
-    o << v;
-    s += sep + k + "=" + o.str();
+    // The shortest text that reads back as the same double (break-it 2026-12-03: six digits
+    // printed chunk_bytes=1048577 as 1.04858e+06, which ran another policy when pasted back).
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    s += sep + k + "=" + std::string(buf, r.ptr);
     sep = ',';
   }
   return s;

@@ -446,3 +446,15 @@ TEST_CASE("defect 22: a policy given twice is an error, not a duplicate row") {
         "sparsp: <command line>:--policy[1]: the same policy as --policy[0] "
         "(contiguous/ring/sm_overlap:skip_empty=1)\n");
 }
+
+TEST_CASE("policy names print parameter values exactly (break-it 2026-12-03)") {
+  // chunk_bytes 1048577 and 1048578 printed alike as 1.04858e+06 (six digits), so the two were
+  // refused as the same policy, and a printed name pasted back ran chunk_bytes 1048580.
+  const Run r =
+      run("simulate --topology 8x-l40s-gen4-4switch --gpus 2 --steps 1 --layers 1 --csv "
+          "--policy dependency_aware/demand_hierarchical/ce_decoupled:chunk_bytes=1048577 "
+          "--policy dependency_aware/demand_hierarchical/ce_decoupled:chunk_bytes=1048578");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(":chunk_bytes=1048577\"") != std::string::npos);
+  CHECK(r.out.find(":chunk_bytes=1048578\"") != std::string::npos);
+}
