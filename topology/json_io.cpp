@@ -154,6 +154,17 @@ class Reader {
   Ptr base_;
 };
 
+// A string printed as it is in headings and tables (names, ids): a control byte (C0 or DEL)
+// there would reach the terminal raw, so it is refused at `at` (break-it 2026-12-03).
+void require_printable(const Reader& r, const Ptr& at, const std::string& s, const char* why) {
+  for (const unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      r.fail(at, std::string("contains the control byte ") + hex + "; " + why);
+    }
+}
+
 NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
   for (NodeKind k : {NodeKind::gpu, NodeKind::pcie_switch, NodeKind::root_port, NodeKind::cpu,
                      NodeKind::nvswitch, NodeKind::nic}) {
@@ -313,6 +324,7 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
     r.expect_object(o, at);
     Node n;
     n.id = r.string(o, at, "id");
+    require_printable(r, at / "id", n.id, "node ids are printed in tables and messages");
     n.kind = parse_node_kind(r, r.string(o, at, "kind"), at / "kind");
     parse_chip_and_family(r, o, at, n);
     switch (n.kind) {
@@ -873,15 +885,7 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
     }
     Parsed p;
     p.name = r.string(root, Ptr(), "name", std::string());
-    // The name heads text tables and reports: a control byte there would print raw.
-    for (const unsigned char c : p.name)
-      if (c < 0x20 || c == 0x7f) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", c);
-        r.fail(Ptr("/name"), std::string("contains the control byte ") + hex +
-                                 "; a topology name is printed in headings");
-        break;
-      }
+    require_printable(r, Ptr("/name"), p.name, "a topology name is printed in headings");
     p.source = r.string(root, Ptr(), "source", std::string());
     if (const json* notes = r.find(root, "source_notes")) {
       const Ptr at("/source_notes");
@@ -1132,6 +1136,7 @@ Result<Topology> parse_cluster(const json& root, const std::string& file, const 
                                          " (expected " + std::to_string(kSchemaVersion) + ")");
     detail::ClusterInput in;
     in.name = r.string(root, Ptr(), "name", std::string());
+    require_printable(r, Ptr("/name"), in.name, "a cluster name is printed in headings");
     in.source = r.string(root, Ptr(), "source", std::string());
     const Ptr at("/cluster");
     const json& c = root.at("cluster");
