@@ -46,6 +46,12 @@ def main():
               "ulysses_degree, kernel, attention_TFLOPs and conditions (attention_layers.py's "
               "output)", file=sys.stderr)
         return 2
+    for i, r in enumerate(rows):
+        v = r["attention_TFLOPs"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e6:
+            print(f"attention_layers_check: {results}: row {i}: attention_TFLOPs must be a "
+                  f"positive number, got {v!r}", file=sys.stderr)
+            return 2
     tmp = tempfile.TemporaryDirectory()
     print("| model (heads per rank) | U | kernel | predicted ms | measured ms | error | compute source |")
     print("|---|---:|---|---:|---:|---:|---|")

@@ -8,6 +8,7 @@ acceptance summary. --json OUT also writes every row with its command. Nothing h
 A simulate that fails ends the script with one line naming the command (exit 2).
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,11 @@ if "--json" in ARGS:
         print("e2e_rows: --json: expected a file name", file=sys.stderr)
         sys.exit(2)
     JSON_OUT = ARGS[i + 1]
+    # Refuse an unwritable --json before the minute of simulations, not after (nothing written).
+    _dir = os.path.dirname(os.path.abspath(JSON_OUT))
+    if os.path.isdir(JSON_OUT) or not os.path.isdir(_dir) or not os.access(_dir, os.W_OK):
+        print(f"e2e_rows: --json {JSON_OUT}: not a writable file path", file=sys.stderr)
+        sys.exit(2)
     del ARGS[i:i + 2]
 SPARSP = ARGS[0] if ARGS else "build/release/sparsp"
 # xDiT (and Wan2.1's xDiT path) run the ring through yunchang's RingComm on PyTorch's default NCCL
