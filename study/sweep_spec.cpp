@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -482,30 +484,56 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
     }
   }
   spec.base_study_json = base.dump();  // with referenced documents inlined
-  // Files the base study still names by path (not preset names): their contents join the
-  // fingerprint (break-it 2026-12-03: editing a model file between a stop and its resume mixed
-  // old and new rows, exit 0).
+  // Every file the base study or an axis value names by path (not preset names): a hash of its
+  // bytes joins the fingerprint, and so does a cluster's server file it names in turn
+  // (break-it 2026-12-03: editing a model, a cluster's server or a recorded pattern between a
+  // stop and its resume, or between two shards, mixed old and new rows, exit 0).
   json named = json::object();
-  auto note_file = [&](const std::string& ptr, const json& v) {
-    if (!v.is_string()) return;
-    const std::string name = v.get<std::string>();
-    const bool is_path = name.find('/') != std::string::npos ||
-                         (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0);
-    if (!is_path) return;
-    if (auto d = referenced_document(name, spec.base_dir)) named[ptr] = std::move(*d);
-  };
-  if (base.is_object()) {
-    if (base.contains("model")) note_file("/model", base["model"]);
-    for (const char* key : {"topology", "topologies"}) {
-      if (!base.contains(key)) continue;
-      const json& t = base[key];
-      if (t.is_array())
-        for (size_t i = 0; i < t.size(); ++i)
-          note_file(std::string("/") + key + "/" + std::to_string(i), t[i]);
-      else
-        note_file(std::string("/") + key, t);
+  std::function<void(const json&, const std::string&, const std::string&, int)> walk;
+  walk = [&](const json& v, const std::string& ptr, const std::string& dir, int depth) {
+    if (v.is_object()) {
+      for (const auto& [k, x] : v.items()) walk(x, ptr + "/" + k, dir, depth);
+    } else if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) walk(v[i], ptr + "/" + std::to_string(i), dir, depth);
+    } else if (v.is_string() && depth < 3) {
+      const std::string name = v.get<std::string>();
+      auto ends = [&](const char* e) {
+        const size_t n = std::char_traits<char>::length(e);
+        return name.size() > n && name.compare(name.size() - n, n, e) == 0;
+      };
+      const bool is_path = name.find('/') != std::string::npos || ends(".json") || ends(".spm") ||
+                           ends(".npz") || ends(".npy");
+      if (!is_path || name.size() > 4096) return;
+      namespace fs = std::filesystem;
+      fs::path f(name);
+      if (f.is_relative() && !dir.empty() && fs::is_regular_file(fs::path(dir) / f))
+        f = fs::path(dir) / f;
+      std::error_code ec;
+      if (!fs::is_regular_file(f, ec)) return;
+      std::ifstream in(f, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx",
+                    static_cast<unsigned long long>(detail::fnv1a(bytes)));
+      named[ptr] = hex;
+      if (ends(".json")) {  // a cluster names its server file relative to its own folder
+        try {
+          const json named_doc = json::parse(bytes);
+          if (named_doc.is_object() && named_doc.contains("cluster") &&
+              named_doc["cluster"].is_object() && named_doc["cluster"].contains("server"))
+            walk(named_doc["cluster"]["server"], ptr + "/cluster/server", f.parent_path().string(),
+                 depth + 1);
+        } catch (const json::exception&) {
+        }
+      }
     }
-  }
+  };
+  walk(base, "", spec.base_dir, 0);
+  for (size_t i = 0; i < spec.axes.size(); ++i)
+    for (size_t j = 0; j < spec.axes[i].values_json.size(); ++j)
+      walk(json::parse(spec.axes[i].values_json[j]),
+           "/axes/" + std::to_string(i) + "/values/" + std::to_string(j), spec.base_dir, 0);
   if (!named.empty()) spec.named_documents_json = named.dump();
   // Two axes writing the same pointer (or one inside the other) would make the result depend on
   // the axis order: refuse.

@@ -49,9 +49,10 @@ struct SweepSpec {
   std::string source;           ///< file name used in error messages
   std::string base_dir;         ///< directory relative paths of the study resolve against
   std::string base_study_json;  ///< the base study document (compact JSON text)
-  /// The JSON files the base study names by path (its model, topologies), as compact JSON
-  /// `{"<pointer>": document}`; empty when none. Part of the sweep's fingerprint, so a resume or
-  /// a merge refuses a sweep whose named files changed.
+  /// The files the base study and the axis values name by path (models, topologies, a cluster's
+  /// server file, recorded patterns), as compact JSON `{"<pointer>": "<FNV-1a 64 of the bytes,
+  /// hex>"}`; empty when none. Part of the sweep's fingerprint, so a resume or a merge refuses a
+  /// sweep whose named files changed.
   std::string named_documents_json;
   std::vector<SweepAxis> axes;  ///< in file order (zip members in place)
   /// Product over groups; inside a group of several axes, the values are zipped. Each group lists

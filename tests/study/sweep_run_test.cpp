@@ -310,6 +310,50 @@ TEST_CASE("a resume after a file the study names by path changed is refused") {
   REQUIRE(run_sweep(spec_now(), fake_evaluator(), opts(d / "r.csv", 1)).ok());
 }
 
+TEST_CASE("files named in axis values and a cluster's server file are in the fingerprint too") {
+  // Final break-it pass 2026-12-03: a model file named only in an axis value, and the server
+  // file a cluster file names, could change between a stop and its resume unnoticed.
+  const fs::path d = temp_dir("named_file_axis");
+  std::ofstream(d / "m2.json") << R"({"layers": 60})";
+  std::ofstream(d / "srv.json") << R"({"pcie_gen": 4})";
+  std::ofstream(d / "c.cluster.json") << R"({"cluster": {"server": "srv.json", "nodes": 2}})";
+  std::ofstream(d / "p.spm", std::ios::binary) << "SPM1 recorded masks";
+  auto spec_now = [&] {
+    auto r = parse_sweep(R"({"study": {"x": 0, "y": {"z": 0.5}, "topology": "c.cluster.json",
+                                       "pattern": {"kind": "file", "input": "p.spm"}},
+        "axes": [{"path": "/x", "name": "x", "values": [1, 2, 3]},
+                 {"path": "/model", "name": "model", "values": ["cogvideox-2b", "m2.json"]}]})",
+                         "t.json", d.string());
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  auto stop_then_resume = [&](const std::string& out) {
+    SweepOptions o = opts(d / out, 1);
+    o.stop_after_points = 2;
+    REQUIRE(run_sweep(spec_now(), fake_evaluator(), o).ok());
+  };
+  stop_then_resume("a.csv");
+  std::ofstream(d / "m2.json") << R"({"layers": 61})";
+  auto a = run_sweep(spec_now(), fake_evaluator(), opts(d / "a.csv", 1));
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message == (d / "a.csv.partial").string() +
+                                 ": written by a different sweep (the file /axes/1/values/1 names "
+                                 "changed); use another output file or --restart");
+  stop_then_resume("b.csv");
+  std::ofstream(d / "srv.json") << R"({"pcie_gen": 5})";
+  auto b = run_sweep(spec_now(), fake_evaluator(), opts(d / "b.csv", 1));
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message == (d / "b.csv.partial").string() +
+                                 ": written by a different sweep (the file "
+                                 "/topology/cluster/server names changed); use another output "
+                                 "file or --restart");
+  stop_then_resume("c.csv");  // a recorded pattern (binary)
+  std::ofstream(d / "p.spm", std::ios::binary) << "SPM1 other masks";
+  auto c = run_sweep(spec_now(), fake_evaluator(), opts(d / "c.csv", 1));
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message.find("(the file /pattern/input names changed)") != std::string::npos);
+}
+
 TEST_CASE("a resume with another memory limit is refused, naming the option and both values") {
   // The limit decides which points are skipped (issue 18, leftover of 4): it is part of what a
   // resume must match, as SweepOptions::row_options.
