@@ -241,8 +241,8 @@ std::string sweep_fingerprint(const SweepSpec& spec,
                     {"complement", a.complement}});
   }
   json doc = {{"study", json::parse(spec.base_study_json)}, {"axes", axes}};
-  if (!spec.named_documents_json.empty())
-    doc["named_files"] = json::parse(spec.named_documents_json);
+  if (!spec.named_file_hashes_json.empty())
+    doc["named_files"] = json::parse(spec.named_file_hashes_json);
   if (!row_options.empty()) {
     json opts = json::object();
     for (const auto& [k, v] : row_options) opts[k] = json::parse(v);

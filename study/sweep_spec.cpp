@@ -534,7 +534,7 @@ Result<SweepSpec> parse_sweep_object(const json& doc, const std::string& src,
     for (size_t j = 0; j < spec.axes[i].values_json.size(); ++j)
       walk(json::parse(spec.axes[i].values_json[j]),
            "/axes/" + std::to_string(i) + "/values/" + std::to_string(j), spec.base_dir, 0);
-  if (!named.empty()) spec.named_documents_json = named.dump();
+  if (!named.empty()) spec.named_file_hashes_json = named.dump();
   // Two axes writing the same pointer (or one inside the other) would make the result depend on
   // the axis order: refuse.
   for (size_t i = 0; i < spec.axes.size(); ++i)

@@ -53,7 +53,7 @@ struct SweepSpec {
   /// server file, recorded patterns), as compact JSON `{"<pointer>": "<FNV-1a 64 of the bytes,
   /// hex>"}`; empty when none. Part of the sweep's fingerprint, so a resume or a merge refuses a
   /// sweep whose named files changed.
-  std::string named_documents_json;
+  std::string named_file_hashes_json;
   std::vector<SweepAxis> axes;  ///< in file order (zip members in place)
   /// Product over groups; inside a group of several axes, the values are zipped. Each group lists
   /// axis indices; every axis is in exactly one group.
