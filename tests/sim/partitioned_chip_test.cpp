@@ -46,6 +46,21 @@ nlohmann::json load_measured(const std::string& dir = kDir) {
   return nlohmann::json::parse(ss.str());
 }
 
+/// The topology of `dir` without its top-level "chips" (so no chip's peer-concurrency cost: the
+/// machine's default applies), and with `drop_partitions` also without the template's
+/// "switch_chips" (every switch its own chip, the model before issue 17).
+topology::Topology load_without_chips(const std::string& dir, bool drop_partitions = false) {
+  std::ifstream in(dir + "topology.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  if (drop_partitions) j["template"].erase("switch_chips");
+  j.erase("chips");  // a chip's cost would name a chip that is gone
+  auto t = topology::Topology::from_json_text(j.dump(), "<" + dir + " without chips>");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+  return std::move(t).value();
+}
+
 /// `sim run` of a copy set: one pushed transfer per flow, each on its own stream, default engine.
 sim::SimResult run(const topology::Topology& t, const Flows& flows,
                    const sim::SimOptions& options = {}) {
@@ -114,15 +129,8 @@ TEST_CASE("published chips: partitions of one Switchtec PM50100 bypass uplinks a
   CHECK(published_ratio == doctest::Approx(2.0).epsilon(0.01));
   CHECK(intra_GBps / cross_GBps == doctest::Approx(published_ratio).epsilon(0.05));
   // Without the chip keys (the model before issue 17) SW1 -> SW3 also climbs SW1's uplink: 1 x.
-  std::ifstream in(kDir + "topology.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str());
-  j["template"].erase("switch_chips");
-  j.erase("chips");  // the chips' peer-concurrency cost names chips that are gone
-  auto plain = topology::Topology::from_json_text(j.dump(), "<no chips>");
-  REQUIRE(plain.ok());
-  CHECK(aggregate_GBps(*plain, {{0, 4}, {1, 5}}) / uplink_GBps ==
+  const auto plain = load_without_chips(kDir, true);
+  CHECK(aggregate_GBps(plain, {{0, 4}, {1, 5}}) / uplink_GBps ==
         doctest::Approx(1.0).epsilon(0.05));
 }
 
@@ -180,19 +188,13 @@ TEST_CASE("published chips: the 56-flow all-to-all with the PM50100's own cost (
   CHECK(ratio < 1.20);
   // The same server without the chips' cost: the default 0.2 (0.65-0.80 of the measurement), and
   // no cost at all (over-predicted): the cost is what binds here.
-  std::ifstream in(kDir + "topology.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str());
-  j.erase("chips");
-  auto plain = topology::Topology::from_json_text(j.dump(), "<no chip cost>");
-  REQUIRE(plain.ok());
-  const double default_ratio = aggregate_GBps(*plain, all) / measured;
+  const auto plain = load_without_chips(kDir);
+  const double default_ratio = aggregate_GBps(plain, all) / measured;
   CHECK(default_ratio > 0.65);
   CHECK(default_ratio < 0.80);
   sim::SimOptions no_cost;
   no_cost.peer_concurrency_cost = 0;
-  CHECK(aggregate_GBps(*plain, all, no_cost) / measured > 1.0);
+  CHECK(aggregate_GBps(plain, all, no_cost) / measured > 1.0);
 }
 
 // ---- A second PM50100 server: 16 GPUs on four unpartitioned c-payne PM50100 switches, one EPYC
@@ -302,16 +304,10 @@ TEST_CASE("published chips: what binds the 16-GPU rig's all-to-alls in the model
   // the predictions stay at the uplink bound. (With 15 peers per GPU the chip's cap per GPU, in +
   // out, is 2 x 51.94 / (1 + 14 x 0.135) = 35.9 GB/s; the uplink-bound flows need
   // 2 x 12 x 51.94 / 48 = 26.0 of it.)
-  std::ifstream in(kRigDir + "topology.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str());
-  j.erase("chips");
-  auto plain = topology::Topology::from_json_text(j.dump(), "<no chip cost>");
-  REQUIRE(plain.ok());
+  const auto plain = load_without_chips(kRigDir);
   sim::SimOptions no_cost;
   no_cost.peer_concurrency_cost = 0;
-  CHECK(aggregate_GBps(*plain, all_pairs_of(rig_switches({1, 2, 3, 4})), no_cost) ==
+  CHECK(aggregate_GBps(plain, all_pairs_of(rig_switches({1, 2, 3, 4})), no_cost) ==
         doctest::Approx(a16).epsilon(0.005));
   // What the measured rows say of one uplink direction under the same arithmetic (the source's
   // figures only): the 8-GPU rows 187.6..190.4 / 3.5 = 53.6..54.4 GB/s (0.95-0.97 of the single
