@@ -205,20 +205,48 @@ double attention_ctas(int batch, int heads, double query_tokens, int tile_q) {
   return static_cast<double>(batch) * heads * std::ceil(query_tokens / tile_q);
 }
 
-double kernel_wave_factor(const KernelFigure& f, double ctas, int sms) {
-  if (f.tile_q_tokens < 1 || f.ctas_per_sm < 1 || !(ctas >= 1) || sms < 1) return 1.0;
+namespace {
+
+// A call's time in wave units: its full waves and its last (partial) wave's time, 0 if none.
+struct WaveUnits {
+  double full = 0, partial = 0;
+};
+
+WaveUnits wave_units(const KernelFigure& f, double ctas, int sms) {
   const double slots = static_cast<double>(sms) * f.ctas_per_sm;
-  const double full = std::floor(ctas / slots), rem = ctas - full * slots;
-  double units = full;  // time in full waves
+  WaveUnits u;
+  u.full = std::floor(ctas / slots);
+  const double rem = ctas - u.full * slots;
   if (rem > 0) {
     // The last wave's busiest SM holds k of its ctas_per_sm slots; it takes the time of a full
     // wave at k = ctas_per_sm, single_cta_wave_time at k = 1, linear between.
     const double k = std::min<double>(std::ceil(rem / sms), f.ctas_per_sm);
-    units += f.ctas_per_sm < 2 ? 1.0
-                               : f.single_cta_wave_time +
-                                     (1 - f.single_cta_wave_time) * (k - 1) / (f.ctas_per_sm - 1);
+    u.partial = f.ctas_per_sm < 2 ? 1.0
+                                  : f.single_cta_wave_time + (1 - f.single_cta_wave_time) *
+                                                                 (k - 1) / (f.ctas_per_sm - 1);
   }
-  return std::min(1.0, ctas / slots / units);
+  return u;
+}
+
+bool has_wave_term(const KernelFigure& f, double ctas, int sms) {
+  return f.tile_q_tokens >= 1 && f.ctas_per_sm >= 1 && ctas >= 1 && sms >= 1;
+}
+
+}  // namespace
+
+double kernel_wave_factor(const KernelFigure& f, double ctas, int sms) {
+  if (!has_wave_term(f, ctas, sms)) return 1.0;
+  const WaveUnits u = wave_units(f, ctas, sms);
+  const double slots = static_cast<double>(sms) * f.ctas_per_sm;
+  return std::min(1.0, ctas / slots / (u.full + u.partial));
+}
+
+double kernel_last_wave_share(const KernelFigure& f, double ctas, int sms) {
+  if (!has_wave_term(f, ctas, sms)) return 0.0;
+  const WaveUnits u = wave_units(f, ctas, sms);
+  const double units = u.full + u.partial;
+  if (units <= 1) return 1.0;  // one wave or less: every CTA is dispatched at the start
+  return (u.partial > 0 ? u.partial : 1.0) / units;
 }
 
 double kernel_sparse_efficiency(const KernelSpec& k, int block_tokens) {
@@ -305,6 +333,7 @@ Result<ResolvedCompute> resolve_compute(const topology::GpuSpec& gpu,
     if (f->tile_q_tokens > 0 && rq.heads > 0 && rq.query_tokens >= 1 && gpu.sm_count > 0) {
       ctas = attention_ctas(std::max(1, rq.batch), rq.heads, rq.query_tokens, f->tile_q_tokens);
       tail = kernel_wave_factor(*f, ctas, gpu.sm_count);
+      m.attention_last_wave_share = kernel_last_wave_share(*f, ctas, gpu.sm_count);
     }
     m.attention_efficiency = dense * sparse * tail;
     // The figure's origin: the GPU model's own entry, else its architecture's (or the default).

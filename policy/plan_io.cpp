@@ -731,10 +731,11 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string tp = ptr_index(lp + "/transfers", ti);
         const Json& tj = (*tr)[ti];
         if (!tj.is_object()) return rd.err(tp, "expected an object");
-        if (auto ke = check_keys(rd, tj, tp,
-                                 {"id", "src", "dst", "bytes", "after", "engine", "stream", "route",
-                                  "rate_cap_Bps", "chunk_bytes", "staging_buffers", "comm_sms",
-                                  "layer", "kv_blocks", "driver", "staging", "collective"}))
+        if (auto ke = check_keys(
+                rd, tj, tp,
+                {"id", "src", "dst", "bytes", "after", "engine", "stream", "route", "rate_cap_Bps",
+                 "chunk_bytes", "staging_buffers", "comm_sms", "layer", "kv_blocks", "driver",
+                 "staging", "collective", "released_by_last_wave"}))
           return *ke;
         sim::Transfer t;
         if (auto* v = rd.member(tj, tp, "id", true, is_str, "string", e))
@@ -747,6 +748,16 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
           t.bytes = v->get<double>();
         if (auto* v = rd.member(tj, tp, "after", false, is_arr, "array", e)) {
           if (auto ae = check_after(*v, tp + "/after", t.after)) return *ae;
+        }
+        if (auto* v = rd.member(tj, tp, "released_by_last_wave", false, is_arr, "array", e)) {
+          if (auto ae = check_after(*v, tp + "/released_by_last_wave", t.released_by_last_wave))
+            return *ae;
+          for (size_t k = 0; k < t.released_by_last_wave.size(); ++k)
+            if (std::find(t.after.begin(), t.after.end(), t.released_by_last_wave[k]) ==
+                t.after.end())
+              return rd.err(
+                  ptr_index(tp + "/released_by_last_wave", k),
+                  "\"" + t.released_by_last_wave[k] + "\" is not in this transfer's after");
         }
         if (auto* v = rd.member(tj, tp, "engine", false, is_str, "string", e)) {
           const auto s = v->get<std::string>();
@@ -862,10 +873,10 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         const std::string cp = ptr_index(lp + "/compute", ci);
         const Json& cj = (*cs)[ci];
         if (!cj.is_object()) return rd.err(cp, "expected an object");
-        if (auto ke = check_keys(
-                rd, cj, cp,
-                {"id", "gpu", "duration_s", "flops", "after", "stream", "layer", "kind", "q_ranks",
-                 "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"}))
+        if (auto ke = check_keys(rd, cj, cp,
+                                 {"id", "gpu", "duration_s", "flops", "after", "stream", "layer",
+                                  "kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m",
+                                  "n", "k", "count", "last_wave_fraction"}))
           return *ke;
         // Schema 1 has no compute kinds (PLAN.md: its tasks are all attention with no
         // coverage): a schema-2 key in a schema-1 plan was read silently as schema 2.
@@ -890,6 +901,12 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         }
         if (auto* v = rd.member(cj, cp, "stream", false, is_str, "string", e))
           c.stream = v->get<std::string>();
+        if (auto* v = rd.member(cj, cp, "last_wave_fraction", false, is_num, "number", e)) {
+          c.last_wave_fraction = v->get<double>();
+          if (!(c.last_wave_fraction >= 0 && c.last_wave_fraction <= 1))
+            return rd.err(cp + "/last_wave_fraction",
+                          "expected a fraction in 0..1, got " + num_text(c.last_wave_fraction));
+        }
         c.layer = L.layer;
         int_member(rd, cj, cp, "layer", false, -1, kIntMax, c.layer, e);  // -1: unset (sim.hpp)
         if (e) return *e;
@@ -1062,6 +1079,7 @@ std::string to_json(const Plan& plan) {
       if (t.comm_sms != 0) tj["comm_sms"] = t.comm_sms;
       if (t.layer != L.layer) tj["layer"] = t.layer;
       tj["kv_blocks"] = t.kv_blocks;
+      if (!t.released_by_last_wave.empty()) tj["released_by_last_wave"] = t.released_by_last_wave;
       if (t.collective.set) tj["collective"] = Json::parse(sim::collective_tag_json(t.collective));
       trs.push_back(std::move(tj));
     }
@@ -1076,6 +1094,7 @@ std::string to_json(const Plan& plan) {
       cj["after"] = c.after;
       cj["stream"] = c.stream;
       if (c.layer != L.layer) cj["layer"] = c.layer;
+      if (c.last_wave_fraction != 0) cj["last_wave_fraction"] = c.last_wave_fraction;
       const sim::TaskCompute& w = c.what;
       cj["kind"] = sim::task_kind_name(w.kind);
       if (w.kind == sim::TaskKind::attention) {

@@ -45,6 +45,12 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
   // compute stream); attention of phase p runs on the rank's one compute stream after every
   // message of phases <= p touching the rank (req.wait() on the send and the receive). The
   // step's LSE merge (phase p-1, after the attention kernel) runs beside the transfer.
+  // With a kernel wave term (ComputeModel::attention_last_wave_share > 0) the message is
+  // released when that attention kernel enters its last wave, not at its end: its CTAs are all
+  // dispatched then, and the comm kernel gets the SMs the last wave frees (an NCCL-shaped copy
+  // kernel beside SDPA flash attention on an H200 at default priority ended in or just after the
+  // attention's last wave in 15 of 15 repetitions; sim/RESULTS.md "A communication kernel beside
+  // flash attention"); sim::Transfer::released_by_last_wave, sim/README.md "Last waves".
   // 1 (default): the comm kernels get their SMs as soon as their inputs are ready (a
   // high-priority NCCL stream, or comm launched ahead of the attention kernel).
   const bool comm_behind_compute =
@@ -89,13 +95,22 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     const bool sm = !ce_only && (mode == Mode::sm_overlap || (mode == Mode::sync && m.collective));
     t.engine =
         (m.src < 0 || m.dst < 0) ? sim::Engine::ce : (sm ? sim::Engine::sm : sim::Engine::ce);
+    std::set<std::string> at_last_wave;
     if (comm_behind_compute && t.engine == sim::Engine::sm)
       for (size_t ti : tasks_of[static_cast<size_t>(m.src)]) {
         const auto& a = plan.tasks[ti];
         if (a.phase < m.phase - 1 || (a.phase == m.phase - 1 && a.what.kind != sim::TaskKind::copy))
           after.insert(tid(ti));
+        // The attention kernel it was launched beside: its SMs free up as the last wave drains.
+        // Without a wave term (share 0) its end, as before, and nothing is written.
+        if (cm.attention_last_wave_share > 0 && a.phase == m.phase - 1 &&
+            a.what.kind == sim::TaskKind::attention &&
+            std::find(m.after_tasks.begin(), m.after_tasks.end(), static_cast<int>(ti)) ==
+                m.after_tasks.end())
+          at_last_wave.insert(tid(ti));
       }
     t.after.assign(after.begin(), after.end());
+    t.released_by_last_wave.assign(at_last_wave.begin(), at_last_wave.end());
     t.comm_sms = t.engine == sim::Engine::sm ? comm_sms : 0;
     // An SM-driven transfer is an NCCL send/recv: NCCL carries it through host memory (SHM)
     // where its default P2P level stops (RankTopology::nccl_p2p).
@@ -140,6 +155,11 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
       c.duration_s = cm.attention_time_s(a.flops);
       if (c.what.q_ranks.empty()) c.what.q_ranks = {a.rank};
       c.what.partial = pieces[query_key(a)] > 1;
+      // Its last wave's share of the kernel time (launch overhead excluded), for the transfers
+      // released at its last wave (high_priority_comm=0 above); 0 without a wave term.
+      if (comm_behind_compute && c.duration_s > cm.launch_overhead_s)
+        c.last_wave_fraction =
+            cm.attention_last_wave_share * (c.duration_s - cm.launch_overhead_s) / c.duration_s;
     }
     std::set<std::string> after;
     for (int m : a.after_msgs) after.insert(mid(static_cast<size_t>(m)));
@@ -173,7 +193,7 @@ const RuntimeEntry kRuntimes[] = {
      "NCCL-style SM-driven transfers (comm_sms SMs each) overlapped with attention; "
      "P2P-less paths through host memory; high_priority_comm=0: comm on a stream of the "
      "attention stream's priority (PyTorch's default), each transfer after the attention "
-     "kernel it was launched beside",
+     "kernel it was launched beside (from its last wave where the kernel has a wave term)",
      Mode::sm_overlap},
     {"ce_decoupled",
      "copy engines and host-driven staging (no SMs taken); local attention first, "

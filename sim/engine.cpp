@@ -63,7 +63,8 @@ namespace {
 // Capacity of a peer resource while it does not bind (finite: the solver compares products).
 constexpr double kUnbounded_Bps = 1e30;
 
-constexpr int kStages = 4;  // tag = task * kStages + stage; stage 3 = compute
+constexpr int kStages = 4;  // tag = task * kStages + stage; stage 3 = compute (stage 2: a
+                            // compute task's work before its last wave)
 
 struct Event {
   double t;
@@ -103,6 +104,7 @@ class Sim {
   void count_switches(int task, int sign);
   void push(double t, int task, int stage) { events_.push(Event{t, seq_++, task, stage}); }
   void run_kernel(int task);
+  void enter_last_wave(int task);
 
   const Problem& p_;
   bool record_;
@@ -113,6 +115,8 @@ class Sim {
   double now_ = 0;
   std::vector<int> deps_left_, last_done_pred_;
   std::vector<std::vector<int>> dependents_;
+  std::vector<std::vector<int>> last_wave_dependents_;  // released when the task's last wave starts
+  std::vector<uint8_t> last_wave_entered_;
   std::vector<Pipe> pipes_;
   std::vector<int> compute_res_;
   std::vector<int> device_of_;                 // per GPU: the GPU whose compute it shares (or own)
@@ -120,12 +124,12 @@ class Sim {
   std::vector<std::deque<int>> kernel_queue_;  // per device: ready compute tasks, FIFO
   std::vector<int> sms_taken_;
   std::vector<int> ce_transfers_per_gpu_;  // copy-engine transfers running per GPU (contention)
-  std::vector<std::vector<int>> ce_busy_;                       // per GPU per CE: task or -1
-  std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;  // per GPU
+  std::vector<std::vector<int>> ce_busy_;  // per GPU per CE: task or -1
+  std::vector<std::deque<std::pair<uint64_t, int>>> shared_q_;            // per GPU
   std::vector<std::vector<std::deque<std::pair<uint64_t, int>>>> pin_q_;  // per GPU per CE
   std::vector<double> ready_s_;
-  std::vector<int> leg_route_;  // task * 2 + leg -> route id
-  std::vector<int> ce_active_;  // per GPU per CE (shared mode): copies drawn on it
+  std::vector<int> leg_route_;           // task * 2 + leg -> route id
+  std::vector<int> ce_active_;           // per GPU per CE (shared mode): copies drawn on it
   std::vector<int> ce_active_base_;      // per GPU: offset into ce_active_
   std::vector<int> peer_in_, peer_out_;  // per GPU: copies received / sent (peer model)
   std::vector<int> switch_on_;           // per switched resource: running tasks switching it on
@@ -249,9 +253,33 @@ void Sim::start(int task, int pred) {
   push(now_ + k.launch_s, task, -1);
 }
 
+// A kernel with tasks waiting for its last wave runs as two flows: the work before its last wave
+// (stage 2), then the last wave (stage 3); otherwise as one flow (stage 3).
 void Sim::run_kernel(int task) {
   const int route = leg_route_[static_cast<size_t>(task) * 2];
-  net_.start_flow(route, p_.tasks[task].work_s, 0, static_cast<uint64_t>(task) * kStages + 3);
+  const Task& k = p_.tasks[task];
+  const uint64_t tag = static_cast<uint64_t>(task) * kStages;
+  const double last = std::min(k.last_wave_work_s, k.work_s);
+  if (last > 0 && !last_wave_dependents_[task].empty()) {
+    if (last >= k.work_s) {  // one wave: it is the last from the start
+      enter_last_wave(task);
+    } else {
+      net_.start_flow(route, k.work_s - last, 0, tag + 2);
+      return;
+    }
+  }
+  net_.start_flow(route, k.work_s, 0, tag + 3);
+}
+
+// The task's last wave starts: the tasks waiting for that moment (Task::at_last_wave) are
+// released, in the order they were listed (task index order).
+void Sim::enter_last_wave(int task) {
+  if (last_wave_entered_[task]) return;
+  last_wave_entered_[task] = 1;
+  for (int d : last_wave_dependents_[task]) {
+    last_done_pred_[d] = task;
+    if (--deps_left_[d] == 0) ready(d, now_, task);
+  }
 }
 
 void Sim::advance_pipe(int task) {
@@ -346,6 +374,7 @@ void Sim::finish(int task) {
         release_ce(k.ce_gpu, o.copy_engine);
     }
   }
+  enter_last_wave(task);  // at its end, where it had no earlier last-wave moment
   for (int d : dependents_[task]) {
     last_done_pred_[d] = task;
     if (--deps_left_[d] == 0) ready(d, now_, task);
@@ -404,6 +433,8 @@ Outcome Sim::run() {
   deps_left_.assign(n, 0);
   last_done_pred_.assign(n, -1);
   dependents_.assign(n, {});
+  last_wave_dependents_.assign(n, {});
+  last_wave_entered_.assign(n, 0);
   std::vector<int> last_in_stream;
   for (int i = 0; i < n; ++i) {
     std::vector<int> d = p_.tasks[i].deps;
@@ -416,7 +447,12 @@ Outcome Sim::run() {
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
     deps_left_[i] = static_cast<int>(d.size());
-    for (int x : d) dependents_[x].push_back(i);
+    const auto& lw = p_.tasks[i].at_last_wave;
+    for (int x : d) {
+      const bool at_wave =
+          p_.tasks[x].kind == Task::Kind::compute && std::find(lw.begin(), lw.end(), x) != lw.end();
+      (at_wave ? last_wave_dependents_ : dependents_)[x].push_back(i);
+    }
     if (p_.tasks[i].release_s > 0) {
       ++deps_left_[i];
       push(p_.tasks[i].release_s, i, -2);
@@ -459,6 +495,13 @@ Outcome Sim::run() {
         const int stage = static_cast<int>(c.tag % kStages);
         if (stage == 3) {
           finish(task);
+          continue;
+        }
+        if (stage == 2) {  // a compute task's work before its last wave is done
+          enter_last_wave(task);
+          net_.start_flow(leg_route_[static_cast<size_t>(task) * 2],
+                          std::min(p_.tasks[task].last_wave_work_s, p_.tasks[task].work_s), 0,
+                          static_cast<uint64_t>(task) * kStages + 3);
           continue;
         }
         Pipe& pp = pipes_[task];

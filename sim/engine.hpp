@@ -41,6 +41,12 @@
 // running task lists it in Task::switches (from start to end) and unbounded otherwise (host reads
 // under writes, sim/host_reads.hpp).
 // Streams are FIFO: a task starts after its stream predecessor ends.
+// Last waves: a compute task with last_wave_work_s > 0 enters its last wave when its remaining
+// work falls to last_wave_work_s (its kernel then runs as two flows, work_s - last_wave_work_s
+// and last_wave_work_s, at whatever capacity the GPU has, so contention slows both); a task that
+// lists a dependency in Task::at_last_wave is released at that moment instead of at the
+// dependency's end (at its end when last_wave_work_s is 0). The moment is an ordinary flow
+// completion, ordered by (time, sequence) as every other (sim::ComputeTask::last_wave_fraction).
 // SM-driven transfers take comm_sms SMs on each GPU in sm_gpus from start to end.
 #include <cstdint>
 #include <string>
@@ -59,17 +65,17 @@ struct Task {
   enum class Kind { transfer, compute };
   Kind kind = Kind::transfer;
   // transfer
-  std::vector<NetLeg> legs;    ///< 1 (direct) or 2 (host-staged)
+  std::vector<NetLeg> legs;  ///< 1 (direct) or 2 (host-staged)
   double bytes = 0;
-  double cap_Bps = 0;          ///< per-flow rate cap, 0 = none
-  double chunk_bytes = 0;      ///< 0 = one chunk (direct only; staged needs > 0)
-  int buffers = 2;             ///< staging buffers (2-leg pipelines)
-  double launch_s = 0;         ///< issue overhead before the first chunk
+  double cap_Bps = 0;           ///< per-flow rate cap, 0 = none
+  double chunk_bytes = 0;       ///< 0 = one chunk (direct only; staged needs > 0)
+  int buffers = 2;              ///< staging buffers (2-leg pipelines)
+  double launch_s = 0;          ///< issue overhead before the first chunk
   double chunk_overhead_s = 0;  ///< per chunk: stage 0 is held this long before the chunk's
                                 ///< latency (host-staged pipelines; 0 for direct transfers)
-  int ce_gpu = -1;             ///< GPU whose copy engines carry it; -1 = none
-  int copy_engine = -1;        ///< pinned CE index, -1 = any free one
-  int sm_gpus[2] = {-1, -1};   ///< GPUs whose SMs it takes (Engine::sm)
+  int ce_gpu = -1;              ///< GPU whose copy engines carry it; -1 = none
+  int copy_engine = -1;         ///< pinned CE index, -1 = any free one
+  int sm_gpus[2] = {-1, -1};    ///< GPUs whose SMs it takes (Engine::sm)
   int comm_sms = 0;
   int peer_gpus[2] = {-1, -1};  ///< (sender, receiver) counted for peer concurrency; -1 none
   bool pcie_peer = false;       ///< compile-time note: a direct GPU-to-GPU route over PCIe
@@ -78,10 +84,14 @@ struct Task {
   // compute
   int gpu = -1;
   double work_s = 0;
+  double last_wave_work_s = 0;  ///< work of its last wave, <= work_s; 0: the moment is its end
   // both
-  std::vector<int> deps;       ///< indices of tasks that must end first
-  double release_s = 0;        ///< earliest time it may become ready (0: no constraint)
-  int stream = -1;             ///< FIFO stream id (-1: none); order = task index order
+  std::vector<int> deps;  ///< indices of tasks that must end first
+  /// Of `deps`, the compute tasks that release this one when they enter their last wave (see
+  /// "Last waves" above), not when they end.
+  std::vector<int> at_last_wave;
+  double release_s = 0;  ///< earliest time it may become ready (0: no constraint)
+  int stream = -1;       ///< FIFO stream id (-1: none); order = task index order
 };
 
 /// Contention of attention with transfers on one GPU (issue 14; defaults: today's model).
@@ -91,12 +101,12 @@ struct Task {
 struct GpuModel {
   int copy_engines = 2;
   int sm_count = 1;
-  double ce_copy = 0;          ///< attention time ratio - 1 beside copy-engine copies
-  double sm_copy_per_sm = -1;  ///< attention time ratio - 1 per SM taken; < 0: SM share only
+  double ce_copy = 0;            ///< attention time ratio - 1 beside copy-engine copies
+  double sm_copy_per_sm = -1;    ///< attention time ratio - 1 per SM taken; < 0: SM share only
   int compute_shared_with = -1;  ///< GPU index whose compute capacity this one shares; -1: own
-  int peer_resource = -1;     ///< Problem resource capped by peer concurrency; -1: none
-  double peer_bidir_Bps = 0;  ///< that resource's capacity at m = 1 (both directions summed)
-  double peer_cost = 0;       ///< capacity divisor growth per concurrent peer pair beyond one
+  int peer_resource = -1;        ///< Problem resource capped by peer concurrency; -1: none
+  double peer_bidir_Bps = 0;     ///< that resource's capacity at m = 1 (both directions summed)
+  double peer_cost = 0;          ///< capacity divisor growth per concurrent peer pair beyond one
 };
 
 /// A resource with capacity on_Bps while a task listing it in Task::switches runs, else unbounded.
@@ -116,18 +126,18 @@ struct Problem {
 };
 
 struct TaskOutcome {
-  double start_s = 0;   ///< began (dependencies met and copy engine acquired)
+  double start_s = 0;  ///< began (dependencies met and copy engine acquired)
   double end_s = 0;
-  int copy_engine = -1; ///< CE index used, -1 none
-  int pred = -1;        ///< task whose end released it (critical-path predecessor), -1 none
+  int copy_engine = -1;  ///< CE index used, -1 none
+  int pred = -1;         ///< task whose end released it (critical-path predecessor), -1 none
 };
 
 struct Outcome {
   std::vector<TaskOutcome> tasks;
   double makespan_s = 0;
-  std::vector<double> bytes, busy_s, peak_load;  ///< per resource of the Problem
+  std::vector<double> bytes, busy_s, peak_load;                  ///< per resource of the Problem
   std::vector<std::vector<std::pair<double, double>>> timeline;  ///< per resource (t, load)
-  std::vector<int> critical_path;  ///< task indices, first to last
+  std::vector<int> critical_path;                                ///< task indices, first to last
   int64_t events = 0;
 };
 

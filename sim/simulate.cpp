@@ -163,6 +163,24 @@ Status resolve_deps(const Compile& c, const std::vector<std::string>& after, con
   return Ok{};
 }
 
+// Transfer i's released_by_last_wave ids: each one of its `after` ids and a compute task.
+Status resolve_last_wave(const Compile& c, size_t i, Task& k) {
+  const auto& t = c.work.transfers[i];
+  for (size_t j = 0; j < t.released_by_last_wave.size(); ++j) {
+    const std::string& id = t.released_by_last_wave[j];
+    const std::string place =
+        ptr("transfers", i, "released_by_last_wave") + "/" + std::to_string(j);
+    if (std::find(t.after.begin(), t.after.end(), id) == t.after.end())
+      return input_error(c.file, place, "'" + id + "' is not in this transfer's after");
+    const int x = c.index.at(id);
+    if (x < static_cast<int>(c.nt))
+      return input_error(c.file, place,
+                         "'" + id + "' is a transfer; only a compute task has a last wave");
+    k.at_last_wave.push_back(x);
+  }
+  return Ok{};
+}
+
 // Transfer i's own fields: endpoints `se` and `de` known, numbers in range.
 Status check_transfer(const Compile& c, size_t i, int se, int de) {
   const Transfer& t = c.work.transfers[i];
@@ -401,6 +419,7 @@ Status compile_transfer(Compile& c, size_t i) {
   if (auto s = compile_engine(c, i, src_gpu, dst_gpu, k); !s) return s;
   if (t.engine == Engine::ce) c.host_reads.apply(c.topo.route_ref(se, de, t.route).value(), k, c.p);
   if (auto s = resolve_deps(c, t.after, "transfers", i, k.deps); !s) return s;
+  if (auto s = resolve_last_wave(c, i, k); !s) return s;
   c.p.tasks.push_back(std::move(k));
   return Ok{};
 }
@@ -440,6 +459,10 @@ Status compile_compute_task(Compile& c, size_t i) {
                          "flops given but " + ct.gpu + " has no peak FLOP/s in the topology");
     k.work_s = ct.flops / rate;
   }
+  if (!(ct.last_wave_fraction >= 0 && ct.last_wave_fraction <= 1))
+    return input_error(file, ptr("compute", i, "last_wave_fraction"),
+                       "expected a fraction in 0..1, got " + std::to_string(ct.last_wave_fraction));
+  k.last_wave_work_s = k.work_s * ct.last_wave_fraction;
   if (auto s = resolve_deps(c, ct.after, "compute", i, k.deps); !s) return s;
   c.owner_gpu[c.nt + i] = gi;
   c.p.tasks.push_back(std::move(k));

@@ -26,13 +26,15 @@ struct Reader {
   bool check_keys(const json& obj, const std::string& place, const std::set<std::string>& allowed) {
     if (!obj.is_object()) return fail(place, "expected an object");
     for (auto it = obj.begin(); it != obj.end(); ++it)
-      if (!allowed.count(it.key())) return fail(place + "/" + it.key(), "unknown field '" + it.key() + "'");
+      if (!allowed.count(it.key()))
+        return fail(place + "/" + it.key(), "unknown field '" + it.key() + "'");
     return true;
   }
   bool string_field(const json& obj, const std::string& place, const char* key, std::string& out,
                     bool required) {
     auto it = obj.find(key);
-    if (it == obj.end()) return required ? fail(place, std::string("missing field '") + key + "'") : true;
+    if (it == obj.end())
+      return required ? fail(place, std::string("missing field '") + key + "'") : true;
     if (!it->is_string()) return fail(place + "/" + key, "expected a string");
     out = it->get<std::string>();
     return true;
@@ -40,10 +42,12 @@ struct Reader {
   bool number_field(const json& obj, const std::string& place, const char* key, double& out,
                     bool required, double scale = 1.0) {
     auto it = obj.find(key);
-    if (it == obj.end()) return required ? fail(place, std::string("missing field '") + key + "'") : true;
+    if (it == obj.end())
+      return required ? fail(place, std::string("missing field '") + key + "'") : true;
     if (!it->is_number()) return fail(place + "/" + key, "expected a number");
     const double x = it->get<double>();
-    if (!(x >= 0) || !std::isfinite(x)) return fail(place + "/" + key, "expected a number >= 0, got " + it->dump());
+    if (!(x >= 0) || !std::isfinite(x))
+      return fail(place + "/" + key, "expected a number >= 0, got " + it->dump());
     out = x * scale;
     return true;
   }
@@ -53,16 +57,19 @@ struct Reader {
     if (!it->is_number_integer()) return fail(place + "/" + key, "expected an integer");
     const auto x = it->get<int64_t>();
     if (x < min || x > 1000000)
-      return fail(place + "/" + key, "expected an integer >= " + std::to_string(min) + ", got " + it->dump());
+      return fail(place + "/" + key,
+                  "expected an integer >= " + std::to_string(min) + ", got " + it->dump());
     out = static_cast<int>(x);
     return true;
   }
-  bool after_field(const json& obj, const std::string& place, std::vector<std::string>& out) {
-    auto it = obj.find("after");
+  bool after_field(const json& obj, const std::string& place, std::vector<std::string>& out,
+                   const char* key = "after") {
+    auto it = obj.find(key);
     if (it == obj.end()) return true;
-    if (!it->is_array()) return fail(place + "/after", "expected an array of ids");
+    const std::string at = place + "/" + key;
+    if (!it->is_array()) return fail(at, "expected an array of ids");
     for (size_t j = 0; j < it->size(); ++j) {
-      if (!(*it)[j].is_string()) return fail(place + "/after/" + std::to_string(j), "expected an id string");
+      if (!(*it)[j].is_string()) return fail(at + "/" + std::to_string(j), "expected an id string");
       out.push_back((*it)[j].get<std::string>());
     }
     return true;
@@ -141,15 +148,32 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       double cap_GBps = 0;
       std::string engine = "ce", route = "auto", driver, staging = "pipelined";
       const bool ok = rd.check_keys(o, place,
-                                    {"id", "src", "dst", "bytes", "after", "engine", "stream",
-                                     "route", "rate_cap_GBps", "chunk_bytes", "staging_buffers",
-                                     "comm_sms", "copy_engine", "layer", "kv_blocks", "driver",
-                                     "staging", "collective", "comment"}) &&
+                                    {"id",
+                                     "src",
+                                     "dst",
+                                     "bytes",
+                                     "after",
+                                     "engine",
+                                     "stream",
+                                     "route",
+                                     "rate_cap_GBps",
+                                     "chunk_bytes",
+                                     "staging_buffers",
+                                     "comm_sms",
+                                     "copy_engine",
+                                     "layer",
+                                     "kv_blocks",
+                                     "driver",
+                                     "staging",
+                                     "collective",
+                                     "released_by_last_wave",
+                                     "comment"}) &&
                       rd.string_field(o, place, "id", t.id, true) &&
                       rd.string_field(o, place, "src", t.src, true) &&
                       rd.string_field(o, place, "dst", t.dst, true) &&
                       rd.number_field(o, place, "bytes", t.bytes, true) &&
                       rd.after_field(o, place, t.after) &&
+                      rd.after_field(o, place, t.released_by_last_wave, "released_by_last_wave") &&
                       rd.string_field(o, place, "engine", engine, false) &&
                       rd.string_field(o, place, "stream", t.stream, false) &&
                       rd.string_field(o, place, "route", route, false) &&
@@ -163,14 +187,24 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
                       rd.int_field(o, place, "layer", t.layer, -1);
       if (!ok) return rd.err;
       t.rate_cap_Bps = units::GBps_to_Bps(cap_GBps);
-      if (engine == "ce") t.engine = Engine::ce;
-      else if (engine == "sm") t.engine = Engine::sm;
-      else if (engine == "host") t.engine = Engine::host;
-      else return input_error(source_name, place + "/engine", "expected \"ce\", \"sm\" or \"host\", got \"" + engine + "\"");
-      if (route == "auto") t.route = topology::RouteMode::automatic;
-      else if (route == "p2p") t.route = topology::RouteMode::p2p;
-      else if (route == "host_staged") t.route = topology::RouteMode::host_staged;
-      else return input_error(source_name, place + "/route", "expected \"auto\", \"p2p\" or \"host_staged\", got \"" + route + "\"");
+      if (engine == "ce")
+        t.engine = Engine::ce;
+      else if (engine == "sm")
+        t.engine = Engine::sm;
+      else if (engine == "host")
+        t.engine = Engine::host;
+      else
+        return input_error(source_name, place + "/engine",
+                           "expected \"ce\", \"sm\" or \"host\", got \"" + engine + "\"");
+      if (route == "auto")
+        t.route = topology::RouteMode::automatic;
+      else if (route == "p2p")
+        t.route = topology::RouteMode::p2p;
+      else if (route == "host_staged")
+        t.route = topology::RouteMode::host_staged;
+      else
+        return input_error(source_name, place + "/route",
+                           "expected \"auto\", \"p2p\" or \"host_staged\", got \"" + route + "\"");
       if (driver.empty() && o.contains("driver"))
         return input_error(source_name, place + "/driver", "expected \"src\" or \"dst\", got \"\"");
       if (driver == "src")
@@ -192,10 +226,12 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
             !st)
           return st.error();
       if (auto kv = o.find("kv_blocks"); kv != o.end()) {
-        if (!kv->is_array()) return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
+        if (!kv->is_array())
+          return input_error(source_name, place + "/kv_blocks", "expected an array of integers");
         for (size_t j = 0; j < kv->size(); ++j) {
           if (!(*kv)[j].is_number_integer())
-            return input_error(source_name, place + "/kv_blocks/" + std::to_string(j), "expected an integer");
+            return input_error(source_name, place + "/kv_blocks/" + std::to_string(j),
+                               "expected an integer");
           t.kv_blocks.push_back(static_cast<int32_t>((*kv)[j].get<int64_t>()));
         }
       }
@@ -209,10 +245,14 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
       const std::string place = "/compute/" + std::to_string(i);
       ComputeTask c;
       const bool ok =
-          rd.check_keys(o, place, {"id", "gpu", "duration_s", "flops", "after", "stream", "layer", "comment"}) &&
-          rd.string_field(o, place, "id", c.id, true) && rd.string_field(o, place, "gpu", c.gpu, true) &&
+          rd.check_keys(o, place,
+                        {"id", "gpu", "duration_s", "flops", "after", "stream", "layer",
+                         "last_wave_fraction", "comment"}) &&
+          rd.string_field(o, place, "id", c.id, true) &&
+          rd.string_field(o, place, "gpu", c.gpu, true) &&
           rd.number_field(o, place, "duration_s", c.duration_s, false) &&
           rd.number_field(o, place, "flops", c.flops, false) && rd.after_field(o, place, c.after) &&
+          rd.number_field(o, place, "last_wave_fraction", c.last_wave_fraction, false) &&
           rd.string_field(o, place, "stream", c.stream, false) &&
           rd.int_field(o, place, "layer", c.layer, -1);
       if (!ok) return rd.err;
@@ -220,6 +260,9 @@ Result<Workload> parse_workload(const std::string& text, const std::string& sour
         return input_error(source_name, place, "needs 'duration_s' or 'flops'");
       if (o.contains("duration_s") && o.contains("flops"))
         return input_error(source_name, place, "give 'duration_s' or 'flops', not both");
+      if (c.last_wave_fraction > 1)
+        return input_error(source_name, place + "/last_wave_fraction",
+                           "expected a fraction in 0..1, got " + json(c.last_wave_fraction).dump());
       if (c.duration_s > 1e6)  // as a plan's compute (1e300 gave "makespan: 1e+300 s")
         return input_error(source_name, place + "/duration_s",
                            "expected seconds in 0..1e6, got " + json(c.duration_s).dump());

@@ -47,6 +47,11 @@ struct ComputeModel {
   /// 33.4 ms at the datasheet's 4.8 TB/s; sim/RESULTS.md); checked on the Wan2.1-1.3B 480p shape
   /// (6.91 ms measured, 6.69 ms modelled). One figure for every GPU.
   double memory_efficiency = 0.67;
+  /// Fraction of one attention call's kernel time (launch overhead excluded) spent in its last
+  /// wave: kernel_last_wave_share of the kernel's wave term at the rank's call shape; 0 where
+  /// the kernel has no wave term (`generic`, measured figures). Used by sm_overlap's
+  /// high_priority_comm=0 (a comm kernel starts as the attention's last wave drains).
+  double attention_last_wave_share = 0;
 
   double attention_flops(double q_tokens, double k_tokens, int head_dim) const {
     return 4.0 * q_tokens * k_tokens * head_dim;
@@ -150,6 +155,11 @@ double kernel_dense_efficiency(const KernelFigure& f, int head_dim, double seq_t
 /// waves / ceil(waves) when single_cta_wave_time is 1; 1 when f has no wave term or ctas,
 /// sms < 1 (unknown). In (0, 1].
 double kernel_wave_factor(const KernelFigure& f, double ctas, int sms);
+/// Share of a call's time spent in its last wave, with the units of the tail above: the last
+/// wave's time (1 when whole, else single_cta_wave_time.. 1 by its busiest SM) over full waves +
+/// that time. 1 / ceil(waves) under the strict tail; 1 at one wave or fewer (every CTA starts at
+/// once); 0 when f has no wave term or ctas, sms < 1 (unknown). In [0, 1].
+double kernel_last_wave_share(const KernelFigure& f, double ctas, int sms);
 /// CTAs of one call: batch * heads * ceil(query_tokens / tile_q). REQUIRES: tile_q >= 1.
 double attention_ctas(int batch, int heads, double query_tokens, int tile_q);
 /// sparse() above; 1 for a dense kernel or an empty table. REQUIRES: block_tokens > 0.

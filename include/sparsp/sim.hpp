@@ -18,11 +18,11 @@ namespace sparsp::sim {
 
 /// What drives a transfer.
 enum class Engine {
-  ce,           ///< a copy engine of the driving GPU (Transfer::driver; default the source GPU,
-                ///< the destination for host->GPU); no SMs taken. Demand-directed schemes'
-                ///< messages go from the block's owner, so by default the owner pushes
-  sm,           ///< an SM-driven copy kernel (NCCL-style); takes `comm_sms` SMs while it runs
-  host,         ///< host-driven memcpy (CPU threads); no GPU resources
+  ce,    ///< a copy engine of the driving GPU (Transfer::driver; default the source GPU,
+         ///< the destination for host->GPU); no SMs taken. Demand-directed schemes'
+         ///< messages go from the block's owner, so by default the owner pushes
+  sm,    ///< an SM-driven copy kernel (NCCL-style); takes `comm_sms` SMs while it runs
+  host,  ///< host-driven memcpy (CPU threads); no GPU resources
 };
 
 /// Which GPU's copy engine drives a copy-engine transfer (Engine::ce only; sm and host ignore it).
@@ -54,12 +54,18 @@ struct CollectiveTag {
 };
 
 struct Transfer {
-  std::string id;                        ///< unique within the workload
-  std::string src, dst;                  ///< endpoints "gpuN" / "hostK"
+  std::string id;        ///< unique within the workload
+  std::string src, dst;  ///< endpoints "gpuN" / "hostK"
   double bytes = 0;
-  std::vector<std::string> after;        ///< ids of activities that must end first
+  std::vector<std::string> after;  ///< ids of activities that must end first
+  /// Of the ids in `after`, compute tasks whose last wave's start (ComputeTask::
+  /// last_wave_fraction), not their end, releases this transfer: a comm kernel at the attention
+  /// stream's priority gets SMs as the attention kernel's last wave drains (sim/README.md "Last
+  /// waves"; measured on an H200, sim/RESULTS.md). Each must also be in `after` and name a
+  /// compute task (else an input error at /transfers/N/released_by_last_wave/K).
+  std::vector<std::string> released_by_last_wave;
   Engine engine = Engine::ce;
-  std::string stream;                    ///< FIFO stream name (empty: its own stream)
+  std::string stream;  ///< FIFO stream name (empty: its own stream)
   topology::RouteMode route = topology::RouteMode::automatic;
   double rate_cap_Bps = 0;               ///< 0 = uncapped
   double chunk_bytes = 0;                ///< host-staged pipeline chunk (0 = default 4 MiB)
@@ -72,7 +78,7 @@ struct Transfer {
   CollectiveTag collective;              ///< JSON "collective" (absent: none)
   // Plan metadata (carried, not interpreted by the engine):
   int layer = -1;
-  std::vector<int32_t> kv_blocks;        ///< KV block ids carried
+  std::vector<int32_t> kv_blocks;  ///< KV block ids carried
 };
 
 /// What a compute task computes (plan schema 2, policy/PLAN.md "Compute kinds"). Carried, not
@@ -100,12 +106,16 @@ const char* task_kind_name(TaskKind k);
 
 struct ComputeTask {
   std::string id;
-  std::string gpu;                       ///< "gpuN"
-  double duration_s = 0;                 ///< at full compute capacity (no SMs taken away)
-  double flops = 0;                      ///< alternative to duration_s (uses the GPU's FLOP/s)
+  std::string gpu;        ///< "gpuN"
+  double duration_s = 0;  ///< at full compute capacity (no SMs taken away)
+  double flops = 0;       ///< alternative to duration_s (uses the GPU's FLOP/s)
   std::vector<std::string> after;
   std::string stream;
   int layer = -1;
+  /// Fraction of its work in its last wave, in [0, 1]: a transfer that lists it in
+  /// Transfer::released_by_last_wave starts when its remaining work falls to this fraction (1:
+  /// at its start, one wave; 0: at its end, no wave term). Progress, so contention counts.
+  double last_wave_fraction = 0;
   TaskCompute what;  ///< plan metadata (carried, not interpreted)
 };
 
@@ -117,7 +127,7 @@ struct Workload {
 };
 
 struct SimOptions {
-  double launch_overhead_s = 2e-6;       ///< per transfer/kernel issue; source in sim/README
+  double launch_overhead_s = 2e-6;  ///< per transfer/kernel issue; source in sim/README
   double default_chunk_bytes = 4.0 * 1024 * 1024;
   int default_staging_buffers = 2;
   /// Per chunk of a host-staged transfer: the D2H stage of every chunk is held this long before
@@ -126,7 +136,7 @@ struct SimOptions {
   /// fit t = bytes / 50.03 GB/s + chunks * 6.25 us (256 MiB through 2 pinned buffers, chunks of
   /// 1-16 MiB, `sparsp calibrate`, replay/RESULTS.md "staged:0"). Model and derivation: sim/README.
   double staging_chunk_overhead_s = 6.25e-6;
-  double compute_efficiency = 0.6;       ///< fraction of peak bf16 FLOP/s reached by attention
+  double compute_efficiency = 0.6;  ///< fraction of peak bf16 FLOP/s reached by attention
   /// Staging "driver" (the driver's cudaMemcpyPeer fallback without peer access): chunks of
   /// driver_staging_chunk_bytes through 2 buffers, each chunk holding its first leg
   /// driver_staging_chunk_overhead_s longer. 32 us per 4 MiB: fitted to p2pBandwidthLatencyTest's
@@ -166,7 +176,7 @@ struct SimOptions {
   /// >= 1 turns it off.
   double host_read_under_write = 0.49;
   int host_read_under_write_max_gen = 4;
-  bool record_resource_timeline = false; ///< per-resource utilisation over time (for traces)
+  bool record_resource_timeline = false;  ///< per-resource utilisation over time (for traces)
   /// Attention slowdown beside transfers, on every GPU (sim/engine.hpp GpuModel): time ratio - 1
   /// while a copy-engine transfer of the GPU runs (0: none, today's model), and per SM taken by
   /// SM-driven transfers (< 0: the SM share only, (sm - taken) / sm, today's model). Set from a
@@ -178,10 +188,10 @@ struct SimOptions {
 struct ActivityResult {
   std::string id;
   bool is_transfer = true;
-  std::string where;                     ///< "gpu0" / "gpu0->gpu1"
-  std::string lane;                      ///< stream or copy engine it ran on, e.g. "ce1"
-  int gpu = -1;                          ///< GPU it is drawn under in traces (-1: host)
-  double start_s = 0;                    ///< when it began (dependencies met, engine free)
+  std::string where;   ///< "gpu0" / "gpu0->gpu1"
+  std::string lane;    ///< stream or copy engine it ran on, e.g. "ce1"
+  int gpu = -1;        ///< GPU it is drawn under in traces (-1: host)
+  double start_s = 0;  ///< when it began (dependencies met, engine free)
   double end_s = 0;
   double bytes = 0;
 };
@@ -189,18 +199,18 @@ struct ActivityResult {
 struct ResourceStats {
   std::string name;
   double capacity_Bps = 0;
-  double bytes = 0;                      ///< coefficient-weighted bytes that crossed it
-  double busy_s = 0;                     ///< time with non-zero load
-  double peak_utilization = 0;           ///< max over time of load / capacity
+  double bytes = 0;             ///< coefficient-weighted bytes that crossed it
+  double busy_s = 0;            ///< time with non-zero load
+  double peak_utilization = 0;  ///< max over time of load / capacity
   /// (time_s, load_Bps) at every change, when SimOptions::record_resource_timeline.
   std::vector<std::pair<double, double>> timeline;
 };
 
 struct SimResult {
   double makespan_s = 0;
-  std::vector<ActivityResult> activities;   ///< in workload order: transfers, then compute
-  std::vector<ResourceStats> resources;     ///< in Topology::resources() order
-  std::vector<std::string> critical_path;   ///< activity ids, first to last
+  std::vector<ActivityResult> activities;  ///< in workload order: transfers, then compute
+  std::vector<ResourceStats> resources;    ///< in Topology::resources() order
+  std::vector<std::string> critical_path;  ///< activity ids, first to last
   int64_t events = 0;
 };
 

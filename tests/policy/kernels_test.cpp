@@ -288,6 +288,38 @@ TEST_CASE("wave quantization: CTAs, waves and the tail, not applied to generic")
   r = policy::resolve_compute(gpu("NVIDIA H200"), {}, rq);
   REQUIRE(r.ok());
   CHECK(r->source.find("waves") == std::string::npos);
+  CHECK(r->model.attention_last_wave_share == 0);
+}
+
+TEST_CASE("the last wave's share of a call (kernel_last_wave_share)") {
+  const auto* f = policy::kernel_figure(kernel("fa2"), gpu("NVIDIA H200"));
+  REQUIRE(f);
+  // 320 CTAs on 132 SMs x 2: one full wave, then a last wave of 0.61 (k = 1): 0.61 / 1.61.
+  CHECK(policy::kernel_last_wave_share(*f, 320, 132) == doctest::Approx(0.61 / 1.61));
+  // Strict tail: 2 whole-wave units, the last one of them -> 1 / 2.
+  policy::KernelFigure strict = *f;
+  strict.single_cta_wave_time = 1.0;
+  CHECK(policy::kernel_last_wave_share(strict, 320, 132) == doctest::Approx(0.5));
+  // 2048 CTAs: 7 full waves (1848 CTAs), then 200 (k = 2: a full wave's time): 1 / 8.
+  CHECK(policy::kernel_last_wave_share(*f, 2048, 132) == doctest::Approx(0.125));
+  // Whole waves: 528 CTAs = 2 waves -> 1 / 2; one wave or less (264, 160) -> 1.
+  CHECK(policy::kernel_last_wave_share(*f, 528, 132) == doctest::Approx(0.5));
+  CHECK(policy::kernel_last_wave_share(*f, 264, 132) == 1.0);
+  CHECK(policy::kernel_last_wave_share(*f, 160, 132) == 1.0);
+  // No wave term (generic, unknown SMs): 0, the kernel's end.
+  const auto* g = policy::kernel_figure(kernel("generic"), gpu("NVIDIA H200"));
+  REQUIRE(g);
+  CHECK(policy::kernel_last_wave_share(*g, 320, 132) == 0);
+  CHECK(policy::kernel_last_wave_share(*f, 320, 0) == 0);
+  // resolve_compute carries it: 5 heads x 8192 queries = 320 CTAs -> 0.378882.
+  policy::ComputeRequest rq;
+  rq.kernel = "fa2";
+  rq.seq_tokens = 65536;
+  rq.heads = 5;
+  rq.query_tokens = 8192;
+  auto r = policy::resolve_compute(gpu("NVIDIA H200"), {}, rq);
+  REQUIRE(r.ok());
+  CHECK(r->model.attention_last_wave_share == doctest::Approx(0.378882));
 }
 
 TEST_CASE("Ada kernel figures are per GPU model: the RTX 4090's, scaled by tensor rate per SM") {

@@ -167,13 +167,46 @@ TEST_CASE("sm_overlap high_priority_comm=0: each ring transfer after the attenti
     if (c.id.find(".ring.") == std::string::npos || c.gpu != "gpu2") continue;
     CHECK_FALSE(c.after.empty());
   }
-  // The default (1) keeps today's overlap: hop 0 -> 1 waits for nothing, no compute stream.
-  auto d = policy::make_workload("sm_overlap", *plan, rt, policy::ComputeModel{}, {}, 0);
+  // No wave term (ComputeModel{}: attention_last_wave_share 0): every release is an end.
+  for (const auto& x : w->transfers) CHECK(x.released_by_last_wave.empty());
+  for (const auto& c : w->compute) CHECK(c.last_wave_fraction == 0);
+  // With a wave term (a last wave of 1/4 of the kernel time): each transfer is released at the
+  // last wave of the attention piece of phase p-1 it was launched beside, not at its end; the
+  // tasks of earlier phases (stream order) and the merges still release it at their end. An
+  // attention task's fraction is 1/4 of its kernel time over its duration with the launch:
+  // 0.25 * (d - 5e-6) / d (ComputeModel's launch_overhead_s 5 us).
+  policy::ComputeModel cm;
+  cm.attention_last_wave_share = 0.25;
+  auto lw = policy::make_workload("sm_overlap", *plan, rt, cm, {{"high_priority_comm", 0}}, 0);
+  REQUIRE(lw.ok());
+  for (const auto& x : lw->transfers) {
+    if (x.id == "L0.m0.ring.0-1")
+      CHECK(x.released_by_last_wave == std::vector<std::string>{"L0.a0.local.0"});
+    if (x.id == "L0.m1.ring.1-2") {
+      REQUIRE(x.released_by_last_wave.size() == 1);
+      CHECK(x.released_by_last_wave[0].find(".ring.1") != std::string::npos);
+      CHECK(has(x.after, x.released_by_last_wave[0]));  // a subset of after
+    }
+  }
+  for (const auto& c : lw->compute) {
+    if (c.what.kind == sim::TaskKind::attention)
+      CHECK(c.last_wave_fraction == doctest::Approx(0.25 * (c.duration_s - 5e-6) / c.duration_s));
+    else
+      CHECK(c.last_wave_fraction == 0);
+  }
+  // The default (1) keeps today's overlap: hop 0 -> 1 waits for nothing, no compute stream,
+  // and no last-wave release even with a wave term.
+  auto d = policy::make_workload("sm_overlap", *plan, rt, cm, {}, 0);
   REQUIRE(d.ok());
-  for (const auto& x : d->transfers)
+  for (const auto& x : d->transfers) {
     if (x.id.find(".ring.0-1") != std::string::npos && !has(x.after, ".ring."))
       CHECK(x.after.empty());
-  for (const auto& c : d->compute) CHECK(c.stream.empty());
+    CHECK(x.released_by_last_wave.empty());
+  }
+  for (const auto& c : d->compute) {
+    CHECK(c.stream.empty());
+    CHECK(c.last_wave_fraction == 0);
+  }
   // Read by sm_overlap only; a switch.
   CHECK(policy::check_policy_param("high_priority_comm", 0).ok());
   CHECK_FALSE(policy::check_policy_param("high_priority_comm", 0.5).ok());

@@ -514,3 +514,65 @@ TEST_CASE("lmm: a constraint that never binds joins nothing and reports its load
   CHECK(s.load(spine) == 0.0);
   CHECK(s.value(c) == doctest::Approx(10).epsilon(1e-12));  // C alone on n0
 }
+
+TEST_CASE("engine: a transfer released at a kernel's last wave (Task::at_last_wave)") {
+  // GPU 0 (100 SMs) runs A, 8 s of work in 4 waves of 2 s: its last wave is its last 2 s of
+  // work (last_wave_work_s 2). Transfer T (3 GB at 1 GB/s = 3 s, no SMs) is released at A's last
+  // wave: it starts at 8 - 2 = 6 s and ends at 9 s. B (1 s, after T) runs 9..10 s.
+  Problem p;
+  p.capacity_Bps = {1 * kGB};
+  p.gpus = {GpuModel{2, 100}};
+  p.tasks.push_back(compute(0, 8.0));
+  p.tasks[0].last_wave_work_s = 2.0;
+  Task t = transfer({{0, 1}}, 3 * kGB);
+  t.deps = {0};
+  t.at_last_wave = {0};
+  p.tasks.push_back(t);
+  p.tasks.push_back(compute(0, 1.0));
+  p.tasks[2].deps = {1};
+  Outcome o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(6.0));
+  CHECK(o.tasks[1].pred == 0);
+  CHECK(o.tasks[0].end_s == doctest::Approx(8.0));  // A's two flows add up to its 8 s
+  CHECK(o.tasks[1].end_s == doctest::Approx(9.0));
+  CHECK(o.makespan_s == doctest::Approx(10.0));
+  // Progress, not time: T takes 20 SMs (and on GPU 0), so A's last wave runs at 80/100 from
+  // 6 s: 2 s of work / 0.8 = 2.5 s -> A ends at 8.5 s; T still ends at 9 s, B at 10 s.
+  p.tasks[1].sm_gpus[0] = 0;
+  p.tasks[1].comm_sms = 20;
+  o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(6.0));
+  CHECK(o.tasks[0].end_s == doctest::Approx(8.5));
+  CHECK(o.makespan_s == doctest::Approx(10.0));
+  // Contention before the last wave moves the moment: C (SM-driven, 20 SMs, 2 GB at 1 GB/s on
+  // its own link = 2 s) runs 0..2 s beside A, so A does 2 * 0.8 = 1.6 s of work by 2 s; its
+  // first 6 s of work end at 2 + (6 - 1.6) = 6.4 s, T starts there and ends at 9.4 s; B 9.4..10.4.
+  p.capacity_Bps = {1 * kGB, 1 * kGB};
+  p.tasks[1].sm_gpus[0] = -1;
+  p.tasks[1].comm_sms = 0;
+  Task c = transfer({{1, 1}}, 2 * kGB);
+  c.sm_gpus[0] = 0;
+  c.comm_sms = 20;
+  p.tasks.push_back(c);
+  o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(6.4));
+  CHECK(o.makespan_s == doctest::Approx(10.4));
+  p.tasks.pop_back();
+  p.capacity_Bps = {1 * kGB};
+  // No wave term (last_wave_work_s 0): released at A's end, today's rule -> T 8..11, B 11..12.
+  p.tasks[0].last_wave_work_s = 0;
+  o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(8.0));
+  CHECK(o.makespan_s == doctest::Approx(12.0));
+  // One wave (last_wave_work_s = work_s): every CTA starts at once -> T 0..3 s beside A; A ends
+  // at 8 s, B after T and after A on the device -> 8..9 s.
+  p.tasks[0].last_wave_work_s = 8.0;
+  o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(0.0));
+  CHECK(o.makespan_s == doctest::Approx(9.0));
+  // Listed in deps but not in at_last_wave: its end, as before.
+  p.tasks[0].last_wave_work_s = 2.0;
+  p.tasks[1].at_last_wave.clear();
+  o = run(p);
+  CHECK(o.tasks[1].start_s == doctest::Approx(8.0));
+}

@@ -16,8 +16,10 @@ std::string switch_topology(const std::string& model) {
   return R"({"schema_version": 1, "name": "sw", "nodes": [
       {"id": "cpu0", "kind": "cpu", "host_memory_GBps": 1000},
       {"id": "sw0", "kind": "pcie_switch"},
-      {"id": "gpu0", "kind": "gpu", "model": ")" + model + R"("},
-      {"id": "gpu1", "kind": "gpu", "model": ")" + model + R"("}],
+      {"id": "gpu0", "kind": "gpu", "model": ")" +
+         model + R"("},
+      {"id": "gpu1", "kind": "gpu", "model": ")" +
+         model + R"("}],
     "links": [{"a": "cpu0", "b": "sw0", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 10, "latency_us": 1, "duplex_factor": 1},
               {"a": "sw0", "b": "gpu0", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 20, "latency_us": 0.5, "duplex_factor": 0.8},
               {"a": "sw0", "b": "gpu1", "kind": "pcie", "gen": 4, "width": 16, "capacity_GBps": 20, "latency_us": 0.5, "duplex_factor": 0.8}]})";
@@ -163,7 +165,8 @@ TEST_CASE("simulate: SM-driven transfer slows compute on its GPUs, DAG and criti
                   {"id": "c1", "gpu": "gpu1", "duration_s": 0.0002, "after": ["x"]}]})");
   const double t_x = 0.503e-3;
   CHECK(r.activities[0].end_s == doctest::Approx(t_x).epsilon(1e-12));
-  CHECK(r.activities[1].end_s == doctest::Approx(t_x + (1e-3 - t_x * (sms - 32) / sms)).epsilon(1e-12));
+  CHECK(r.activities[1].end_s ==
+        doctest::Approx(t_x + (1e-3 - t_x * (sms - 32) / sms)).epsilon(1e-12));
   CHECK(r.activities[2].start_s == doctest::Approx(t_x).epsilon(1e-12));
   CHECK(r.activities[2].end_s == doctest::Approx(t_x + 0.2e-3).epsilon(1e-12));
   // Makespan is c0's end (1.1 ms > 0.703 ms); the critical path is c0 alone.
@@ -221,35 +224,67 @@ TEST_CASE("simulate: shared copy engines run every ready copy at once (default m
 
 TEST_CASE("simulate: bad workloads give one-line errors naming the place") {
   const auto t = topo(switch_topology("L40S"));
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu9", "bytes": 1}]})") ==
-        "w.json:/transfers/0/dst: unknown endpoint 'gpu9'");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu9", "bytes": 1}]})") ==
+      "w.json:/transfers/0/dst: unknown endpoint 'gpu9'");
   // A rate cap below 1 B/s (a unit mix-up) would give times of 1e291 s.
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "rate_cap_GBps": 1e-300}]})") ==
-        "w.json:/transfers/0/rate_cap_GBps: rate cap must be 0 (none) or at least 1 B/s");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": -1}]})") ==
-        "w.json:/transfers/0/bytes: expected a number >= 0, got -1");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1}],
-        "compute": [{"id": "a", "gpu": "gpu0", "duration_s": 1}]})") == "w.json:/compute/0/id: duplicate id 'a'");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["zz"]}]})") ==
-        "w.json:/transfers/0/after/0: dangling dependency 'zz' (no activity has this id)");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "rate_cap_GBps": 1e-300}]})") ==
+      "w.json:/transfers/0/rate_cap_GBps: rate cap must be 0 (none) or at least 1 B/s");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": -1}]})") ==
+      "w.json:/transfers/0/bytes: expected a number >= 0, got -1");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1}],
+        "compute": [{"id": "a", "gpu": "gpu0", "duration_s": 1}]})") ==
+      "w.json:/compute/0/id: duplicate id 'a'");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["zz"]}]})") ==
+      "w.json:/transfers/0/after/0: dangling dependency 'zz' (no activity has this id)");
   const std::string cyc = error_of(t, R"({"schema_version": 1, "transfers": [
       {"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["b"]},
       {"id": "b", "src": "gpu0", "dst": "gpu1", "bytes": 1, "after": ["a"]}]})");
   CHECK(cyc.find("w.json:/transfers/") == 0);
   CHECK(cyc.find("dependency cycle") != std::string::npos);
   CHECK(error_of(t, R"({"schema_version": 2})") == "w.json:/schema_version: expected 1, got 2");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "byts": 1}]})") ==
-        "w.json:/transfers/0/byts: unknown field 'byts'");
-  CHECK(error_of(t, "{\n\"schema_version\": 1,\n  \"transfers\": [\n}") .find("w.json:4: invalid JSON") == 0);
-  CHECK(error_of(t, R"({"schema_version": 1, "compute": [{"id": "c", "gpu": "host0", "duration_s": 1}]})") ==
-        "w.json:/compute/0/gpu: unknown GPU 'host0'");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "engine": "dma"}]})") ==
-        "w.json:/transfers/0/engine: expected \"ce\", \"sm\" or \"host\", got \"dma\"");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "byts": 1}]})") ==
+      "w.json:/transfers/0/byts: unknown field 'byts'");
+  CHECK(error_of(t, "{\n\"schema_version\": 1,\n  \"transfers\": [\n}")
+            .find("w.json:4: invalid JSON") == 0);
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "compute": [{"id": "c", "gpu": "host0", "duration_s": 1}]})") ==
+      "w.json:/compute/0/gpu: unknown GPU 'host0'");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1, "engine": "dma"}]})") ==
+      "w.json:/transfers/0/engine: expected \"ce\", \"sm\" or \"host\", got \"dma\"");
   // Sanity limits: 1e18 B is above 2^50 B (1 PiB); 2^49 B in 1 MiB chunks is 2^29 > 1e7 chunks.
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e18}]})") ==
-        "w.json:/transfers/0/bytes: bytes must be at most 2^50 (1 PiB), got 1e+18");
-  CHECK(error_of(t, R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 562949953421312, "chunk_bytes": 1048576}]})") ==
-        "w.json:/transfers/0/chunk_bytes: more than 1e7 chunks (5.36871e+08); raise chunk_bytes");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 1e18}]})") ==
+      "w.json:/transfers/0/bytes: bytes must be at most 2^50 (1 PiB), got 1e+18");
+  CHECK(
+      error_of(
+          t,
+          R"({"schema_version": 1, "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu1", "bytes": 562949953421312, "chunk_bytes": 1048576}]})") ==
+      "w.json:/transfers/0/chunk_bytes: more than 1e7 chunks (5.36871e+08); raise chunk_bytes");
 }
 
 TEST_CASE("simulate: deterministic, bit for bit") {
@@ -257,9 +292,10 @@ TEST_CASE("simulate: deterministic, bit for bit") {
   std::string w = R"({"schema_version": 1, "transfers": [)";
   for (int i = 0; i < 40; ++i) {
     if (i) w += ",";
-    w += R"({"id": "t)" + std::to_string(i) + R"(", "src": "gpu)" + std::to_string(i % 2) + R"(", "dst": ")" +
-         (i % 3 ? "gpu" + std::to_string(1 - i % 2) : std::string("host0")) + R"(", "bytes": )" +
-         std::to_string(1000000 * (1 + i % 7)) + (i > 3 ? R"(, "after": ["t)" + std::to_string(i - 3) + "\"]" : "") + "}";
+    w += R"({"id": "t)" + std::to_string(i) + R"(", "src": "gpu)" + std::to_string(i % 2) +
+         R"(", "dst": ")" + (i % 3 ? "gpu" + std::to_string(1 - i % 2) : std::string("host0")) +
+         R"(", "bytes": )" + std::to_string(1000000 * (1 + i % 7)) +
+         (i > 3 ? R"(, "after": ["t)" + std::to_string(i - 3) + "\"]" : "") + "}";
   }
   w += "]}";
   const auto a = run(t, w), b = run(t, w);
@@ -488,4 +524,46 @@ TEST_CASE("simulate: host reads under writes (a copy-engine read of host memory 
       {"id": "w", "src": "gpu1", "dst": "host0", "bytes": 1e9, "engine": "sm"},
       {"id": "r", "src": "host0", "dst": "gpu0", "bytes": 1e9, "engine": "sm"}]})");
   CHECK(r.activities[1].end_s == doctest::Approx(0.1000035).epsilon(1e-12));
+}
+
+TEST_CASE("simulate: a 2-rank ring step released at the attention's last wave") {
+  // Rank 0's attention a0 (4 ms, 4 waves: last_wave_fraction 0.25) is launched beside the
+  // exchange kv of its next step (gpu0 -> gpu1, 1e8 B at 20 GB/s = 5 ms + 1 us latency + 2 us
+  // launch); rank 1's attention b1 (4 ms) needs kv. The exchange starts as a0's last wave
+  // starts: 4 ms * (1 - 0.25) = 3 ms; it ends at 3 + 5.003 = 8.003 ms, b1 at 12.003 ms.
+  const auto t = topo(switch_topology("L40S"));
+  const std::string ring = R"({"schema_version": 1,
+      "transfers": [{"id": "kv", "src": "gpu0", "dst": "gpu1", "bytes": 1e8, "engine": "sm",
+                     "after": ["a0"], "released_by_last_wave": ["a0"]}],
+      "compute": [{"id": "a0", "gpu": "gpu0", "duration_s": 0.004, "last_wave_fraction": 0.25},
+                  {"id": "b1", "gpu": "gpu1", "duration_s": 0.004, "after": ["kv"]}]})";
+  auto r = run(t, ring);
+  CHECK(r.activities[0].start_s == doctest::Approx(0.003).epsilon(1e-12));
+  CHECK(r.activities[0].end_s == doctest::Approx(0.008003).epsilon(1e-9));
+  CHECK(r.makespan_s == doctest::Approx(0.012003).epsilon(1e-9));
+  // The exchange takes comm_sms of gpu0 (SM-driven, default 0 here): a0 still ends at 4 ms.
+  CHECK(r.activities[1].end_s == doctest::Approx(0.004).epsilon(1e-12));
+  // Without released_by_last_wave: after a0's end, today's high_priority_comm=0 rule:
+  // 4 + 5.003 = 9.003 ms, b1 at 13.003 ms; one step's last wave (1 ms) longer.
+  std::string at_end = ring;
+  at_end.replace(at_end.find(R"(, "released_by_last_wave": ["a0"])"),
+                 std::string(R"(, "released_by_last_wave": ["a0"])").size(), "");
+  r = run(t, at_end);
+  CHECK(r.activities[0].start_s == doctest::Approx(0.004).epsilon(1e-12));
+  CHECK(r.makespan_s == doctest::Approx(0.013003).epsilon(1e-9));
+  // Bad input: an id not in after; a transfer named; a fraction above 1.
+  CHECK(error_of(t, R"({"schema_version": 1,
+      "transfers": [{"id": "kv", "src": "gpu0", "dst": "gpu1", "bytes": 1e8,
+                     "released_by_last_wave": ["a0"]}],
+      "compute": [{"id": "a0", "gpu": "gpu0", "duration_s": 0.004}]})") ==
+        "w.json:/transfers/0/released_by_last_wave/0: 'a0' is not in this transfer's after");
+  CHECK(error_of(t, R"({"schema_version": 1,
+      "transfers": [{"id": "x", "src": "gpu0", "dst": "gpu1", "bytes": 1},
+                    {"id": "kv", "src": "gpu0", "dst": "gpu1", "bytes": 1e8, "after": ["x"],
+                     "released_by_last_wave": ["x"]}]})") ==
+        "w.json:/transfers/1/released_by_last_wave/0: 'x' is a transfer; only a compute task "
+        "has a last wave");
+  CHECK(error_of(t, R"({"schema_version": 1,
+      "compute": [{"id": "a0", "gpu": "gpu0", "duration_s": 0.004, "last_wave_fraction": 1.5}]})") ==
+        "w.json:/compute/0/last_wave_fraction: expected a fraction in 0..1, got 1.5");
 }
