@@ -175,15 +175,9 @@ Result<ModelSpec> parse_model(const std::string& text, const std::string& src) {
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
     return input_error(src, "/name", "missing or empty string");
   m.name = name->get<std::string>();
-  // Printed as it is in headings: a control byte would reach the terminal raw.
-  for (const unsigned char c : m.name)
-    if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02x", c);
-      return input_error(src, "/name",
-                         std::string("contains the control byte ") + hex +
-                             "; a model name is printed in headings");
-    }
+  // Printed as it is in headings: a control character would reach the terminal raw.
+  if (const std::string bad = unprintable_character(m.name); !bad.empty())
+    return input_error(src, "/name", "contains " + bad + "; a model name is printed in headings");
   auto lat = j.find("latent");
   if (lat == j.end() || !lat->is_array() || lat->size() != 3)
     return input_error(src, "/latent", "expected [T, H, W]");

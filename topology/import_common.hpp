@@ -1,10 +1,12 @@
 #pragma once
 // Helpers shared by the importers (nvidia-smi text, NCCL XML).
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sparsp/status.hpp"
 #include "sparsp/units.hpp"
 #include "topology_impl.hpp"
 
@@ -186,10 +188,25 @@ inline Result<std::optional<NvlinkFill>> parse_nvlink_fill(const std::string& v,
   return std::optional<NvlinkFill>(f);
 }
 
-/// The topology name of an imported file: its base name.
+/// `s` with every character that sparsp::unprintable_character refuses (controls, bidirectional
+/// controls, bytes that are not UTF-8) replaced by '?': a file name is the user's, and what an
+/// import writes from it must load again (break-it 2026-12-03: a control byte in the input's file
+/// name imported cleanly into a topology that `topo show` then refused).
+inline std::string printable_copy(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = std::max<size_t>(1, utf8_sequence_length(s, i));
+    const std::string one = s.substr(i, n);
+    out += unprintable_character(one).empty() ? one : "?";
+    i += n;
+  }
+  return out;
+}
+
+/// The topology name of an imported file: its base name, printable (printable_copy).
 inline std::string import_name(const std::string& file) {
   const auto slash = file.find_last_of('/');
-  return slash == std::string::npos ? file : file.substr(slash + 1);
+  return printable_copy(slash == std::string::npos ? file : file.substr(slash + 1));
 }
 
 }  // namespace sparsp::topology::detail

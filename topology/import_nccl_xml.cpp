@@ -443,7 +443,7 @@ class XmlImporter {
     topt.p2p = options_.p2p.value_or(first.p2p_capable);
     detail::note_compute_figures(gb_, file_, first);
     topt.notes = gb_.notes;
-    return Topology::build(detail::import_name(file_), "imported from NCCL topology XML: " + file_,
+    return Topology::build(detail::import_name(file_), "imported from NCCL topology XML: " + detail::printable_copy(file_),
                            std::move(gb_.nodes), std::move(gb_.links), topt, file_,
                            std::move(gb_.node_places), std::move(gb_.link_places));
   }

@@ -698,7 +698,7 @@ Result<Topology> import_nvidia_smi(std::string_view raw, const std::string& file
   topt.p2p = options.p2p.value_or(spec->p2p_capable);
   detail::note_compute_figures(gb, file, *spec);
   topt.notes = gb.notes;
-  auto t = Topology::build(detail::import_name(file), "imported from nvidia-smi topo -m: " + file,
+  auto t = Topology::build(detail::import_name(file), "imported from nvidia-smi topo -m: " + detail::printable_copy(file),
                            std::move(gb.nodes), std::move(gb.links), topt, file,
                            std::move(gb.node_places), std::move(gb.link_places));
   if (!t) return t;

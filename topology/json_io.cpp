@@ -154,15 +154,12 @@ class Reader {
   Ptr base_;
 };
 
-// A string printed as it is in headings and tables (names, ids): a control byte (C0 or DEL)
-// there would reach the terminal raw, so it is refused at `at` (break-it 2026-12-03).
+// A string printed as it is in headings and tables (names, ids, sources): a control character
+// or a bidirectional control there would reach the terminal raw, so it is refused at `at`
+// (break-it 2026-12-03; sparsp::unprintable_character lists what is refused).
 void require_printable(const Reader& r, const Ptr& at, const std::string& s, const char* why) {
-  for (const unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02x", c);
-      r.fail(at, std::string("contains the control byte ") + hex + "; " + why);
-    }
+  if (const std::string bad = unprintable_character(s); !bad.empty())
+    r.fail(at, "contains " + bad + "; " + why);
 }
 
 NodeKind parse_node_kind(const Reader& r, const std::string& s, const Ptr& at) {
@@ -363,6 +360,7 @@ void parse_graph(const Reader& r, const json& root, Parsed& out) {
         if (r.find(o, "name")) {
           n.name = r.string(o, at, "name");
           if (n.name.empty()) r.fail(at / "name", "expected a device name (\"mlx5_0\"), got \"\"");
+          require_printable(r, at / "name", n.name, "a NIC name is printed in tables");
         }
         parse_nic_model(r, o, at, n);
         break;
@@ -696,6 +694,7 @@ void parse_measured_compute(const Reader& r, const json& root, Topology::Options
     m.gpu_model = spec->model;
     m.kernel = r.string(o, e, "kernel");
     if (m.kernel.empty()) r.fail(e / "kernel", "expected a kernel name, got \"\"");
+    require_printable(r, e / "kernel", m.kernel, "the kernel name is printed as compute_source");
     m.head_dim = r.integer(o, e, "head_dim");
     if (m.head_dim < 1) r.fail(e / "head_dim", "expected a positive integer");
     if (const json* a = r.find(o, "attention_TFLOPs")) {
@@ -887,6 +886,7 @@ Result<Topology> parse_root(const json& root, const std::string& file, const Ptr
     p.name = r.string(root, Ptr(), "name", std::string());
     require_printable(r, Ptr("/name"), p.name, "a topology name is printed in headings");
     p.source = r.string(root, Ptr(), "source", std::string());
+    require_printable(r, Ptr("/source"), p.source, "a topology's source is printed by topo show");
     if (const json* notes = r.find(root, "source_notes")) {
       const Ptr at("/source_notes");
       if (!notes->is_array())
@@ -1095,6 +1095,7 @@ Topology add_nics(const Reader& r, const json& nics, const Ptr& at, Topology ser
     if (r.find(o, "name")) {
       n.name = r.string(o, e, "name");
       if (n.name.empty()) r.fail(e / "name", "expected a NIC name, got \"\" (leave the key out)");
+      require_printable(r, e / "name", n.name, "a NIC name is printed in tables");
       for (const Node& other : nodes)
         if (other.kind == NodeKind::nic && other.name == n.name)
           r.fail(e / "name", "NIC name '" + n.name + "' is already used by " + other.id);
@@ -1138,6 +1139,7 @@ Result<Topology> parse_cluster(const json& root, const std::string& file, const 
     in.name = r.string(root, Ptr(), "name", std::string());
     require_printable(r, Ptr("/name"), in.name, "a cluster name is printed in headings");
     in.source = r.string(root, Ptr(), "source", std::string());
+    require_printable(r, Ptr("/source"), in.source, "a cluster's source is printed by topo show");
     const Ptr at("/cluster");
     const json& c = root.at("cluster");
     r.expect_object(c, at);

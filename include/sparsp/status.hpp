@@ -52,6 +52,42 @@ inline size_t utf8_sequence_length(std::string_view s, size_t i) {
   return n;
 }
 
+/// Describes the first character of `s` that must not reach a terminal raw when `s` is printed
+/// as it is (names, ids, sources in headings and tables), or returns "" when there is none:
+/// C0 controls and DEL ("the control byte 0x1b"), C1 controls U+0080..U+009F, the line and
+/// paragraph separators U+2028/U+2029, and the bidirectional embeddings, overrides and isolates
+/// U+202A..U+202E, U+2066..U+2069 (they reorder the text after them on screen: Unicode UAX #9;
+/// CVE-2021-42574 "Trojan Source"). Bytes that are not well-formed UTF-8 are reported too.
+inline std::string unprintable_character(std::string_view s) {
+  static const char kUpper[] = "0123456789ABCDEF";
+  static const char kLower[] = "0123456789abcdef";
+  auto code = [&](unsigned cp, const char* what) {
+    std::string u = "U+";
+    for (int sh = 12; sh >= 0; sh -= 4) u += kUpper[(cp >> sh) & 15];
+    return u + " (" + what + ")";
+  };
+  auto byte = [&](unsigned char c) {
+    return std::string("0x") + kLower[c >> 4] + kLower[c & 15];
+  };
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return "the byte " + byte(c) + " (not UTF-8)";
+    if (c < 0x20 || c == 0x7f) return "the control byte " + byte(c);
+    unsigned cp = 0;
+    if (n == 2) cp = (c & 0x1fu) << 6 | (static_cast<unsigned char>(s[i + 1]) & 0x3fu);
+    if (n == 3)
+      cp = (c & 0x0fu) << 12 | (static_cast<unsigned char>(s[i + 1]) & 0x3fu) << 6 |
+           (static_cast<unsigned char>(s[i + 2]) & 0x3fu);
+    if (cp >= 0x80 && cp <= 0x9f) return code(cp, "a C1 control character");
+    if (cp == 0x2028 || cp == 0x2029) return code(cp, "a line or paragraph separator");
+    if ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+      return code(cp, "a bidirectional control");
+    i += n;
+  }
+  return {};
+}
+
 /// Formats "<file>:<place>: <what>" (place omitted when empty), with control characters that
 /// come from the input (a JSON key or value holding "\n") and bytes that are not well-formed
 /// UTF-8 (a parse error quoting a Latin-1 byte) written as "\xNN", so the message stays one line

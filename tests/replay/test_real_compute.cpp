@@ -547,12 +547,12 @@ TEST_CASE(
   std::string p0 = write_gemm_plan(dir, 128).string();
   {
     std::ifstream in(p0);
-    auto j = nlohmann::json::parse(in);
-    j["layers"][0]["compute"][2]["bytes"] = 0;
-    std::ofstream(dir / "c0.plan.json") << j.dump();
-    j["layers"][0]["compute"][2]["bytes"] = 1048576;
-    j["layers"][0]["compute"][0].erase("count");
-    std::ofstream(dir / "g0.plan.json") << j.dump();
+    auto plan_json = nlohmann::json::parse(in);
+    plan_json["layers"][0]["compute"][2]["bytes"] = 0;
+    std::ofstream(dir / "c0.plan.json") << plan_json.dump();
+    plan_json["layers"][0]["compute"][2]["bytes"] = 1048576;
+    plan_json["layers"][0]["compute"][0].erase("count");
+    std::ofstream(dir / "g0.plan.json") << plan_json.dump();
   }
   REQUIRE(cli("replay --plan " + (dir / "c0.plan.json").string() + " --compute real", &out) == 2);
   CHECK(out.find("c0.plan.json:/layers/0/compute/2: a copy task needs bytes >= 2") !=
