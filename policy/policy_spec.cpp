@@ -232,10 +232,15 @@ Result<PolicySpec> parse_policy(const std::string& text) {
         return Error{"policy '" + text + "': route must be automatic or host_staged"};
       continue;
     }
+    // A decimal number only: strtod alone would also take "0x1", "inf", "nan" and leading blanks.
+    const bool decimal = !v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos;
     char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end)
-      return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
+    double x = decimal ? std::strtod(v.c_str(), &end) : 0;
+    if (!decimal || *end || !std::isfinite(x))
+      return Error{
+          "policy '" + text + "': parameter '" + k + "' is not a decimal number ('" + v + "'" +
+          (v.find(':') != std::string::npos ? "; parameters are separated by ','" : "") + ")"};
+    if (x == 0) x = 0;                      // -0 names the same policy as 0
     if (!spec.params.emplace(k, x).second)  // skip_empty=1,skip_empty=0: the last no longer wins
       return Error{"policy '" + text + "': parameter '" + k + "' given twice"};
   }
