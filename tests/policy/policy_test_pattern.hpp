@@ -44,6 +44,8 @@ class TestPattern : public patterns::Pattern {
   const patterns::ModelSpec& model() const override { return model_; }
   /// K/V heads of the model (grouped-query attention; 0: heads).
   void set_kv_heads(int kv_heads) { model_.kv_heads = kv_heads; }
+  /// Classifier-free guidance of the model JSON's pipeline ("batch2": cond and uncond batched).
+  void set_cfg(const std::string& cfg) { model_.pipeline.cfg = cfg; }
   const patterns::BlockLayout& layout() const override { return layout_; }
   int steps() const override { return 1; }
   int layers() const override { return model_.layers; }
