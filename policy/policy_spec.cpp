@@ -90,24 +90,19 @@ Status check_policy_param(const std::string& k, double v) {
       << "] bytes, got " << v;
     return Error{o.str()};
   }
+  auto bytes_per_element_in = [&](double hi) -> Status {
+    if (v >= 0 && v <= hi) return Ok{};
+    std::ostringstream o;
+    o << "policy parameter '" << k << "' must be in [0, " << hi
+      << "] bytes per output element, got " << v;
+    return Error{o.str()};
+  };
   // The ring merge's bytes per output element (scheme_parts.hpp kRingMergeBytesPerElement): 0
   // turns the merge off; 1e4 is far above any elementwise chain (eager PyTorch: 48).
-  if (k == "merge_bytes_per_element" && !(v >= 0 && v <= 1e4)) {
-    std::ostringstream o;
-    o << "policy parameter 'merge_bytes_per_element' must be in [0, 10000] bytes per output "
-         "element, got "
-      << v;
-    return Error{o.str()};
-  }
+  if (k == "merge_bytes_per_element") return bytes_per_element_in(1e4);
   // The accumulator's casts (scheme_parts.hpp out_cast_bytes_per_element): 12 in bf16, 0 off; a
   // cast chain reads and writes each element once per cast, so 100 is far above any dtype.
-  if (k == "out_cast_bytes_per_element" && !(v >= 0 && v <= 100)) {
-    std::ostringstream o;
-    o << "policy parameter 'out_cast_bytes_per_element' must be in [0, 100] bytes per output "
-         "element, got "
-      << v;
-    return Error{o.str()};
-  }
+  if (k == "out_cast_bytes_per_element") return bytes_per_element_in(100);
   if (k == "tolerance" && !(v >= 1.0 && std::isfinite(v))) {
     std::ostringstream o;
     o << "policy parameter 'tolerance' must be >= 1 (1.03 = 3% imbalance allowed), got " << v;

@@ -75,6 +75,20 @@ class TestPattern : public patterns::Pattern {
   std::vector<patterns::BlockMask> masks_;
 };
 
+/// The plan's tasks tagged `tag` (on `rank`; -1: any), in plan order.
+inline std::vector<const policy::AttentionTask*> tasks_tagged(const policy::CommPlan& p,
+                                                              const std::string& tag,
+                                                              int rank = -1) {
+  std::vector<const policy::AttentionTask*> v;
+  for (const auto& t : p.tasks)
+    if (t.tag == tag && (rank < 0 || t.rank == rank)) v.push_back(&t);
+  return v;
+}
+/// The index of `t` (a pointer into p.tasks) in the plan.
+inline int index_of(const policy::CommPlan& p, const policy::AttentionTask* t) {
+  return static_cast<int>(t - p.tasks.data());
+}
+
 /// Contiguous placement of `blocks` blocks on P ranks, blocks / P each (REQUIRES divisibility).
 inline policy::Placement contiguous(int blocks, int P) {
   policy::Placement pl{"contiguous", P, {}};

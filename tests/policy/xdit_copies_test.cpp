@@ -10,19 +10,11 @@
 
 using namespace sparsp;
 using sparsp::testing::contiguous;
+using sparsp::testing::index_of;
+using sparsp::testing::tasks_tagged;
 using sparsp::testing::TestPattern;
 
 namespace {
-std::vector<const policy::AttentionTask*> tagged(const policy::CommPlan& p, const std::string& tag,
-                                                 int rank = -1) {
-  std::vector<const policy::AttentionTask*> v;
-  for (const auto& t : p.tasks)
-    if (t.tag == tag && (rank < 0 || t.rank == rank)) v.push_back(&t);
-  return v;
-}
-int index_of(const policy::CommPlan& p, const policy::AttentionTask* t) {
-  return static_cast<int>(t - p.tasks.data());
-}
 bool waits_for(const policy::AttentionTask& t, int i) {
   return std::find(t.after_tasks.begin(), t.after_tasks.end(), i) != t.after_tasks.end();
 }
@@ -40,24 +32,24 @@ TEST_CASE("ring seq_a2a_copies: output copies at any batch, q/k/v copies at CFG 
   // Default: none of these tasks (the plans of before).
   auto off = policy::make_scheme("ring", pat.input(pl, rt), {});
   REQUIRE(off.ok());
-  CHECK(tagged(*off, "seq_a2a_qkv").empty());
-  CHECK(tagged(*off, "seq_a2a_out").empty());
-  CHECK(tagged(*off, "out_cast").empty());
+  CHECK(tasks_tagged(*off, "seq_a2a_qkv").empty());
+  CHECK(tasks_tagged(*off, "seq_a2a_out").empty());
+  CHECK(tasks_tagged(*off, "out_cast").empty());
 
   // Batch 1 (no CFG given): transpose(0, 2) swaps the batch with the size-1 degree dimension, a
   // view; only the output path copies.
   auto b1 = policy::make_scheme("ring", pat.input(pl, rt), {{"seq_a2a_copies", 1}});
   REQUIRE(b1.ok());
-  CHECK(tagged(*b1, "seq_a2a_qkv").empty());
+  CHECK(tasks_tagged(*b1, "seq_a2a_qkv").empty());
   for (int r = 0; r < 2; ++r) {
-    const auto out = tagged(*b1, "seq_a2a_out", r);
+    const auto out = tasks_tagged(*b1, "seq_a2a_out", r);
     REQUIRE(out.size() == 1);
     CHECK(out[0]->what.kind == sim::TaskKind::copy);
     CHECK(out[0]->what.bytes == 262144.0);
     CHECK(out[0]->phase == 2);  // after the P - 1 = 1 ring step
     // After every other task of the rank: its local piece, its ring piece and the merge.
     for (const char* t : {"local", "ring", "ring_merge"}) {
-      const auto v = tagged(*b1, t, r);
+      const auto v = tasks_tagged(*b1, t, r);
       REQUIRE(v.size() == 1);
       CHECK(waits_for(*out[0], index_of(*b1, v[0])));
     }
@@ -67,24 +59,24 @@ TEST_CASE("ring seq_a2a_copies: output copies at any batch, q/k/v copies at CFG 
   auto b2 = policy::make_scheme("ring", pat.input(pl, rt), {{"seq_a2a_copies", 1}});
   REQUIRE(b2.ok());
   for (int r = 0; r < 2; ++r) {
-    const auto qkv = tagged(*b2, "seq_a2a_qkv", r);
+    const auto qkv = tasks_tagged(*b2, "seq_a2a_qkv", r);
     REQUIRE(qkv.size() == 1);
     CHECK(qkv[0]->what.kind == sim::TaskKind::copy);
     CHECK(qkv[0]->what.bytes == 786432.0);
     CHECK(qkv[0]->phase == -1);  // ahead of step 0: the runtimes' stream order holds the send
     const int qi = index_of(*b2, qkv[0]);
     for (const char* t : {"local", "ring"}) {  // both pieces read the copied q
-      const auto v = tagged(*b2, t, r);
+      const auto v = tasks_tagged(*b2, t, r);
       REQUIRE(v.size() == 1);
       CHECK(waits_for(*v[0], qi));
     }
-    CHECK(tagged(*b2, "seq_a2a_out", r).size() == 1);
+    CHECK(tasks_tagged(*b2, "seq_a2a_out", r).size() == 1);
   }
   // Grouped-query attention: kv_heads 1 -> 2 x 2 x 256 x (2 + 2 x 1) x 128 = 524288 B.
   pat.set_kv_heads(1);
   auto gqa = policy::make_scheme("ring", pat.input(pl, rt), {{"seq_a2a_copies", 1}});
   REQUIRE(gqa.ok());
-  CHECK(tagged(*gqa, "seq_a2a_qkv", 0)[0]->what.bytes == 524288.0);
+  CHECK(tasks_tagged(*gqa, "seq_a2a_qkv", 0)[0]->what.bytes == 524288.0);
 
   // Times (ComputeModel::copy_time_s): 786432 B / 1e12 B/s = 0.786432 us + 5 us launch; the
   // runtime "sync" makes the step-1 send wait for the phase -1 copy.
@@ -118,12 +110,12 @@ TEST_CASE("out_cast_bytes_per_element: one cast per rank over its output element
                                   {{"out_cast_bytes_per_element", 12}, {"seq_a2a_copies", 1}});
   REQUIRE(ring.ok());
   for (int r = 0; r < 2; ++r) {
-    const auto cast = tagged(*ring, "out_cast", r);
+    const auto cast = tasks_tagged(*ring, "out_cast", r);
     REQUIRE(cast.size() == 1);
     CHECK(cast[0]->what.kind == sim::TaskKind::copy);
     CHECK(cast[0]->what.bytes == 393216.0);
-    CHECK(waits_for(*cast[0], index_of(*ring, tagged(*ring, "ring_merge", r)[0])));
-    const auto out = tagged(*ring, "seq_a2a_out", r);
+    CHECK(waits_for(*cast[0], index_of(*ring, tasks_tagged(*ring, "ring_merge", r)[0])));
+    const auto out = tasks_tagged(*ring, "seq_a2a_out", r);
     REQUIRE(out.size() == 1);
     CHECK(out[0]->after_tasks == std::vector<int>{index_of(*ring, cast[0])});
   }
@@ -133,17 +125,17 @@ TEST_CASE("out_cast_bytes_per_element: one cast per rank over its output element
       policy::make_scheme("ulysses", pat.input(pl, rt), {{"out_cast_bytes_per_element", 12}});
   REQUIRE(uly.ok());
   for (int r = 0; r < 2; ++r) {
-    const auto cast = tagged(*uly, "out_cast", r);
+    const auto cast = tasks_tagged(*uly, "out_cast", r);
     REQUIRE(cast.size() == 1);
     CHECK(cast[0]->what.bytes == 393216.0);
-    CHECK(waits_for(*cast[0], index_of(*uly, tagged(*uly, "a2a", r)[0])));
-    const auto pre_out = tagged(*uly, "a2a_pre_out", r);
+    CHECK(waits_for(*cast[0], index_of(*uly, tasks_tagged(*uly, "a2a", r)[0])));
+    const auto pre_out = tasks_tagged(*uly, "a2a_pre_out", r);
     REQUIRE(pre_out.size() == 1);
     CHECK(pre_out[0]->after_tasks == std::vector<int>{index_of(*uly, cast[0])});
   }
   auto uly_off = policy::make_scheme("ulysses", pat.input(pl, rt), {});
   REQUIRE(uly_off.ok());
-  CHECK(tagged(*uly_off, "out_cast").empty());
+  CHECK(tasks_tagged(*uly_off, "out_cast").empty());
   CHECK(uly_off->tasks.size() == uly->tasks.size() - 2);
 
   // usp, P = 4, u = 2 (8 blocks of 128, 4 heads x 64): rank (j, i) holds sequence group j's 512
@@ -155,10 +147,10 @@ TEST_CASE("out_cast_bytes_per_element: one cast per rank over its output element
                                  {{"ulysses_degree", 2}, {"out_cast_bytes_per_element", 12}});
   REQUIRE(usp.ok());
   for (int x = 0; x < 4; ++x) {
-    const auto cast = tagged(*usp, "out_cast", x);
+    const auto cast = tasks_tagged(*usp, "out_cast", x);
     REQUIRE(cast.size() == 1);
     CHECK(cast[0]->what.bytes == 786432.0);
-    CHECK(waits_for(*cast[0], index_of(*usp, tagged(*usp, "ring_merge", x)[0])));
+    CHECK(waits_for(*cast[0], index_of(*usp, tasks_tagged(*usp, "ring_merge", x)[0])));
   }
 }
 
