@@ -354,7 +354,8 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
   };
   for (const char* key : {"q_ranks", "kv_ranks", "heads", "partial"})
     if (auto e = only(key, sim::TaskKind::attention)) return e;
-  if (auto e = only("bytes", sim::TaskKind::copy)) return e;
+  for (const char* key : {"bytes", "copy_kind"})
+    if (auto e = only(key, sim::TaskKind::copy)) return e;
   for (const char* key : {"m", "n", "k", "count"})
     if (auto e = only(key, sim::TaskKind::gemm)) return e;
   auto ranks = [&](const char* key, std::vector<int>& out) -> std::optional<Error> {
@@ -391,6 +392,17 @@ static std::optional<Error> parse_task_compute(Reader& rd, const Json& cj, const
     if (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= kMaxBytes))
       return rd.err(cp + "/bytes", "expected a number in 0..2^50 (1 PiB)");
     w.bytes = it->get<double>();
+  }
+  if (auto it = cj.find("copy_kind"); it != cj.end()) {
+    const std::string ck = it->is_string() ? it->get<std::string>() : "";
+    if (ck == "plain")
+      w.copy_kind = sim::CopyKind::plain;
+    else if (ck == "transpose")
+      w.copy_kind = sim::CopyKind::transpose;
+    else if (ck == "cast")
+      w.copy_kind = sim::CopyKind::cast;
+    else
+      return rd.err(cp + "/copy_kind", "expected \"plain\", \"transpose\" or \"cast\"");
   }
   for (auto [key, dst] : {std::pair<const char*, int64_t*>{"m", &w.m},
                           {"n", &w.n},
@@ -886,13 +898,13 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
         if (auto ke = check_keys(rd, cj, cp,
                                  {"id", "gpu", "duration_s", "flops", "after", "stream", "layer",
                                   "kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m",
-                                  "n", "k", "count", "last_wave_fraction"}))
+                                  "n", "k", "count", "last_wave_fraction", "copy_kind"}))
           return *ke;
         // Schema 1 has no compute kinds (PLAN.md: its tasks are all attention with no
         // coverage): a schema-2 key in a schema-1 plan was read silently as schema 2.
         if (p.schema_version == 1)
-          for (const char* key :
-               {"kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m", "n", "k", "count"})
+          for (const char* key : {"kind", "q_ranks", "kv_ranks", "heads", "partial", "bytes", "m",
+                                  "n", "k", "count", "copy_kind"})
             if (cj.contains(key))
               return rd.err(cp + "/" + key,
                             "a schema 2 key, but the plan says schema_version 1; write "
@@ -1114,6 +1126,7 @@ std::string to_json(const Plan& plan) {
         cj["partial"] = w.partial;
       } else if (w.kind == sim::TaskKind::copy) {
         cj["bytes"] = w.bytes;
+        if (w.copy_kind != sim::CopyKind::plain) cj["copy_kind"] = sim::copy_kind_name(w.copy_kind);
       } else if (w.kind == sim::TaskKind::gemm) {
         cj["m"] = w.m;
         cj["n"] = w.n;

@@ -150,7 +150,7 @@ sim::Workload build(Mode mode, const CommPlan& plan, const RankTopology& rt, con
     c.gpu = endpoint(rt, a.rank, -1);
     c.what = a.what;
     if (c.what.kind == sim::TaskKind::copy) {
-      c.duration_s = cm.copy_time_s(a.what.bytes);
+      c.duration_s = cm.copy_time_s(a.what.bytes, a.what.copy_kind);
     } else {
       c.duration_s = cm.attention_time_s(a.flops);
       if (c.what.q_ranks.empty()) c.what.q_ranks = {a.rank};

@@ -161,6 +161,7 @@ int add_out_cast(CommPlan& plan, int x, double bytes, int phase, std::vector<int
   c.after_tasks = std::move(after);
   c.what.kind = sim::TaskKind::copy;
   c.what.bytes = bytes;
+  c.what.copy_kind = sim::CopyKind::cast;
   return add_task(plan, std::move(c));
 }
 
@@ -258,6 +259,7 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
     AttentionTask c{x, 0, phase, {}, std::string(tag) + "_" + t};
     c.what.kind = sim::TaskKind::copy;
     c.what.bytes = bytes;
+    c.what.copy_kind = sim::CopyKind::transpose;
     return c;
   };
   CommPlan plan;
@@ -292,10 +294,15 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
       a2a_in_ids.push_back(id);
     }
   tag_alltoall(plan, a2a_in_ids, u);
-  // Transposes after it (all_to_all_4D: output.transpose(0, 1).contiguous()): rank (j, i) holds
-  // the whole sequence shard j of its head group; it waits for the whole all-to-all (NCCL's
-  // all-to-all completes as a whole per rank).
-  if (u > 1)
+  // Transposes after it (all_to_all_4D: output.reshape(seqlen, bs, shard_hc, hs).transpose(0, 1)
+  // .contiguous()): rank (j, i) holds the whole sequence shard j of its head group; it waits for
+  // the whole all-to-all (NCCL's all-to-all completes as a whole per rank). A real copy only at
+  // batch > 1 (CFG "batch2"): at bs = 1 the transpose swaps a size-1 dimension, the view is
+  // already contiguous (PyTorch's is_contiguous skips the strides of size-1 dimensions) and
+  // .contiguous() returns it as it is (measured on an H200: 0.012 ms, the Python call;
+  // sim/RESULTS.md "xDiT's copies around attention"). The other three copies are real at any
+  // batch: each permutes two dimensions of size > 1.
+  if (u > 1 && in.model->pipeline.cfg == "batch2")
     for (int x = 0; x < P; ++x) {
       AttentionTask c =
           copy_task(x, 2.0 * group_tokens[static_cast<size_t>(x / u)] * (hpg + 2.0 * kvpg) * hb, 0,
@@ -345,7 +352,13 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
         const int ti = stage.tasks[static_cast<size_t>(s)];
         auto& t = plan.tasks[static_cast<size_t>(ti)];
         t.what.q_ranks = group_ranks(x / u);
-        if (post_in[static_cast<size_t>(x)] >= 0) t.after_tasks = {post_in[static_cast<size_t>(x)]};
+        // Its q came in the rank's all-to-all (through the post copy where there is one).
+        if (post_in[static_cast<size_t>(x)] >= 0)
+          t.after_tasks = {post_in[static_cast<size_t>(x)]};
+        else
+          for (int m : a2a_of[static_cast<size_t>(x)])
+            if (std::find(t.after_msgs.begin(), t.after_msgs.end(), m) == t.after_msgs.end())
+              t.after_msgs.push_back(m);
         tasks_of[static_cast<size_t>(x)].push_back(ti);
         // The output transposes read the merged output.
         if (const int mi = stage.merges[static_cast<size_t>(s)]; mi >= 0)

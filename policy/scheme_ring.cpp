@@ -50,6 +50,7 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
     for (int x = 0; x < P; ++x) {
       AttentionTask c{x, 0, -1, {}, "seq_a2a_qkv"};
       c.what.kind = sim::TaskKind::copy;
+      c.what.copy_kind = sim::CopyKind::transpose;
       c.what.bytes = 4.0 * tokens[static_cast<size_t>(x)] *
                      (in.model->heads + 2.0 * in.model->kv_heads_or_heads()) * hb;
       if (c.what.bytes > 0) qkv_copy[static_cast<size_t>(x)] = add_task(plan, std::move(c));
@@ -111,6 +112,7 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
     AttentionTask c{x, 0, P, {}, "seq_a2a_out"};
     c.after_tasks = mine;
     c.what.kind = sim::TaskKind::copy;
+    c.what.copy_kind = sim::CopyKind::transpose;
     c.what.bytes = 4.0 * tokens[static_cast<size_t>(x)] * in.model->heads * hb;
     if (c.what.bytes > 0) add_task(plan, std::move(c));
   }

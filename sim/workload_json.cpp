@@ -297,4 +297,16 @@ const char* task_kind_name(TaskKind k) {
   return "other";
 }
 
+const char* copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::plain:
+      return "plain";
+    case CopyKind::transpose:
+      return "transpose";
+    case CopyKind::cast:
+      return "cast";
+  }
+  return "plain";
+}
+
 }  // namespace sparsp::sim

@@ -60,11 +60,31 @@ struct ComputeModel {
   double attention_time_s(double flops) const {
     return flops / (peak_bf16_flops * attention_efficiency) + launch_overhead_s;
   }
-  /// Seconds of one memory-bound copy kernel (a transpose or .contiguous()) moving `bytes` read
-  /// + written: bytes / memory bandwidth + launch overhead (no cache reuse; a strided transpose
-  /// reads and writes each element once).
-  double copy_time_s(double bytes) const {
-    return bytes / memory_bandwidth_Bps + launch_overhead_s;
+  /// Rate of a strided layout transpose (`.contiguous()` of a permuted view: yunchang
+  /// all_to_all_4D's copies), as a fraction of memory_bandwidth_Bps. 0.32: the median of the
+  /// eight transposes timed on an H200 (python/examples/xdit_copies.py,
+  /// sim/results/xdit-copies-h200.json: q/k/v and output transposes at batch 1 and 2 of
+  /// CogVideoX-5b's 2-GPU shape, 109-218 MB read + written each), bytes / (time - the 5 us
+  /// launch) / 4800 GB/s (the H200 datasheet): 0.300-0.339, median 0.320 (1433-1567 GB/s
+  /// before the launch is taken off). Measured on the H200 only; other GPUs get the same fraction
+  /// of their own bandwidth. A measured figure, not fitted to any published row.
+  double transpose_bandwidth_fraction = 0.32;
+  /// Rate of the float32 accumulator's cast pair (out_cast: bf16 -> fp32, then fp32 -> bf16;
+  /// 6 B per element each in bf16), as a fraction of memory_bandwidth_Bps. 0.59: the same H200
+  /// run, each cast's bytes / (time - 5 us) / 4800 GB/s: widening 0.433, narrowing 0.916 (batch
+  /// 2; 0.431 and 0.932 at batch 1); equal bytes each, so the pair's rate is their harmonic
+  /// mean, 2 / (1 / 0.433 + 1 / 0.916) = 0.588. H200 only, carried as the fraction, as above.
+  double cast_bandwidth_fraction = 0.59;
+
+  /// Seconds of one memory-bound copy kernel moving `bytes` read + written: bytes / (memory
+  /// bandwidth x the kind's fraction: 1 for `plain`, transpose_bandwidth_fraction,
+  /// cast_bandwidth_fraction) + launch overhead (no cache reuse: each element read and written
+  /// once).
+  double copy_time_s(double bytes, sim::CopyKind kind = sim::CopyKind::plain) const {
+    const double f = kind == sim::CopyKind::transpose ? transpose_bandwidth_fraction
+                     : kind == sim::CopyKind::cast    ? cast_bandwidth_fraction
+                                                      : 1.0;
+    return bytes / (memory_bandwidth_Bps * f) + launch_overhead_s;
   }
   /// Non-attention work of one transformer block per token: QKV projection (2 * hidden * 3 *
   /// hidden FLOPs), output projection (2 * hidden^2) and MLP (2 * 2 * hidden * mlp_hidden), i.e.

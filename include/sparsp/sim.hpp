@@ -85,6 +85,13 @@ struct Transfer {
 /// interpreted by the engine: its time is `duration_s` (or `flops`) as before.
 enum class TaskKind { attention, gemm, copy, other };
 
+/// What a `copy` task's kernel does to its bytes, which sets its rate (plan key `copy_kind`,
+/// policy/PLAN.md; policy::ComputeModel::copy_time_s): `plain` a contiguous copy or an
+/// elementwise kernel streaming its operands (the default: every copy before copy_kind existed),
+/// `transpose` a strided layout transpose (`.contiguous()` of a permuted view), `cast` a dtype
+/// cast pair (widening + narrowing).
+enum class CopyKind { plain, transpose, cast };
+
 /// The compute a task describes. attention: the (query block, KV block, head) triples with the
 /// query block owned by a rank in `q_ranks`, the KV block owned by a rank in `kv_ranks` (the
 /// plan's block_owner), the head in [head_begin, head_end), and active in the layer's mask; so
@@ -100,9 +107,12 @@ struct TaskCompute {
   bool partial = false;                    ///< attention
   int64_t m = 0, n = 0, k = 0, count = 0;  ///< gemm
   double bytes = 0;                        ///< copy: bytes read + written
+  CopyKind copy_kind = CopyKind::plain;    ///< copy: what the kernel does (sets its rate)
 };
 
 const char* task_kind_name(TaskKind k);
+/// "plain", "transpose", "cast".
+const char* copy_kind_name(CopyKind k);
 
 struct ComputeTask {
   std::string id;

@@ -169,3 +169,34 @@ TEST_CASE("rank topology: NCCL's default P2P level (P2P up to PXB, SHM beyond, N
   CHECK(policy::RankTopology::flat(2, true).nccl_p2p_allowed(0, 1));
   CHECK_FALSE(policy::RankTopology::flat(2, false).nccl_p2p_allowed(0, 1));
 }
+
+TEST_CASE("plan: copy_kind is written for non-plain copies, read back, and checked") {
+  auto j = good_plan();
+  auto& c = j["layers"][0]["compute"][0];
+  c["kind"] = "copy";
+  c.erase("partial");
+  c["bytes"] = 1024;
+  CHECK(plan_error(j) == "");  // absent: plain, as every copy before copy_kind
+  c["copy_kind"] = "transpose";
+  auto r = policy::parse_plan(j.dump(), "p.json");
+  REQUIRE(r.ok());
+  CHECK(r->layers[0].work.compute[0].what.copy_kind == sim::CopyKind::transpose);
+  // Written back as read; a plain copy writes no key.
+  const auto back = ordered_json::parse(policy::to_json(*r));
+  CHECK(back["layers"][0]["compute"][0]["copy_kind"] == "transpose");
+  c["copy_kind"] = "plain";
+  auto plain = policy::parse_plan(j.dump(), "p.json");
+  REQUIRE(plain.ok());
+  CHECK(!ordered_json::parse(policy::to_json(*plain))["layers"][0]["compute"][0].contains(
+      "copy_kind"));
+  c["copy_kind"] = "strided";
+  CHECK(plan_error(j) ==
+        "p.json:/layers/0/compute/0/copy_kind: expected \"plain\", \"transpose\" or \"cast\"");
+  c["copy_kind"] = 1;
+  CHECK(plan_error(j) ==
+        "p.json:/layers/0/compute/0/copy_kind: expected \"plain\", \"transpose\" or \"cast\"");
+  c["kind"] = "attention";
+  c.erase("bytes");
+  c["copy_kind"] = "cast";
+  CHECK(plan_error(j) == "p.json:/layers/0/compute/0/copy_kind: applies to kind \"copy\" only");
+}

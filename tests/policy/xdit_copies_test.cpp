@@ -78,7 +78,8 @@ TEST_CASE("ring seq_a2a_copies: output copies at any batch, q/k/v copies at CFG 
   REQUIRE(gqa.ok());
   CHECK(tasks_tagged(*gqa, "seq_a2a_qkv", 0)[0]->what.bytes == 524288.0);
 
-  // Times (ComputeModel::copy_time_s): 786432 B / 1e12 B/s = 0.786432 us + 5 us launch; the
+  // Times (ComputeModel::copy_time_s, a transpose): 786432 B / (1e12 B/s x 0.32) = 2.4576 us +
+  // 5 us launch; the
   // runtime "sync" makes the step-1 send wait for the phase -1 copy.
   policy::ComputeModel cm;
   cm.memory_bandwidth_Bps = 1e12;
@@ -89,7 +90,8 @@ TEST_CASE("ring seq_a2a_copies: output copies at any batch, q/k/v copies at CFG 
   for (const auto& c : w->compute)
     if (c.id.find(".seq_a2a_qkv.") != std::string::npos) {
       ++copies;
-      CHECK(c.duration_s == doctest::Approx(5.786432e-6));
+      CHECK(c.what.copy_kind == sim::CopyKind::transpose);
+      CHECK(c.duration_s == doctest::Approx(7.4576e-6));
     }
   CHECK(copies == 2);
   for (const auto& t : w->transfers)
@@ -170,4 +172,114 @@ TEST_CASE("seq_a2a_copies and out_cast_bytes_per_element: range and readers") {
   auto ag = policy::parse_policy("contiguous/allgather/sync:out_cast_bytes_per_element=12");
   REQUIRE(!ag.ok());
   CHECK(ag.error().message.find("read by scheme ring, usp, ulysses") != std::string::npos);
+}
+
+TEST_CASE("ulysses/usp at batch 1: the post-all-to-all q/k/v transpose is a view, not a task") {
+  // yunchang all_to_all_4D (scatter 2, gather 1) ends with output.reshape(seqlen, bs, hc / P,
+  // hs).transpose(0, 1).contiguous(): at bs = 1 the transpose swaps a size-1 dimension, so the
+  // view is contiguous and .contiguous() returns it (H200: 0.012 ms, no copy;
+  // sim/results/xdit-copies-h200.json). The other three transposes permute two dimensions of
+  // size > 1 and copy at any batch.
+  // H = 4 x 64, bf16 (128 B per token and head), 16 blocks of 128 on P = u = 2: 1024 tokens per
+  // rank, the group 2048. pre_qkv 2 x 1024 x (4 + 2 x 4) x 128 = 3145728 B; pre_out 2 x 2048 x
+  // 2 x 128 = 1048576 B; post_out 2 x 1024 x 4 x 128 = 1048576 B; post_qkv (batch2 only)
+  // 2 x 2048 x (2 + 2 x 2) x 128 = 3145728 B.
+  TestPattern pat(16, 128, 4, 64, [](int, int, int) { return true; });
+  const auto pl = contiguous(16, 2);
+  const auto rt = policy::RankTopology::flat(2, true);
+  auto b1 = policy::make_scheme("ulysses", pat.input(pl, rt), {});
+  REQUIRE(b1.ok());
+  for (int r = 0; r < 2; ++r) {
+    CHECK(tasks_tagged(*b1, "a2a_post_qkv", r).empty());
+    REQUIRE(tasks_tagged(*b1, "a2a_pre_qkv", r).size() == 1);
+    CHECK(tasks_tagged(*b1, "a2a_pre_qkv", r)[0]->what.bytes == 3145728.0);
+    CHECK(tasks_tagged(*b1, "a2a_pre_out", r)[0]->what.bytes == 1048576.0);
+    CHECK(tasks_tagged(*b1, "a2a_post_out", r)[0]->what.bytes == 1048576.0);
+    // The attention waits for the rank's all-to-all messages (2: in and out of rank r).
+    const auto att = tasks_tagged(*b1, "a2a", r);
+    REQUIRE(att.size() == 1);
+    CHECK(att[0]->after_msgs.size() == 2);
+    CHECK(att[0]->after_tasks.empty());
+  }
+  pat.set_cfg("sequential");  // two forwards of batch 1: still views
+  auto seq = policy::make_scheme("ulysses", pat.input(pl, rt), {});
+  REQUIRE(seq.ok());
+  CHECK(tasks_tagged(*seq, "a2a_post_qkv").empty());
+  pat.set_cfg("batch2");  // cond + uncond in one batch of 2: a real copy
+  auto b2 = policy::make_scheme("ulysses", pat.input(pl, rt), {});
+  REQUIRE(b2.ok());
+  for (int r = 0; r < 2; ++r) {
+    const auto post = tasks_tagged(*b2, "a2a_post_qkv", r);
+    REQUIRE(post.size() == 1);
+    CHECK(post[0]->what.bytes == 3145728.0);
+    CHECK(post[0]->what.copy_kind == sim::CopyKind::transpose);
+    CHECK(tasks_tagged(*b2, "a2a", r)[0]->after_tasks == std::vector<int>{index_of(*b2, post[0])});
+  }
+
+  // usp, P = 4, u = 2 (r = 2), batch 1: each ring step's piece on rank x reads the q that came
+  // in x's all-to-all, so without the post copy it waits for those messages itself (1 in, 1 out:
+  // the Ulysses group is 2 ranks).
+  TestPattern p4(8, 128, 4, 64, [](int, int, int) { return true; });
+  const auto pl4 = contiguous(8, 4);
+  const auto rt4 = policy::RankTopology::flat(4, true);
+  auto usp = policy::make_scheme("usp", p4.input(pl4, rt4), {{"ulysses_degree", 2}});
+  REQUIRE(usp.ok());
+  CHECK(tasks_tagged(*usp, "a2a_post_qkv").empty());
+  for (int x = 0; x < 4; ++x) {
+    const auto ring = tasks_tagged(*usp, "ring", x);
+    REQUIRE(ring.size() == 1);
+    int a2a = 0;
+    for (int m : ring[0]->after_msgs)
+      if (usp->messages[static_cast<size_t>(m)].tag == "a2a_qkv") ++a2a;
+    CHECK(a2a == 2);
+  }
+}
+
+TEST_CASE("copy kinds: transposes and casts at their measured H200 fractions") {
+  // ComputeModel::copy_time_s: bytes / (memory bandwidth x fraction) + launch. H200: 4.8e12 B/s,
+  // 5 us. 1e9 B read + written:
+  //   plain     1e9 / 4.8e12               = 208.333 us -> 213.333 us
+  //   transpose 1e9 / (4.8e12 x 0.32)      = 651.042 us -> 656.042 us
+  //   cast      1e9 / (4.8e12 x 0.59)      = 353.107 us -> 358.107 us
+  policy::ComputeModel cm;
+  cm.memory_bandwidth_Bps = 4.8e12;
+  cm.launch_overhead_s = 5e-6;
+  CHECK(cm.copy_time_s(1e9) == doctest::Approx(213.3333e-6));
+  CHECK(cm.copy_time_s(1e9, sim::CopyKind::transpose) == doctest::Approx(656.0417e-6));
+  CHECK(cm.copy_time_s(1e9, sim::CopyKind::cast) == doctest::Approx(358.1073e-6));
+  // Against the measurement it comes from (sim/results/xdit-copies-h200.json): out_copy1 at
+  // batch 2, 218431488 B in 0.15685 ms measured; 218431488 / 1.536e12 = 142.21 us + 5 = 147.2 us
+  // (6% under: 0.32 is the median of 0.300-0.339, and out_copy1 is the slowest).
+  CHECK(cm.copy_time_s(218431488.0, sim::CopyKind::transpose) == doctest::Approx(147.21e-6));
+
+  // The out_cast task is a cast; ring's merges stay plain (their 18.4 B per element is timed).
+  TestPattern pat(4, 128, 2, 64, [](int, int, int) { return true; });
+  const auto pl = contiguous(4, 2);
+  const auto rt = policy::RankTopology::flat(2, true);
+  auto ring = policy::make_scheme("ring", pat.input(pl, rt),
+                                  {{"out_cast_bytes_per_element", 12}, {"seq_a2a_copies", 1}});
+  REQUIRE(ring.ok());
+  CHECK(tasks_tagged(*ring, "out_cast", 0)[0]->what.copy_kind == sim::CopyKind::cast);
+  CHECK(tasks_tagged(*ring, "ring_merge", 0)[0]->what.copy_kind == sim::CopyKind::plain);
+  CHECK(tasks_tagged(*ring, "seq_a2a_out", 0)[0]->what.copy_kind == sim::CopyKind::transpose);
+  // In the workload (1e12 B/s, 5 us): the cast, 393216 B (32768 elements x 12 B) / (1e12 x
+  // 0.59) = 0.666468 us -> 5.666468 us; the output transposes, 262144 B / (1e12 x 0.32) =
+  // 0.8192 us -> 5.8192 us.
+  policy::ComputeModel c1;
+  c1.memory_bandwidth_Bps = 1e12;
+  c1.launch_overhead_s = 5e-6;
+  auto w = policy::make_workload("sync", *ring, rt, c1, {}, 0);
+  REQUIRE(w.ok());
+  int seen = 0;
+  for (const auto& c : w->compute) {
+    if (c.id.find(".out_cast.") != std::string::npos) {
+      CHECK(c.duration_s == doctest::Approx(5.666468e-6));
+      ++seen;
+    }
+    if (c.id.find(".seq_a2a_out.") != std::string::npos) {
+      CHECK(c.duration_s == doctest::Approx(5.8192e-6));
+      ++seen;
+    }
+  }
+  CHECK(seen == 4);
 }
