@@ -21,21 +21,24 @@ const PinnedRow kRows[] = {
     // 306.61 s / 50 steps = 6.132 s/step (-2.4%).
     {"--topology 8x-l40-gen4-4switch --gpus 1 --model cogvideox-5b", "denoise_time_s", 306.61},
     // Ulysses-2 x CFG-2 on 4 L40: one CFG group of 2 GPUs, one forward per step: published 1.80
-    // s/step; 90.313 s / 50 = 1.8063 s/step (+0.3%; 89.987 before the wave term of branch
-    // waves14: 48 heads x ceil(8888 / 128) = 3360 CTAs on 142 SMs x 2, tail 11.83 / 12).
+    // s/step; 92.370 s / 50 = 1.8474 s/step (+2.6%; 90.313 before xcopy19's transposes at 0.32
+    // of the memory bandwidth (batch 1 here: three per layer, no post_qkv), 89.987 before the
+    // wave term of branch waves14: 48 heads x ceil(8888 / 128) = 3360 CTAs on 142 SMs x 2, tail
+    // 11.83 / 12).
     {"--topology 8x-l40-gen4-4switch --gpus 2 --model "
      "@/sim/results/cogvideox-5b-cfg-half.json",
-     "denoise_time_s", 90.313},
-    // Wan2.1 T2V-14B 720P, Ulysses-8 on 8 H20 (shared/e2e/06): published 980.5 s; 955.69 s
-    // (-2.5%): the loop 915.59 s + the unsplit VAE decode 6.392e14 FLOP / (148e12 x 0.1077)
-    // = 40.10 s (vae14; the text encoder has no figure and counts 0 s).
-    {"--topology 8x-h20-nvswitch --gpus 8 --model wan2.1-14b-720p", "e2e_time_s", 955.69},
-    // Wan2.2 T2V-A14B 720P, Ulysses-4 on A100 SXM4 (shared/e2e/22): published 725.3 s; 769.29 s
-    // (+6.1%): 750.27 s + the decode 6.392e14 / (312e12 x 0.1077) = 19.02 s (vae14; 741.59 s
-    // before the wave term of branch waves14).
+     "denoise_time_s", 92.370},
+    // Wan2.1 T2V-14B 720P, Ulysses-8 on 8 H20 (shared/e2e/06): published 980.5 s; 957.27 s
+    // (-2.4%): the loop 917.17 s (915.59 before xcopy19's transposes at 0.32) + the unsplit VAE
+    // decode 6.392e14 FLOP / (148e12 x 0.1077) = 40.10 s (vae14; the text encoder has no figure
+    // and counts 0 s).
+    {"--topology 8x-h20-nvswitch --gpus 8 --model wan2.1-14b-720p", "e2e_time_s", 957.27},
+    // Wan2.2 T2V-A14B 720P, Ulysses-4 on A100 SXM4 (shared/e2e/22): published 725.3 s; 774.05 s
+    // (+6.7%): 755.03 s + the decode 6.392e14 / (312e12 x 0.1077) = 19.02 s (vae14; 750.27 s
+    // before xcopy19's transposes at 0.32, 741.59 s before the wave term of branch waves14).
     {"--topology 8x-a100-sxm-nvswitch --gpus 4 --model "
      "@/sim/results/wan2.2-t2v-a14b-720p.json",
-     "e2e_time_s", 769.29},
+     "e2e_time_s", 774.05},
 };
 
 }  // namespace
