@@ -92,7 +92,8 @@ double ring_merge_bytes_per_element(const Params& p);
 // The ring's merge_bytes_per_element (18.4, timed) covers the steps after the first only.
 double out_cast_bytes_per_element(const Params& p);
 
-// Appends rank x's cast task (kind copy, tag "out_cast", `bytes`, `phase`) after `after`;
+// Appends rank x's cast task (kind copy, copy_kind cast, tag "out_cast", `bytes`, `phase`) after
+// `after`;
 // returns its index, or -1 (nothing added) when bytes <= 0.
 int add_out_cast(CommPlan& plan, int x, double bytes, int phase, std::vector<int> after);
 
@@ -121,9 +122,11 @@ int ulysses_kv_heads(int heads, int kv_heads, int u);
 // Copies: u > 1 adds, per rank, the transposes + .contiguous() copies of
 // yunchang/comm/all_to_all.py all_to_all_4D around each all-to-all (kind copy, bytes read +
 // written): before the all-to-all in 2 x tokens x (H + 2 kv) x head_dim x dtype, after it the same
-// over the rank's sequence group and 1/u of the heads; around the output all-to-all the output
-// (H heads) likewise. xDiT's USP (xfuser/core/long_ctx_attention/hybrid/attn_layer.py) calls the
-// same yunchang SeqAllToAll4D.
+// over the rank's sequence group and 1/u of the heads (CFG batch2 only: at batch 1 that
+// transpose swaps a size-1 dimension and .contiguous() returns the view, so no task); around the
+// output all-to-all the output (H heads) likewise. All are copy_kind transpose (memory bandwidth
+// x ComputeModel::transpose_bandwidth_fraction). xDiT's USP
+// (xfuser/core/long_ctx_attention/hybrid/attn_layer.py) calls the same yunchang SeqAllToAll4D.
 // Ring merges: after each ring step's piece, rank (j, i) merges its partial output for the
 // sequence group's tokens and its H / u heads (merge_bytes_per_element x group tokens x H / u x
 // head_dim bytes, add_ring_stage), as yunchang's ring (xDiT's USP) does.
