@@ -102,6 +102,10 @@ Status parse_pipeline(const json& pj, const std::string& src, Pipeline& p) {
                                  (vae ? "split, " : "") + "source)");
         }
       }
+      // An efficiency scales FLOPs only: without "flops" it would be silently ignored.
+      if (o.contains("efficiency") && !o.contains("flops"))
+        return input_error(src, place + "/efficiency",
+                           "applies to \"flops\" only; give the stage's flops or drop it");
       if (auto st = source_of(o, place, s.source); !st) return st;
     } else {
       return input_error(

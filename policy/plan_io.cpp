@@ -21,6 +21,7 @@ namespace {
 
 // Range of the parameters a study adds to an emitted plan (study::kPlan*Key in sparsp/study.hpp:
 // other_time_s, model_layers, model_steps, compute_imbalance, pipeline_time_s, cfg_forwards,
+// not_modelled_stages,
 // contention_ce_copy, contention_sm_copy_per_sm); ""
 // when `x` fits, else the message. Other keys are policy parameters, checked against the policy's
 // registry later.
@@ -33,6 +34,10 @@ std::string check_study_param(const std::string& key, double x) {
   if ((key == "model_layers" || key == "model_steps") &&
       !(x >= 1 && x <= 1e6 && x == std::floor(x))) {
     std::snprintf(buf, sizeof buf, "expected an integer in [1, 1e6], got %.10g", x);
+    return buf;
+  }
+  if (key == "not_modelled_stages" && !(x >= 0 && x <= 15 && x == std::floor(x))) {
+    std::snprintf(buf, sizeof buf, "expected a bit set, an integer in [0, 15], got %.10g", x);
     return buf;
   }
   if (key == "cfg_forwards" && !(x == 1 || x == 2)) {
@@ -722,7 +727,12 @@ Result<Plan> parse_plan(const std::string& text, const std::string& source_name)
       if (!a.is_array()) return rd.err(ap, "expected an array of activity ids");
       for (size_t k = 0; k < a.size(); ++k) {
         if (!a[k].is_string()) return rd.err(ptr_index(ap, k), "expected a string");
-        out.push_back(a[k].get<std::string>());
+        std::string id = a[k].get<std::string>();
+        const auto first = std::find(out.begin(), out.end(), id);
+        if (first != out.end())
+          return rd.err(ptr_index(ap, k), "duplicate id \"" + id + "\" (also at index " +
+                                              std::to_string(first - out.begin()) + ")");
+        out.push_back(std::move(id));
       }
       return std::nullopt;
     };

@@ -32,14 +32,17 @@ const char* const kKnownParams[] = {"skip_empty",
                                     "split_text",
                                     "staging_buffers",
                                     "merge_bytes_per_element",
-                                    "high_priority_comm"};
+                                    "high_priority_comm",
+                                    "seq_a2a_copies",
+                                    "out_cast_bytes_per_element"};
 // Boolean parameters: 0 or 1 (2 or 0.5 is a typo, not "on").
-const char* const kBooleanParams[] = {"skip_empty", "host_staged", "ce_only", "split_text",
-                                      "high_priority_comm"};
+const char* const kBooleanParams[] = {"skip_empty", "host_staged",        "ce_only",
+                                      "split_text", "high_priority_comm", "seq_a2a_copies"};
 // Which part reads each parameter that not every policy reads (the others, host_staged,
 // chunk_bytes and staging_buffers, apply to the host-staged transfers of any policy). Kept in
 // step with the readers: scheme_ring.cpp (skip_empty; merge_bytes_per_element, also read by
-// scheme_usp.cpp), scheme_demand_*.cpp (split_text),
+// scheme_usp.cpp; seq_a2a_copies; out_cast_bytes_per_element, also read by scheme_usp.cpp and
+// scheme_ulysses.cpp), scheme_demand_*.cpp (split_text),
 // scheme_usp.cpp (ulysses_degree), placement_balanced.cpp and placement_dependency_aware.cpp
 // (tolerance, locality), runtime.cpp (comm_sms and ce_only: SM-driven copies only;
 // high_priority_comm: sm_overlap's comm kernels against the attention kernel).
@@ -51,6 +54,8 @@ struct ParamReaders {
 const ParamReaders kParamReaders[] = {
     {"skip_empty", "scheme", {"ring"}},
     {"merge_bytes_per_element", "scheme", {"ring", "usp"}},
+    {"seq_a2a_copies", "scheme", {"ring"}},
+    {"out_cast_bytes_per_element", "scheme", {"ring", "usp", "ulysses"}},
     {"split_text", "scheme", {"demand_alltoall", "demand_direct", "demand_hierarchical"}},
     {"ulysses_degree", "scheme", {"usp"}},
     {"tolerance", "placement", {"balanced", "dependency_aware"}},
@@ -85,15 +90,19 @@ Status check_policy_param(const std::string& k, double v) {
       << "] bytes, got " << v;
     return Error{o.str()};
   }
+  auto bytes_per_element_in = [&](double hi) -> Status {
+    if (v >= 0 && v <= hi) return Ok{};
+    std::ostringstream o;
+    o << "policy parameter '" << k << "' must be in [0, " << hi
+      << "] bytes per output element, got " << v;
+    return Error{o.str()};
+  };
   // The ring merge's bytes per output element (scheme_parts.hpp kRingMergeBytesPerElement): 0
   // turns the merge off; 1e4 is far above any elementwise chain (eager PyTorch: 48).
-  if (k == "merge_bytes_per_element" && !(v >= 0 && v <= 1e4)) {
-    std::ostringstream o;
-    o << "policy parameter 'merge_bytes_per_element' must be in [0, 10000] bytes per output "
-         "element, got "
-      << v;
-    return Error{o.str()};
-  }
+  if (k == "merge_bytes_per_element") return bytes_per_element_in(1e4);
+  // The accumulator's casts (scheme_parts.hpp out_cast_bytes_per_element): 12 in bf16, 0 off; a
+  // cast chain reads and writes each element once per cast, so 100 is far above any dtype.
+  if (k == "out_cast_bytes_per_element") return bytes_per_element_in(100);
   if (k == "tolerance" && !(v >= 1.0 && std::isfinite(v))) {
     std::ostringstream o;
     o << "policy parameter 'tolerance' must be >= 1 (1.03 = 3% imbalance allowed), got " << v;
@@ -232,10 +241,15 @@ Result<PolicySpec> parse_policy(const std::string& text) {
         return Error{"policy '" + text + "': route must be automatic or host_staged"};
       continue;
     }
+    // A decimal number only: strtod alone would also take "0x1", "inf", "nan" and leading blanks.
+    const bool decimal = !v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos;
     char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end)
-      return Error{"policy '" + text + "': parameter '" + k + "' is not a number"};
+    double x = decimal ? std::strtod(v.c_str(), &end) : 0;
+    if (!decimal || *end || !std::isfinite(x))
+      return Error{
+          "policy '" + text + "': parameter '" + k + "' is not a decimal number ('" + v + "'" +
+          (v.find(':') != std::string::npos ? "; parameters are separated by ','" : "") + ")"};
+    if (x == 0) x = 0;                      // -0 names the same policy as 0
     if (!spec.params.emplace(k, x).second)  // skip_empty=1,skip_empty=0: the last no longer wins
       return Error{"policy '" + text + "': parameter '" + k + "' given twice"};
   }

@@ -151,6 +151,19 @@ double ring_merge_bytes_per_element(const Params& p) {
   return param(p, "merge_bytes_per_element", kRingMergeBytesPerElement);
 }
 
+double out_cast_bytes_per_element(const Params& p) {
+  return param(p, "out_cast_bytes_per_element", 0.0);
+}
+
+int add_out_cast(CommPlan& plan, int x, double bytes, int phase, std::vector<int> after) {
+  if (!(bytes > 0)) return -1;
+  AttentionTask c{x, 0, phase, {}, "out_cast"};
+  c.after_tasks = std::move(after);
+  c.what.kind = sim::TaskKind::copy;
+  c.what.bytes = bytes;
+  return add_task(plan, std::move(c));
+}
+
 // Control for dynamic patterns: every owner sends its pooled K block summaries (one head_dim
 // vector per head and block, as VSA/SpargeAttn pool them) to every rank, which scores its pooled
 // Q against them; then each requester sends the owner its request list. Returns, per (g, o),
@@ -200,7 +213,7 @@ int ulysses_kv_heads(int heads, int kv_heads, int u) {
 }
 
 Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag,
-                              double merge_bytes_per_element) {
+                              double merge_bytes_per_element, double cast_bytes_per_element) {
   const int P = in.placement->ranks;
   const int H = in.model->heads;
   if (u < 1 || P % u != 0)
@@ -341,6 +354,16 @@ Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const ch
     }
   }
   chain_ring_merges(plan);
+  // The accumulator's casts (float32 at the first step, back at the end) after the rank's pieces
+  // and merges; the output transposes read the cast output.
+  for (int x = 0; x < P; ++x)
+    if (const int c =
+            add_out_cast(plan, x,
+                         cast_bytes_per_element * group_tokens[static_cast<size_t>(x / u)] * hpg *
+                             in.model->head_dim,
+                         r, tasks_of[static_cast<size_t>(x)]);
+        c >= 0)
+      tasks_of[static_cast<size_t>(x)] = {c};
   // Transpose before the all-to-all out (all_to_all_4D, scatter_idx 1: transpose(0, 3)
   // .transpose(0, 1).contiguous()) of the output of rank (j, i)'s heads over shard j.
   std::vector<int> pre_out(static_cast<size_t>(P), -1);

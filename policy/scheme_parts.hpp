@@ -81,6 +81,21 @@ void chain_ring_merges(CommPlan& plan);
 // The policy's merge_bytes_per_element (default kRingMergeBytesPerElement).
 double ring_merge_bytes_per_element(const Params& p);
 
+// The partial-output accumulator's casts, policy parameter out_cast_bytes_per_element (default
+// 0: not charged; read by ring, usp and ulysses). yunchang's ring function
+// (yunchang/ring/utils.py update_out_and_lse; xDiT's xdit_ring_flash_attn_forward,
+// xfuser/core/long_ctx_attention/ring/ring_flash_attn.py at 7c5fa1d) casts the first step's
+// block_out to float32 (`block_out.to(torch.float32)`: dtype read + 4 B written per element) and
+// casts the accumulator back at the end (`out.to(q.dtype)`: 4 B read + dtype written), so
+// 2 x (dtype_bytes + 4) = 12 B per output element in bf16, whatever the ring degree. xDiT runs
+// Ulysses through the same function with a ring of one, so this is all a Ulysses "merge" costs.
+// The ring's merge_bytes_per_element (18.4, timed) covers the steps after the first only.
+double out_cast_bytes_per_element(const Params& p);
+
+// Appends rank x's cast task (kind copy, tag "out_cast", `bytes`, `phase`) after `after`;
+// returns its index, or -1 (nothing added) when bytes <= 0.
+int add_out_cast(CommPlan& plan, int x, double bytes, int phase, std::vector<int> after);
+
 // Index bytes per requested (block) entry: one int32.
 constexpr double kIndexBytes = 4.0;
 
@@ -112,7 +127,10 @@ int ulysses_kv_heads(int heads, int kv_heads, int u);
 // Ring merges: after each ring step's piece, rank (j, i) merges its partial output for the
 // sequence group's tokens and its H / u heads (merge_bytes_per_element x group tokens x H / u x
 // head_dim bytes, add_ring_stage), as yunchang's ring (xDiT's USP) does.
+// Casts: with cast_bytes_per_element > 0, rank (j, i) casts its output (group tokens x H / u x
+// head_dim elements) after its attention and merges, before the output transposes (see
+// out_cast_bytes_per_element).
 Result<CommPlan> ulysses_plan(const LayerInput& in, int u, bool staged, const char* tag,
-                              double merge_bytes_per_element);
+                              double merge_bytes_per_element, double cast_bytes_per_element);
 
 }  // namespace sparsp::policy::detail

@@ -37,14 +37,15 @@ Result<CommPlan> scheme_usp(const LayerInput& in, const Params& p) {
             default_ulysses_degree(in.placement->ranks, in.model->heads,
                                    in.ranks ? ranks_per_node(in.ranks->node) : 0)));
   return ulysses_plan(in, u, param(p, "host_staged", 0) != 0, "a2a",
-                      ring_merge_bytes_per_element(p));
+                      ring_merge_bytes_per_element(p), out_cast_bytes_per_element(p));
 }
 
 const RegisterScheme kRegistered{
     {"usp",
      "USP (xDiT): Ulysses degree x ring degree = P (ulysses_degree, default P/2; across nodes the "
      "ranks of a node); each ring "
-     "step's partial output merged by LSE (merge_bytes_per_element, default 18.4)",
+     "step's partial output merged by LSE (merge_bytes_per_element, default 18.4); "
+     "out_cast_bytes_per_element (default 0; xDiT: 12) charges the accumulator's float32 casts",
      3, scheme_usp}};
 
 }  // namespace

@@ -70,7 +70,12 @@ struct Reader {
     if (!it->is_array()) return fail(at, "expected an array of ids");
     for (size_t j = 0; j < it->size(); ++j) {
       if (!(*it)[j].is_string()) return fail(at + "/" + std::to_string(j), "expected an id string");
-      out.push_back((*it)[j].get<std::string>());
+      std::string id = (*it)[j].get<std::string>();
+      const auto first = std::find(out.begin(), out.end(), id);
+      if (first != out.end())
+        return fail(at + "/" + std::to_string(j), "duplicate id '" + id + "' (also at index " +
+                                                      std::to_string(first - out.begin()) + ")");
+      out.push_back(std::move(id));
     }
     return true;
   }

@@ -99,6 +99,10 @@ Result<StudyResult> retime_plan(const policy::Plan& pl, const sim::SimOptions& o
   double pipeline_s = 0, cfg = 1;
   take(kPlanPipelineKey, pipeline_s);
   take(kPlanCfgKey, cfg);
+  double stages = 0;
+  take(kPlanNotModelledKey, stages);
+  for (int b = 0; b < 4; ++b)
+    if (static_cast<int>(stages) & (1 << b)) r.not_modelled.push_back(kPipelineStageNames[b]);
   out.baseline = policy_label(r.policy);
   r.volume_bytes = vol / u * layers;
   r.step_time_s = (r.attention_time_s + r.other_time_s) * layers;

@@ -638,6 +638,12 @@ PolicyResult summarise(const Study& st, const Group& g, const patterns::ModelSpe
     if (run.plan) {
       run.plan->policy.params[std::string(kPlanPipelineKey)] = pt.e2e_s - pt.denoise_s;
       run.plan->policy.params[std::string(kPlanCfgKey)] = pt.cfg_forwards;
+      int stages = 0;
+      for (int b = 0; b < 4; ++b)
+        if (std::find(pt.not_modelled.begin(), pt.not_modelled.end(), kPipelineStageNames[b]) !=
+            pt.not_modelled.end())
+          stages |= 1 << b;
+      if (stages) run.plan->policy.params[std::string(kPlanNotModelledKey)] = stages;
     }
   }
   int64_t best = -1;
@@ -720,10 +726,30 @@ PipelineTimes pipeline_times(const patterns::Pipeline& p, double loop_s, int ste
   return t;
 }
 
+// A pipeline stage's time_s keys name GPU models by the registry's full name ("NVIDIA L40", as
+// topologies resolve theirs): an alias or an unknown name would never match a topology's GPU,
+// and the stage would count 0 s without a word.
+static Status check_pipeline_gpus(const patterns::ModelSpec& m, const std::string& src) {
+  const std::pair<const char*, const patterns::PipelineStage*> stages[] = {
+      {"text_encoder", &m.pipeline.text_encoder}, {"vae_decode", &m.pipeline.vae_decode}};
+  for (const auto& [name, stage] : stages)
+    for (const auto& [gpu, sec] : stage->time_s) {
+      const std::string place = std::string("/pipeline/") + name + "/time_s/" + gpu;
+      const auto g = topology::find_gpu_model(gpu);
+      if (!g)
+        return input_error(src, place,
+                           "unknown GPU model '" + gpu + "' (configs/gpus lists the known ones)");
+      if (g->model != gpu)
+        return input_error(src, place, "write the GPU model's full name '" + g->model + "'");
+    }
+  return Ok{};
+}
+
 Result<StudyResult> run_study(const Study& st, const RunOptions& opt) {
   auto model = st.model_json.empty() ? patterns::load_model(st.model)
                                      : patterns::parse_model(st.model_json, st.model);
   if (!model) return at(st, "/model", model.error());
+  if (auto s = check_pipeline_gpus(*model, st.model); !s) return at(st, "/model", s.error());
   StudyResult out;
   out.name = st.name;
   out.model = model->name;

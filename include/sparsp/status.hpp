@@ -66,9 +66,7 @@ inline std::string unprintable_character(std::string_view s) {
     for (int sh = 12; sh >= 0; sh -= 4) u += kUpper[(cp >> sh) & 15];
     return u + " (" + what + ")";
   };
-  auto byte = [&](unsigned char c) {
-    return std::string("0x") + kLower[c >> 4] + kLower[c & 15];
-  };
+  auto byte = [&](unsigned char c) { return std::string("0x") + kLower[c >> 4] + kLower[c & 15]; };
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     const size_t n = utf8_sequence_length(s, i);
@@ -90,7 +88,9 @@ inline std::string unprintable_character(std::string_view s) {
 
 /// Formats "<file>:<place>: <what>" (place omitted when empty), with control characters that
 /// come from the input (a JSON key or value holding "\n") and bytes that are not well-formed
-/// UTF-8 (a parse error quoting a Latin-1 byte) written as "\xNN", so the message stays one line
+/// UTF-8 (a parse error quoting a Latin-1 byte) written as "\xNN", and the characters
+/// unprintable_character() names beyond C0/DEL (C1 controls, U+2028/2029, bidirectional controls,
+/// e.g. in a file name or a --policy text) written as "\uXXXX", so the message stays one line
 /// of valid text on any terminal (fuzz_topo_json found a key with a newline). 0x1f is kept: it
 /// marks nested file names that their callers replace (policy/plan_io.cpp, replay/validate.cpp).
 inline Error input_error(const std::string& file, const std::string& place,
@@ -107,6 +107,15 @@ inline Error input_error(const std::string& file, const std::string& place,
       out += kHex[c >> 4];
       out += kHex[c & 15];
       ++i;
+    } else if (n > 1 && !unprintable_character(std::string_view(raw).substr(i, n)).empty()) {
+      // C1 controls, U+2028/2029 and the bidirectional controls (all two or three bytes).
+      unsigned cp = n == 2 ? (c & 0x1fu) << 6 | (static_cast<unsigned char>(raw[i + 1]) & 0x3fu)
+                           : (c & 0x0fu) << 12 |
+                                 (static_cast<unsigned char>(raw[i + 1]) & 0x3fu) << 6 |
+                                 (static_cast<unsigned char>(raw[i + 2]) & 0x3fu);
+      out += "\\u";
+      for (int sh = 12; sh >= 0; sh -= 4) out += kHex[(cp >> sh) & 15];
+      i += n;
     } else {
       out.append(raw, i, n);
       i += n;

@@ -161,6 +161,12 @@ inline constexpr const char* kPlanImbalanceKey = "compute_imbalance";
 /// Pipeline stages outside the loop (seconds, the not-modelled ones 0) and CFG forwards per step.
 inline constexpr const char* kPlanPipelineKey = "pipeline_time_s";
 inline constexpr const char* kPlanCfgKey = "cfg_forwards";
+/// The stages with no figure (PolicyResult::not_modelled) as a bit set, so that a re-timed plan
+/// marks them as the study did: cfg 1, text_encoder 2, vae_decode 4, scheduler 8 (an integer in
+/// 0..15; absent: every stage modelled, as plans written before it).
+inline constexpr const char* kPlanNotModelledKey = "not_modelled_stages";
+inline constexpr const char* kPipelineStageNames[] = {"cfg", "text_encoder", "vae_decode",
+                                                      "scheduler"};
 /// Attention slowdown factors the study simulated with (sim::SimOptions::contention_*), written
 /// only where a measured_compute entry gave them (policy::ResolvedCompute), so that re-timing
 /// reproduces the study; a plan without them re-times with the defaults.

@@ -30,12 +30,18 @@ SPARSP = ARGS[0] if ARGS else "build/release/sparsp"
 # xDiT (and Wan2.1's xDiT path) run the ring through yunchang's RingComm on PyTorch's default NCCL
 # stream: each exchange queues behind the attention kernel launched beside it (high_priority_comm=0,
 # sim/RESULTS.md "Ring overlap as PyTorch runs it"). Chosen from the code, not fitted per row.
-RING = "contiguous/ring/sm_overlap:high_priority_comm=0"
-ULY = "head_parallel/ulysses/sync"
+# xDiT's copies around its USP attention (xFuserLongContextAttention), from its code, not fitted:
+# the float32 cast of the output and back (12 B per element in bf16) at every degree, and at
+# Ulysses degree 1 yunchang all_to_all_4D's layout copies (policy/README.md "xDiT's copies around
+# attention"). One GPU runs no USP attention (ULY1); Wan2.2 runs its own Ulysses (ULY1).
+CAST = "out_cast_bytes_per_element=12"
+RING = "contiguous/ring/sm_overlap:high_priority_comm=0,seq_a2a_copies=1," + CAST
+ULY = "head_parallel/ulysses/sync:" + CAST
+ULY1 = "head_parallel/ulysses/sync"
 
 
 def usp(u):
-    return f"contiguous/usp/sm_overlap:ulysses_degree={u},high_priority_comm=0"
+    return f"contiguous/usp/sm_overlap:ulysses_degree={u},high_priority_comm=0,{CAST}"
 
 
 L40 = "8x-l40-gen4-4switch"
@@ -61,7 +67,7 @@ def cog(table, gpu_topo, model, half, pub, labels):
 
 
 LABELS_L40 = [
-    ("1", ULY, 1, False), ("U2", ULY, 2, False), ("R2", RING, 2, False), ("CFG2", ULY, 1, True),
+    ("1", ULY1, 1, False), ("U2", ULY, 2, False), ("R2", RING, 2, False), ("CFG2", ULY1, 1, True),
     ("U3", ULY, 3, False), ("R3", RING, 3, False), ("U2xCFG2", ULY, 2, True),
     ("R2xCFG2", RING, 2, True), ("U3xR2", usp(3), 6, False), ("U2xR3", usp(2), 6, False),
     ("U3xCFG2", ULY, 3, True), ("R3xCFG2", RING, 3, True),
@@ -80,8 +86,8 @@ for table, mh, pub in (("02 L40 2b s/step", C2H, {"U3xR2xCFG2": 0.69, "U2xR3xCFG
     for label, u in (("U3xR2xCFG2", 3), ("U2xR3xCFG2", 2)):
         ROWS.append((table, label, [(L40X2, 6, mh, usp(u)), (HALF2, 6, mh, usp(u))], "fa2",
                      "step", pub[label]))
-LABELS_A100 = [("1", ULY, 1, False), ("U2", ULY, 2, False), ("R2", RING, 2, False),
-               ("CFG2", ULY, 1, True), ("U2xCFG2", ULY, 2, True), ("R2xCFG2", RING, 2, True)]
+LABELS_A100 = [("1", ULY1, 1, False), ("U2", ULY, 2, False), ("R2", RING, 2, False),
+               ("CFG2", ULY1, 1, True), ("U2xCFG2", ULY, 2, True), ("R2xCFG2", RING, 2, True)]
 cog("02 A100 2b s/step", A100P, C2, C2H,
     {"1": 1.44, "U2": 0.87, "R2": 0.88, "CFG2": 0.74, "U2xCFG2": 0.48, "R2xCFG2": 0.47},
     LABELS_A100)
@@ -94,15 +100,15 @@ cog("02 A100 5b s/step", A100P, C5, C5H, {"CFG2": 2.12, "U2xCFG2": 1.27, "R2xCFG
 for label, n, cfg, pub in (("1", 1, False, 311.39), ("CFG2", 1, True, 156.64),
                            ("R3", 3, False, 135.91), ("R2xCFG2", 2, True, 92.17),
                            ("R3xCFG2", 3, True, 68.31)):
-    runs = [(L40X2, n, C5H if cfg else C5, RING if n > 1 else ULY)]
+    runs = [(L40X2, n, C5H if cfg else C5, RING if n > 1 else ULY1)]
     ROWS.append(("02 2x8 L40 5b e2e", label, runs, "fa2", "denoise", pub))
 ROWS.append(("02 2x8 L40 5b e2e", "R6xCFG2",
              [(L40X2, 6, C5H, RING), (HALF2, 6, C5H, RING)], "fa2", "denoise", 51.58))
 # CogVideoX1.5-5B, 1360x768, 161 frames, generation latency (s) on L40 (02)
 C15, C15H = "sim/results/cogvideox1.5-5b-161f.json", "sim/results/cogvideox1.5-5b-161f-cfg-half.json"
 for label, pol, n, cfg, pub in (
-        ("1", ULY, 1, False, 3624.12), ("U2", ULY, 2, False, 2092.11), ("R2", RING, 2, False, 2023.06),
-        ("CFG2", ULY, 1, True, 1855.82), ("U3", ULY, 3, False, 1486.58), ("R3", RING, 3, False, 1444.89),
+        ("1", ULY1, 1, False, 3624.12), ("U2", ULY, 2, False, 2092.11), ("R2", RING, 2, False, 2023.06),
+        ("CFG2", ULY1, 1, True, 1855.82), ("U3", ULY, 3, False, 1486.58), ("R3", RING, 3, False, 1444.89),
         ("U4", ULY, 4, False, 1484.33), ("R4", RING, 4, False, 1162.93), ("U3xCFG2", ULY, 3, True, 740.7),
         ("R3xCFG2", RING, 3, True, 737.03), ("U4xCFG2", ULY, 4, True, 761.19),
         ("R4xCFG2", RING, 4, True, 593.18), ("U2xR2xCFG2", usp(2), 4, True, 592.66)):
@@ -114,7 +120,8 @@ for gpu, topo, pubs in (("H20", "8x-h20-nvswitch", {1: 6935.5, 2: 3488.4, 4: 177
                         ("A100", "8x-a100-sxm-nvswitch",
                          {1: 3342.6, 2: 1722.0, 4: 886.1, 8: 469.9})):
     for n, pub in pubs.items():
-        ROWS.append((f"06 {gpu} Wan2.1-14B e2e", str(n), [(topo, n, W21, ULY)], "fa2", "e2e", pub))
+        ROWS.append((f"06 {gpu} Wan2.1-14B e2e", str(n), [(topo, n, W21, ULY if n > 1 else ULY1)],
+                     "fa2", "e2e", pub))
 # Wan2.1 T2V-1.3B 480P on 4090, 4 GPUs (the existing rows are Ring-2 and Ring-8)
 ROWS.append(("06 4090 Wan2.1-1.3B e2e", "R4", [("8x-rtx4090-epyc-nop2p", 4, "wan2.1-1.3b-480p", RING)],
              "fa2", "e2e", 120.8))
@@ -127,7 +134,7 @@ for gpu, topo, kern, res, pubs in (
         ("A100", "8x-a100-sxm-nvswitch", "fa2", "480P", {1: 785.7, 4: 215.2, 8: 119.9}),
         ("H100", "8x-h100-sxm-nvswitch", "fa3", "480P", {1: 326.9, 4: 91.7, 8: 51.5})):
     for n, pub in pubs.items():
-        ROWS.append((f"22 {gpu} Wan2.2-A14B {res} e2e", str(n), [(topo, n, W22[res], ULY)], kern,
+        ROWS.append((f"22 {gpu} Wan2.2-A14B {res} e2e", str(n), [(topo, n, W22[res], ULY1)], kern,
                      "e2e", pub))
 
 

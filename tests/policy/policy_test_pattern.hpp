@@ -44,6 +44,8 @@ class TestPattern : public patterns::Pattern {
   const patterns::ModelSpec& model() const override { return model_; }
   /// K/V heads of the model (grouped-query attention; 0: heads).
   void set_kv_heads(int kv_heads) { model_.kv_heads = kv_heads; }
+  /// Classifier-free guidance of the model JSON's pipeline ("batch2": cond and uncond batched).
+  void set_cfg(const std::string& cfg) { model_.pipeline.cfg = cfg; }
   const patterns::BlockLayout& layout() const override { return layout_; }
   int steps() const override { return 1; }
   int layers() const override { return model_.layers; }
@@ -72,6 +74,20 @@ class TestPattern : public patterns::Pattern {
   patterns::BlockLayout layout_;
   std::vector<patterns::BlockMask> masks_;
 };
+
+/// The plan's tasks tagged `tag` (on `rank`; -1: any), in plan order.
+inline std::vector<const policy::AttentionTask*> tasks_tagged(const policy::CommPlan& p,
+                                                              const std::string& tag,
+                                                              int rank = -1) {
+  std::vector<const policy::AttentionTask*> v;
+  for (const auto& t : p.tasks)
+    if (t.tag == tag && (rank < 0 || t.rank == rank)) v.push_back(&t);
+  return v;
+}
+/// The index of `t` (a pointer into p.tasks) in the plan.
+inline int index_of(const policy::CommPlan& p, const policy::AttentionTask* t) {
+  return static_cast<int>(t - p.tasks.data());
+}
 
 /// Contiguous placement of `blocks` blocks on P ranks, blocks / P each (REQUIRES divisibility).
 inline policy::Placement contiguous(int blocks, int P) {

@@ -10,20 +10,9 @@
 
 using namespace sparsp;
 using sparsp::testing::contiguous;
+using sparsp::testing::index_of;
+using sparsp::testing::tasks_tagged;
 using sparsp::testing::TestPattern;
-
-namespace {
-std::vector<const policy::AttentionTask*> tasks_tagged(const policy::CommPlan& p,
-                                                       const std::string& tag, int rank = -1) {
-  std::vector<const policy::AttentionTask*> v;
-  for (const auto& t : p.tasks)
-    if (t.tag == tag && (rank < 0 || t.rank == rank)) v.push_back(&t);
-  return v;
-}
-int index_of(const policy::CommPlan& p, const policy::AttentionTask* t) {
-  return static_cast<int>(t - p.tasks.data());
-}
-}  // namespace
 
 TEST_CASE("ring merge: one copy task per ring step, bytes = bytes per element x output elements") {
   // 4 blocks of 128 tokens, 2 heads, head_dim 64, dense, contiguous on P = 2: each rank holds 256

@@ -152,6 +152,13 @@ TEST_CASE("measured contention travels in emitted plans: simulate --plan re-time
     CHECK(re.e2e_time_s == doctest::Approx(measured.e2e_time_s).epsilon(1e-12));
     CHECK(re.policy.params.count(study::kPlanContentionCeKey) == 0);
     CHECK(re.policy.params.count(study::kPlanContentionSmKey) == 0);
+    // The stages without a figure are marked again: the wan2.1-14b-720p preset has no text
+    // encoder or scheduler figure (its VAE decode has FLOPs), bits 2 + 8 = 10 in the plan.
+    const std::vector<std::string> unmodelled{"text_encoder", "scheduler"};
+    CHECK(measured.not_modelled == unmodelled);
+    CHECK(measured.plan->policy.params.at(study::kPlanNotModelledKey) == 10);
+    CHECK(re.not_modelled == unmodelled);
+    CHECK(re.policy.params.count(study::kPlanNotModelledKey) == 0);
     // Without the keys the plan re-times with the defaults: the contention-free figure.
     policy::Plan stripped = *measured.plan;
     stripped.policy.params.erase(study::kPlanContentionCeKey);

@@ -253,3 +253,16 @@ TEST_CASE("bytes that are not well-formed UTF-8 are written as \\xNN, valid UTF-
         "f: \xf0\x9f\x98\x80 ok");                                     // U+1F600
   CHECK(input_error("f", "", "\xe2\x82").message == "f: \\xe2\\x82");  // cut short at the end
 }
+
+TEST_CASE(
+    "C1 controls, line separators and bidirectional controls in a message are written as \\uXXXX") {
+  // Break-it pass (2026-12-03): `sparsp topo show $'nonexist\u202e.json'` echoed the right-to-left
+  // override raw, reordering the rest of the line on screen. UTF-8 (RFC 3629): U+202E is
+  // e2 80 ae, U+0085 is c2 85, U+2028 is e2 80 a8, U+2066 is e2 81 a6; U+00E9 (c3 a9) and
+  // U+2019 (e2 80 99, a quotation mark) are printable and kept.
+  using sparsp::input_error;
+  CHECK(input_error("a\xe2\x80\xae.json", "", "x").message == "a\\u202e.json: x");
+  CHECK(input_error("f", "", "a\xc2\x85z").message == "f: a\\u0085z");
+  CHECK(input_error("f", "/p", "a\xe2\x80\xa8z\xe2\x81\xa6").message == "f:/p: a\\u2028z\\u2066");
+  CHECK(input_error("f", "", "\xc3\xa9\xe2\x80\x99").message == "f: \xc3\xa9\xe2\x80\x99");
+}
