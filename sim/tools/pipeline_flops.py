@@ -381,8 +381,8 @@ def self_test():
     check("hy tile 1x1x1", hy_decoder_flops(1, 1, 1)[0], want)
     # 33 latent frames -> 1 + 2 x 32 = 65 -> 1 + 2 x 64 = 129 (HunyuanVideo's 129 frames)
     check("hy frames 33", hy_decoder_flops(33, 1, 1)[1], 129)
-    # mid-block attention on a 2-token tile adds 4 n^2 c: 4 x 2 x 2 x 512 = 8,192 over twice the
-    # per-token linears; the rest is linear in voxels
+    # mid-block attention on 2 tokens minus twice that on 1: the linears (8 n c^2) cancel and the
+    # quadratic term leaves 4 (2^2 - 2 x 1^2) 512 = 4,096
     check("hy attention", hy_attention_flops(2, 512) - 2 * hy_attention_flops(1, 512),
           4 * 4 * 512 - 2 * 4 * 512)
     # official tiles: 33 frames in 17 stepped 12 -> 17, 17, 9; 45 in 32 stepped 24 -> 32, 21;
