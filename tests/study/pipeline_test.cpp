@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsp/pattern.hpp"
 #include "sparsp/study.hpp"
 #include "sparsp/sweep.hpp"
 #include "sparsp/topology.hpp"
@@ -102,6 +103,32 @@ TEST_CASE("pipeline stage FLOPs at their own efficiency of peak (the CogVideoX V
   // A measured time for this GPU model wins over the FLOPs.
   p.vae_decode.time_s = {{"NVIDIA L40", 50.0}};
   CHECK(study::pipeline_times(p, 100.0, 50, l40, 0.7, 8).vae_decode_s == 50.0);
+}
+
+TEST_CASE("HunyuanVideo presets: text encoders and VAE decode from their FLOPs (hyvae14)") {
+  // sim/tools/pipeline_flops.py: the official-tiled decode of the 33 x 45 x 80 latent is
+  // 985,738,028,625,920 FLOP (24 tiles, 1.854x the untiled 5.317e14) at 0.1231 of peak (the
+  // whole decode timed on one H200: 8.10 s); the text encoders (LLaMA-3-8B on 351 tokens
+  // 4.964e12 + CLIP-L on 77 tokens 1.33e10) 4,977,375,252,480 FLOP at the gemm efficiency.
+  auto m = patterns::load_model("hunyuanvideo-720p");
+  REQUIRE(m);
+  const auto& p = m->pipeline;
+  CHECK(p.cfg == "distilled");
+  CHECK(p.vae_decode.flops == 985738028625920.0);
+  CHECK(p.vae_decode.efficiency == 0.1231);
+  CHECK_FALSE(p.vae_decode.split);
+  CHECK(p.text_encoder.flops == 4977375252480.0);
+  // H100 SXM (989.4 TFLOP/s): 9.857e14 / (989.4e12 x 0.1231) = 8.0934 s on every rank (unsplit);
+  // text 4.977e12 / (989.4e12 x 0.6) = 0.0083844 s; e2e = loop 100 + 8.0934 + 0.0084.
+  auto t = study::pipeline_times(p, 100.0, 50, h100(), 0.6, 8);
+  CHECK(t.vae_decode_s == doctest::Approx(985738028625920.0 / (989.4e12 * 0.1231)));
+  CHECK(t.vae_decode_s == doctest::Approx(8.0934).epsilon(1e-4));
+  CHECK(t.text_encoder_s == doctest::Approx(0.0083844).epsilon(1e-4));
+  CHECK(t.not_modelled == std::vector<std::string>{"scheduler"});
+  // The STA setting (30 x 48 x 80 latent, 117 frames) tiles to 966,022,105,137,152 FLOP.
+  auto sta = patterns::load_model("hunyuanvideo-sta");
+  REQUIRE(sta);
+  CHECK(sta->pipeline.vae_decode.flops == 966022105137152.0);
 }
 
 TEST_CASE("pipeline stages without a figure for the GPU count 0 s and are listed") {
