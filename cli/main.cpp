@@ -22,8 +22,25 @@
 #include "sparsp/version.hpp"
 
 namespace sparsp::cli {
+namespace {
+// The message as one line of text that cannot steer a terminal: line breaks become spaces, and
+// what input_error escapes (C0/DEL, C1 controls, U+2028/2029, bidirectional controls, bytes that
+// are not UTF-8) is escaped here too, for words that reach a message without input_error: a
+// --baseline or --backend value, a subcommand name, CLI11's own messages (break-it 2026-12-04).
+// Idempotent: an escaped message has nothing left to escape.
+std::string terminal_safe(std::string msg) {
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::string out = input_error("", "", msg).message;  // ": " + the escaped message
+  out.erase(0, 2);
+  std::string safe;  // input_error keeps the 0x1f marker for its callers; none is left here
+  for (char c : out) safe += c == '\x1f' ? std::string("\\x1f") : std::string(1, c);
+  return safe;
+}
+}  // namespace
+
 int report(const Error& error) {
-  std::cerr << "sparsp: " << error.message << "\n";
+  std::cerr << "sparsp: " << terminal_safe(error.message) << "\n";
   return error.exit_code;
 }
 
@@ -214,11 +231,7 @@ std::string command_chain(const CLI::App& app, const CLI::App*& sub) {
   return where;
 }
 
-std::string one_line(std::string msg) {
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
-  return msg;
-}
+std::string one_line(std::string msg) { return terminal_safe(std::move(msg)); }
 
 }  // namespace
 

@@ -136,6 +136,9 @@ void compile_machine(Compile& c) {
 
 Status add_id(Compile& c, const std::string& id, const std::string& place) {
   if (id.empty()) return input_error(c.file, place, "empty id");
+  // Ids are printed as they are in `sim run`'s table and in trace names (break-it 2026-12-04).
+  if (const std::string u = unprintable_character(id); !u.empty())
+    return input_error(c.file, place, "contains " + u + "; activity ids are printed in tables");
   if (!c.index.emplace(id, static_cast<int>(c.index.size())).second)
     return input_error(c.file, place, "duplicate id '" + id + "'");
   return Ok{};

@@ -240,3 +240,22 @@ TEST_CASE("a preset name's control bytes are written as \\xNN") {
   CHECK(r.err.rfind("sparsp: x\\x1b[31my: no such preset (presets: ", 0) == 0);
   CHECK(r.err.find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("words that reach a message outside input_error are escaped too") {
+  // Break-it pass 2026-12-04: an unknown subcommand, a --progress value (CLI11's own message) and
+  // a --baseline value printed ESC, U+2028 (e2 80 a8) and U+202E (e2 80 ae) raw.
+  const std::string x = "\"$(printf 'Z\\033[31m\\342\\200\\250\\342\\200\\256')\"";
+  const auto sub = sparsp::test::run(x);
+  CHECK(sub.rc == 2);
+  CHECK(sub.err.rfind("sparsp: unknown subcommand 'Z\\x1b[31m\\u2028\\u202e' (one of: ", 0) == 0);
+  const auto menu = sparsp::test::run("simulate --progress " + x);
+  CHECK(menu.rc == 2);
+  CHECK(menu.err ==
+        "sparsp: simulate: --progress: Z\\x1b[31m\\u2028\\u202e not in {auto,bar,lines,off}\n");
+  const auto base = sparsp::test::run(
+      "simulate --steps 1 --layers 1 --policy contiguous/ring/sm_overlap --baseline " + x);
+  CHECK(base.rc == 2);
+  CHECK(base.err ==
+        "sparsp: <command line>:--baseline: baseline 'Z\\x1b[31m\\u2028\\u202e' is not one of the "
+        "policies\n");
+}
