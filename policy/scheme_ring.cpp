@@ -99,11 +99,14 @@ Result<CommPlan> scheme_ring(const LayerInput& in, const Params& p) {
   chain_ring_merges(plan);
   // After each rank's pieces and merges: the accumulator's casts, then the output layout copies.
   const double cast = out_cast_bytes_per_element(p);
+  if (!(cast > 0) && !seq_copies) return plan;  // the default: nothing after the pieces
+  // Each rank's pieces and merges, in one pass over the plan.
+  std::vector<std::vector<int>> pieces_of(static_cast<size_t>(P));
+  for (size_t i = 0; i < plan.tasks.size(); ++i)
+    if (plan.tasks[i].tag != "seq_a2a_qkv")
+      pieces_of[static_cast<size_t>(plan.tasks[i].rank)].push_back(static_cast<int>(i));
   for (int x = 0; x < P; ++x) {
-    std::vector<int> mine;
-    for (size_t i = 0; i < plan.tasks.size(); ++i)
-      if (plan.tasks[i].rank == x && plan.tasks[i].tag != "seq_a2a_qkv")
-        mine.push_back(static_cast<int>(i));
+    std::vector<int> mine = std::move(pieces_of[static_cast<size_t>(x)]);
     if (mine.empty()) mine = after_copy(x);
     if (const int c = add_out_cast(plan, x, cast * elements[static_cast<size_t>(x)], P, mine);
         c >= 0)
